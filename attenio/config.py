@@ -1,0 +1,517 @@
+"""The one configuration that drives the RTL, the schedule generator, the golden models and the tests.
+
+Three frozen, keyword-only dataclasses:
+
+* :class:`Numerics`: the fixed-point formats of the softmax datapath (docs/numerics.md);
+* :class:`HardwareConfig`: the accelerator instance (array, buffers, DRAM model, numerics);
+* :class:`Workload`: one attention problem (lengths, head dim, heads, batch, causal).
+
+Every field is validated in ``__post_init__``; a bad value raises :class:`ConfigError` (a
+``ValueError``) naming the field, the value and the valid range. Every datapath width is a
+derived property, with its derivation beside it, so the RTL, the integer model and the
+testbench cannot disagree on one. Variants are made with :func:`dataclasses.replace`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from attenio.errors import ConfigError, bad
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = [
+    "Numerics",
+    "HardwareConfig",
+    "Workload",
+    "PRESETS",
+    "preset",
+    "load_toml",
+    "save_toml",
+    "ConfigError",
+]
+
+SUPPORTED_DATA_BITS = (8, 16)
+SUPPORTED_AXI_BITS = (32, 64, 128, 256, 512, 1024)
+# The integer model runs on int64 and does its matrix products in float64, which is exact
+# while every partial sum stays below 2**53; widths beyond these are refused up front.
+_INT64_BITS = 63
+_FLOAT_EXACT_BITS = 53
+
+
+def _check_int(obj, name: str, lo: int, hi: int | None = None) -> None:
+    value = getattr(obj, name)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise bad(name, value, f"must be an integer in [{lo}, {hi if hi is not None else 'inf'}]")
+    if value < lo or (hi is not None and value > hi):
+        raise bad(name, value, f"must be in [{lo}, {hi if hi is not None else 'inf'}]")
+
+
+def _check_float(obj, name: str, lo_exclusive: float, hi: float | None = None) -> None:
+    value = getattr(obj, name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise bad(name, value, f"must be a finite number > {lo_exclusive}")
+    if value <= lo_exclusive or (hi is not None and value > hi):
+        raise bad(name, value, f"must be in ({lo_exclusive}, {hi if hi is not None else 'inf'}]")
+
+
+def _check_bool(obj, name: str) -> None:
+    value = getattr(obj, name)
+    if not isinstance(value, bool):
+        raise bad(name, value, "must be true or false")
+
+
+def _is_pow2(x: int) -> bool:
+    return x > 0 and x & (x - 1) == 0
+
+
+class _Serializable:
+    """to_dict/from_dict shared by the three dataclasses (nested dataclasses become tables)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            v = getattr(self, f.name)
+            if v is None:
+                continue  # TOML has no null; a missing key means the default
+            out[f.name] = v.to_dict() if isinstance(v, _Serializable) else v
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = ""):
+        prefix = f"{where}." if where else ""
+        if not isinstance(data, dict):
+            raise bad(where or cls.__name__, data, "must be a table of fields")
+        known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise bad(f"{prefix}{unknown[0]}", data[unknown[0]],
+                      f"unknown field of {cls.__name__}; valid fields: {', '.join(known)}")
+        kwargs = {}
+        for name, value in data.items():
+            sub = _NESTED.get((cls.__name__, name))
+            kwargs[name] = sub.from_dict(value, f"{prefix}{name}") if sub else value
+        try:
+            return cls(**kwargs)
+        except ConfigError as e:
+            raise ConfigError(f"{prefix}{e}") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Numerics(_Serializable):
+    """Fixed-point formats of the softmax datapath (the contract of docs/numerics.md).
+
+    Parameters
+    ----------
+    logit_frac_bits
+        F: fraction bits of the base-2 logit ``t = s * log2(e) * scale``.
+    exp_frac_bits
+        PF: fraction bits of ``p = 2**(t - m)``; p is unsigned with PF+1 bits, in [0, 2).
+    exp_segments_log2
+        The exp2 unit's piecewise-linear table has ``2**exp_segments_log2`` segments.
+    scale_mult_bits
+        CM: width of the unsigned softmax-scale multiplier ``c_m``.
+    recip_seed_log2
+        The reciprocal's seed table has ``2**recip_seed_log2`` entries.
+    recip_frac_bits
+        RF: fraction bits of the normalized mantissa of ℓ and of its reciprocal.
+    out_frac_bits
+        OF: fraction bits of the output, in units of V's LSB.
+    finalize_guard_bits
+        G: bits of O kept below ℓ's leading one before the output multiply.
+    """
+
+    logit_frac_bits: int = 14
+    exp_frac_bits: int = 15
+    exp_segments_log2: int = 5
+    scale_mult_bits: int = 16
+    recip_seed_log2: int = 6
+    recip_frac_bits: int = 20
+    out_frac_bits: int = 8
+    finalize_guard_bits: int = 14
+
+    def __post_init__(self):
+        _check_int(self, "logit_frac_bits", 6, 20)
+        _check_int(self, "exp_frac_bits", 8, 24)
+        _check_int(self, "exp_segments_log2", 1, 8)
+        if self.exp_segments_log2 >= self.logit_frac_bits:
+            raise bad("exp_segments_log2", self.exp_segments_log2,
+                      f"must be below logit_frac_bits={self.logit_frac_bits}")
+        _check_int(self, "scale_mult_bits", 8, 24)
+        _check_int(self, "recip_seed_log2", 2, 10)
+        _check_int(self, "recip_frac_bits", 12, 24)
+        if self.recip_seed_log2 >= self.recip_frac_bits:
+            raise bad("recip_seed_log2", self.recip_seed_log2,
+                      f"must be below recip_frac_bits={self.recip_frac_bits}")
+        _check_int(self, "out_frac_bits", 0, 16)
+        _check_int(self, "finalize_guard_bits", 1, 24)
+        if self.finalize_guard_bits <= self.out_frac_bits:
+            raise bad("finalize_guard_bits", self.finalize_guard_bits,
+                      f"must exceed out_frac_bits={self.out_frac_bits} so the output keeps its "
+                      "rounding bit")
+
+    @property
+    def exp_bits(self) -> int:
+        # p = 2**frac >> shift with frac in [1, 2): PF fraction bits and one integer bit.
+        return self.exp_frac_bits + 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class HardwareConfig(_Serializable):
+    """One accelerator instance.
+
+    Parameters
+    ----------
+    mac_lines, macs_per_line
+        The PE array is ``mac_lines × macs_per_line`` MACs (the paper's p × q).
+    data_bits
+        Width of the signed Q, K and V elements (8 or 16).
+    tile_rows
+        Capacity of the resident Q tile and O accumulator, in query rows.
+    max_head_dim
+        Largest head dimension d the buffers hold (columns of Q and O).
+    kv_ring_depth
+        Depth of the K/V row ring the DMA fills ahead of the PE array, in rows.
+    exp_lanes
+        Exponentials the softmax unit computes per cycle.
+    axi_data_bits
+        Width of the AXI4 data bus.
+    dram_latency
+        DRAM model: cycles from a read request to its first beat.
+    dram_bytes_per_cycle
+        DRAM model: sustained bytes per cycle.
+    clock_mhz
+        Clock frequency used to turn cycles into time.
+    max_seq_len
+        Longest query or key sequence; sizes ℓ and the O accumulator so they cannot overflow.
+    softmax_block
+        Keys that share one running-max update. The integer model and the RTL both group keys
+        into aligned blocks of this many (from key 0), so results do not depend on tiling.
+    sram_bytes
+        Unified on-chip memory budget M in bytes as the paper's Eq. 14 counts it, for
+        model-only presets; ``None`` means the physical buffers above define the memory.
+    numerics
+        Fixed-point formats, see :class:`Numerics`.
+    """
+
+    mac_lines: int
+    macs_per_line: int
+    data_bits: int = 8
+    tile_rows: int
+    max_head_dim: int
+    kv_ring_depth: int = 8
+    exp_lanes: int = 4
+    axi_data_bits: int = 64
+    dram_latency: int = 100
+    dram_bytes_per_cycle: int = 8
+    clock_mhz: float = 100.0
+    max_seq_len: int = 65536
+    softmax_block: int = 1
+    sram_bytes: int | None = None
+    numerics: Numerics = field(default_factory=Numerics)
+
+    def __post_init__(self):
+        _check_int(self, "mac_lines", 1, 1024)
+        _check_int(self, "macs_per_line", 1, 1024)
+        if self.data_bits not in SUPPORTED_DATA_BITS or isinstance(self.data_bits, bool):
+            raise bad("data_bits", self.data_bits, f"supported: {SUPPORTED_DATA_BITS}")
+        _check_int(self, "tile_rows", 1, 1 << 16)
+        _check_int(self, "max_head_dim", 1, 1024)
+        _check_int(self, "kv_ring_depth", 2, 1 << 16)
+        _check_int(self, "exp_lanes", 1, 4096)
+        if self.axi_data_bits not in SUPPORTED_AXI_BITS or isinstance(self.axi_data_bits, bool):
+            raise bad("axi_data_bits", self.axi_data_bits, f"supported: {SUPPORTED_AXI_BITS}")
+        _check_int(self, "dram_latency", 0, 1 << 20)
+        _check_int(self, "dram_bytes_per_cycle", 1, 1 << 16)
+        _check_float(self, "clock_mhz", 0.0, 1e5)
+        _check_int(self, "max_seq_len", 1, 1 << 24)
+        _check_int(self, "softmax_block", 1, 1024)
+        if self.softmax_block > self.max_seq_len:
+            raise bad("softmax_block", self.softmax_block,
+                      f"must not exceed max_seq_len={self.max_seq_len}")
+        if self.sram_bytes is not None:
+            _check_int(self, "sram_bytes", 1, 1 << 40)
+        if not isinstance(self.numerics, Numerics):
+            raise bad("numerics", self.numerics, "must be a Numerics instance")
+        # Widths the integer model (int64, float64-exact products) and the RTL can carry.
+        if self.logit_product_bits > _INT64_BITS:
+            raise bad("max_head_dim", self.max_head_dim,
+                      f"the scaled score would need {self.logit_product_bits} bits "
+                      f"(at most {_INT64_BITS}) with data_bits={self.data_bits}")
+        if self.acc_bits > _FLOAT_EXACT_BITS:
+            raise bad("max_seq_len", self.max_seq_len,
+                      f"the O accumulator would need {self.acc_bits} bits (at most "
+                      f"{_FLOAT_EXACT_BITS}) with data_bits={self.data_bits}; lower max_seq_len")
+
+    # ---- sizes -------------------------------------------------------------------------------
+    @property
+    def macs(self) -> int:
+        return self.mac_lines * self.macs_per_line
+
+    @property
+    def element_bytes(self) -> int:
+        return self.data_bits // 8
+
+    @property
+    def axi_data_bytes(self) -> int:
+        return self.axi_data_bits // 8
+
+    # ---- datapath widths (docs/numerics.md derives each) ---------------------------------------
+    @property
+    def score_bits(self) -> int:
+        # s = Σ_k q_k·k_k over d ≤ max_head_dim terms; the largest magnitude is
+        # d·(2**(B-1))**2, reached only by (-2**(B-1))**2 products, so it needs one bit over
+        # its own bit length to be a signed value.
+        return (self.max_head_dim << (2 * self.data_bits - 2)).bit_length() + 1
+
+    @property
+    def logit_product_bits(self) -> int:
+        # s · c_m with c_m < 2**CM unsigned: |s·c_m| < 2**(score_bits-1) · 2**CM.
+        return self.score_bits + self.numerics.scale_mult_bits
+
+    @property
+    def logit_bits(self) -> int:
+        # t = round(s·c_m / 2**c_sh) with c_sh ≥ 0, so t is never wider than the product.
+        return self.logit_product_bits
+
+    @property
+    def max_bits(self) -> int:
+        # m = floor(t / 2**F): the integer part of the logit.
+        return self.logit_bits - self.numerics.logit_frac_bits
+
+    @property
+    def exp_bits(self) -> int:
+        return self.numerics.exp_bits
+
+    @property
+    def row_sum_bits(self) -> int:
+        # ℓ_new = (ℓ >> sh) + Σ_block p with p < 2**(PF+1): by induction over keys,
+        # ℓ < keys·2**(PF+1) ≤ max_seq_len·2**(PF+1) (unsigned).
+        return (self.max_seq_len << self.exp_bits).bit_length()
+
+    @property
+    def pv_bits(self) -> int:
+        # p·v: unsigned PF+1 bits times signed B bits.
+        return self.exp_bits + self.data_bits
+
+    @property
+    def acc_bits(self) -> int:
+        # |O| ≤ keys·p_max·|v|_max, and an arithmetic right shift never grows |O| (|-1 >> s| = 1),
+        # so |O| ≤ max_seq_len·(2**(PF+1)-1)·2**(B-1): that magnitude's bit length plus a sign.
+        vmax = 1 << (self.data_bits - 1)
+        return (self.max_seq_len * ((1 << self.exp_bits) - 1) * vmax).bit_length() + 1
+
+    @property
+    def recip_bits(self) -> int:
+        # r ≈ 2**RF / mantissa with mantissa in [1, 2): at most 2**RF, so RF+1 bits unsigned.
+        return self.numerics.recip_frac_bits + 1
+
+    @property
+    def out_bits(self) -> int:
+        # O/ℓ is a convex combination of V, so it fits V's range with OF more fraction bits
+        # (saturated, since independent floors of O and ℓ can step just outside it).
+        return self.data_bits + self.numerics.out_frac_bits
+
+    def widths(self) -> dict[str, int]:
+        """Every derived datapath width, by name (for reports, the RTL and docs)."""
+        return {
+            "score_bits": self.score_bits,
+            "logit_bits": self.logit_bits,
+            "max_bits": self.max_bits,
+            "exp_bits": self.exp_bits,
+            "row_sum_bits": self.row_sum_bits,
+            "pv_bits": self.pv_bits,
+            "acc_bits": self.acc_bits,
+            "recip_bits": self.recip_bits,
+            "out_bits": self.out_bits,
+        }
+
+    def check_workload(self, wl: Workload) -> None:
+        """Raise :class:`ConfigError` if ``wl`` does not fit this hardware."""
+        if not isinstance(wl, Workload):
+            raise bad("workload", wl, "must be a Workload")
+        if wl.head_dim > self.max_head_dim:
+            raise bad("head_dim", wl.head_dim, f"must be in [1, {self.max_head_dim}] "
+                      f"(max_head_dim of this hardware)")
+        for name in ("seq_q", "seq_k"):
+            if getattr(wl, name) > self.max_seq_len:
+                raise bad(name, getattr(wl, name),
+                          f"must be in [1, {self.max_seq_len}] (max_seq_len of this hardware)")
+        if wl.element_bytes != self.element_bytes:
+            raise bad("element_bytes", wl.element_bytes,
+                      f"this hardware takes {self.element_bytes}-byte elements "
+                      f"(data_bits={self.data_bits})")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload(_Serializable):
+    """One attention problem: ``O = softmax(Q Kᵀ/√d) V`` per (batch, head).
+
+    Q is ``[batch, heads, seq_q, head_dim]``; K and V are ``[batch, kv_heads, seq_k,
+    head_dim]``; query head h reads K/V head ``h // (heads // kv_heads)`` (GQA/MQA). With
+    ``causal``, query row i sees keys ``j ≤ i + seq_k - seq_q`` (aligned at the bottom right).
+    """
+
+    seq_q: int
+    seq_k: int
+    head_dim: int
+    heads: int = 1
+    kv_heads: int = 1
+    batch: int = 1
+    causal: bool = False
+    element_bytes: int = 1
+
+    def __post_init__(self):
+        _check_int(self, "seq_q", 1, 1 << 24)
+        _check_int(self, "seq_k", 1, 1 << 24)
+        _check_int(self, "head_dim", 1, 1024)
+        _check_int(self, "heads", 1, 1 << 12)
+        _check_int(self, "kv_heads", 1, 1 << 12)
+        _check_int(self, "batch", 1, 1 << 16)
+        _check_bool(self, "causal")
+        _check_int(self, "element_bytes", 1, 8)
+        if self.heads % self.kv_heads:
+            raise bad("kv_heads", self.kv_heads, f"must divide heads={self.heads}")
+
+    @classmethod
+    def square(cls, n: int, d: int, **kw) -> Workload:
+        """A self-attention workload with ``seq_q = seq_k = n``."""
+        return cls(seq_q=n, seq_k=n, head_dim=d, **kw)
+
+    @property
+    def group_size(self) -> int:
+        """Query heads per K/V head (1 for multi-head, ``heads`` for MQA)."""
+        return self.heads // self.kv_heads
+
+
+_NESTED = {("HardwareConfig", "numerics"): Numerics}
+
+
+# ---- presets (brief §6) ------------------------------------------------------------------------
+
+def tiny() -> HardwareConfig:
+    """4×4 MACs, int8, 64-row tile, d ≤ 64: fast cocotb tests."""
+    return HardwareConfig(
+        mac_lines=4, macs_per_line=4, data_bits=8, tile_rows=64, max_head_dim=64,
+        kv_ring_depth=8, exp_lanes=4, axi_data_bits=64, dram_latency=20,
+        dram_bytes_per_cycle=8, clock_mhz=100.0, max_seq_len=4096, softmax_block=1)
+
+
+def fpga() -> HardwareConfig:
+    """8×8 MACs, int8, 512-row tile, d ≤ 128: an ECP5-85F (ULX3S) or a small Xilinx part."""
+    return HardwareConfig(
+        mac_lines=8, macs_per_line=8, data_bits=8, tile_rows=512, max_head_dim=128,
+        kv_ring_depth=16, exp_lanes=8, axi_data_bits=64, dram_latency=100,
+        dram_bytes_per_cycle=8, clock_mhz=100.0, max_seq_len=65536, softmax_block=1)
+
+
+def asplos26() -> HardwareConfig:
+    """The paper's Table 2 (model only): 64×32 MACs and 128 EXP units at 1 GHz, 512 KB on
+    chip, 2-byte elements, 128 GB/s HBM (128 B/cycle)."""
+    return HardwareConfig(
+        mac_lines=64, macs_per_line=32, data_bits=16, tile_rows=8192, max_head_dim=256,
+        kv_ring_depth=64, exp_lanes=128, axi_data_bits=1024, dram_latency=100,
+        dram_bytes_per_cycle=128, clock_mhz=1000.0, max_seq_len=1 << 20, softmax_block=1,
+        sram_bytes=512 * 1024)
+
+
+PRESETS = {"tiny": tiny, "fpga": fpga, "asplos26": asplos26}
+
+
+def preset(name: str) -> HardwareConfig:
+    """Return the named preset; raise :class:`ConfigError` for an unknown name."""
+    try:
+        return PRESETS[name]()
+    except (KeyError, TypeError):
+        raise bad("preset", name, f"known presets: {', '.join(PRESETS)}") from None
+
+
+# ---- TOML ----------------------------------------------------------------------------------------
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def dumps_toml(tables: dict[str, dict[str, Any]]) -> str:
+    """Write ``{table: {key: scalar or {subtable...}}}`` as TOML (the subset this project needs)."""
+    lines: list[str] = []
+
+    def emit(name: str, body: dict[str, Any]) -> None:
+        lines.append(f"[{name}]")
+        subs = []
+        for k, v in body.items():
+            if isinstance(v, dict):
+                subs.append((f"{name}.{k}", v))
+            else:
+                lines.append(f"{k} = {_toml_value(v)}")
+        lines.append("")
+        for sub_name, sub in subs:
+            emit(sub_name, sub)
+
+    for name, body in tables.items():
+        emit(name, body)
+    return "\n".join(lines)
+
+
+def save_toml(path: str | Path, hw: HardwareConfig | None = None,
+              workload: Workload | None = None) -> None:
+    """Write a ``[hardware]`` and/or ``[workload]`` table to ``path``."""
+    tables = {}
+    if hw is not None:
+        tables["hardware"] = hw.to_dict()
+    if workload is not None:
+        tables["workload"] = workload.to_dict()
+    Path(path).write_text(dumps_toml(tables))
+
+
+def load_toml(path: str | Path) -> tuple[HardwareConfig | None, Workload | None]:
+    """Read ``[hardware]`` (optionally ``preset = "name"`` plus overrides) and ``[workload]``.
+
+    Raises :class:`ConfigError` for a missing or unparsable file, unknown tables or fields and
+    values of the wrong type or range.
+    """
+    p = Path(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except FileNotFoundError:
+        raise bad("config file", str(p), "file not found") from None
+    except tomllib.TOMLDecodeError as e:
+        raise bad("config file", str(p), f"not valid TOML ({e})") from None
+    unknown = sorted(set(data) - {"hardware", "workload"})
+    if unknown:
+        raise bad(unknown[0], data[unknown[0]], "unknown table; valid tables: hardware, workload")
+    hw = wl = None
+    if "hardware" in data:
+        table = dict(data["hardware"]) if isinstance(data["hardware"], dict) else data["hardware"]
+        if isinstance(table, dict) and "preset" in table:
+            base = preset(table.pop("preset")).to_dict()
+            nested = table.pop("numerics", {})
+            base.update(table)
+            if isinstance(nested, dict):
+                base["numerics"] = {**base["numerics"], **nested}
+            else:
+                base["numerics"] = nested
+            table = base
+        hw = HardwareConfig.from_dict(table, "hardware")
+    if "workload" in data:
+        wl = Workload.from_dict(data["workload"], "workload")
+    return hw, wl
+
+
+def replace(obj, **changes):
+    """:func:`dataclasses.replace`, re-running validation (re-exported for convenience)."""
+    return dataclasses.replace(obj, **changes)

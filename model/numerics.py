@@ -1,0 +1,539 @@
+"""Bit-exact integer model of the attention datapath: the contract the RTL meets bit for bit.
+
+The datapath is split into the hardware's blocks, each a vectorized function an RTL unit test
+can call on its own (the ``ref_`` side of a ref/rtl pair):
+
+============== ===================================================================
+block          function
+============== ===================================================================
+scale          :func:`scale` (with :func:`softmax_scale` computing ``c_m, c_sh`` on the host)
+running max    :func:`running_max`
+exp2           :func:`exp2`
+rescale        :func:`rescale` (ℓ and O, by the same shift)
+accumulate     :func:`accumulate`
+reciprocal     :func:`reciprocal`
+finalize       :func:`finalize`
+============== ===================================================================
+
+and composed twice into whole attention: :func:`attention_head_stepwise` walks the keys block
+by block exactly as the hardware does, and :func:`attention_head` computes the identical
+result with whole-matrix NumPy operations (fast enough for N = 4096 in about a second).
+:func:`attention_int` runs a whole :class:`~attenio.config.Workload` (batch, heads, GQA,
+causal). docs/numerics.md states every format and why nothing overflows.
+
+All integers are int64; matrix products run in float64, exact because the config refuses
+widths past 2**53 (see ``HardwareConfig.acc_bits``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from attenio.config import HardwareConfig, Numerics, Workload
+from attenio.errors import bad
+
+__all__ = [
+    "ScaleParams",
+    "softmax_scale",
+    "scale",
+    "running_max",
+    "exp2",
+    "exp_table",
+    "rescale",
+    "accumulate",
+    "reciprocal",
+    "recip_table",
+    "finalize",
+    "attention_head",
+    "attention_head_stepwise",
+    "attention_int",
+    "quantize",
+    "dequantize",
+    "dequantize_output",
+    "m_init",
+]
+
+# The largest shift any rescale applies. ℓ and O are at most 53 bits wide (config), so a
+# shift of 62 already clears them (or leaves -1 for a negative O, as a hardware arithmetic
+# shifter saturated at its width does); it also keeps int64 shifts well defined.
+MAX_SHIFT = 62
+# Scale shift register range (6-bit field, capped so the rounding constant fits int64).
+SCALE_SHIFT_MAX = 62
+
+
+def m_init(cfg: HardwareConfig) -> int:
+    """Running-max reset value: ``-2**max_bits``, below every reachable ``floor(t / 2**F)``."""
+    return -(1 << cfg.max_bits)
+
+
+# ---- scale -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ScaleParams:
+    """The softmax-scale multiplier the host writes: ``t = round(s · c_m / 2**c_sh)``.
+
+    ``c_m / 2**c_sh`` approximates ``q_scale · k_scale · log2(e) / √d · 2**F``, so ``t`` is the
+    base-2 logit with F fraction bits.
+    """
+
+    c_m: int
+    c_sh: int
+
+    @property
+    def multiplier(self) -> float:
+        return self.c_m / 2.0 ** self.c_sh
+
+
+def softmax_scale(cfg: HardwareConfig, q_scale: float, k_scale: float, head_dim: int,
+                  sm_scale: float | None = None) -> ScaleParams:
+    """Fold ``log2(e)``, ``1/√d`` (or ``sm_scale``) and the input scales into one multiplier.
+
+    ``c_m`` is normalized into ``[2**(CM-1), 2**CM)`` (CM = ``scale_mult_bits``) so its relative
+    error is at most ``2**-CM``.
+
+    Raises
+    ------
+    ConfigError
+        A scale that is not positive and finite, or a product of scales so large that one
+        score LSB exceeds ``2**CM`` logit LSBs (or so small the multiplier underflows).
+    """
+    for name, value in (("q_scale", q_scale), ("k_scale", k_scale)):
+        if not (isinstance(value, (int, float, np.floating)) and math.isfinite(value)
+                and value > 0):
+            raise bad(name, value, "must be a positive finite number")
+    if sm_scale is None:
+        sm_scale = 1.0 / math.sqrt(head_dim)
+    n = cfg.numerics
+    c = float(q_scale) * float(k_scale) * sm_scale * math.log2(math.e) * 2.0 ** n.logit_frac_bits
+    cm_bits = n.scale_mult_bits
+    top = (1 << cm_bits) - 1
+    sh = cm_bits - 1 - math.floor(math.log2(c))
+    sh = min(sh, SCALE_SHIFT_MAX)
+    if sh < 0:
+        raise bad("q_scale*k_scale", float(q_scale) * float(k_scale),
+                  f"too large: one score LSB would be {c:.3g} logit LSBs (at most {top})")
+    c_m = round(c * 2.0 ** sh)
+    if c_m > top:  # rounding reached 2**CM: renormalize
+        sh -= 1
+        c_m = round(c * 2.0 ** sh)
+        if sh < 0 or c_m > top:
+            raise bad("q_scale*k_scale", float(q_scale) * float(k_scale),
+                      f"too large for a {cm_bits}-bit multiplier")
+    if c_m == 0:
+        raise bad("q_scale*k_scale", float(q_scale) * float(k_scale),
+                  "too small: the softmax multiplier underflows to zero")
+    return ScaleParams(c_m=int(c_m), c_sh=int(sh))
+
+
+def scale(cfg: HardwareConfig, s, sp: ScaleParams) -> np.ndarray:
+    """Scale block: integer score ``s`` (score_bits) to base-2 logit ``t`` (logit_bits, F frac).
+
+    ``t = (s·c_m + 2**(c_sh-1)) >> c_sh``: round half up. Latency in hardware: one multiplier
+    and one adder stage.
+    """
+    s = np.asarray(s, dtype=np.int64)
+    t = s * np.int64(sp.c_m)
+    if sp.c_sh:
+        t += np.int64(1 << (sp.c_sh - 1))
+        t >>= sp.c_sh
+    return t
+
+
+# ---- running max --------------------------------------------------------------------------------
+
+def running_max(cfg: HardwareConfig, m_old, t, valid=None):
+    """Running-max block for one block of keys.
+
+    Parameters
+    ----------
+    m_old : int64 array, shape (rows,)
+        Integer running max (``m_init(cfg)`` before the first key).
+    t : int64 array, shape (rows, keys)
+        Logits of this block (F fraction bits).
+    valid : bool array like ``t``, optional
+        Causal mask; masked logits do not take part.
+
+    Returns
+    -------
+    m_new : ``max(m_old, floor(max_valid(t) / 2**F))`` (``m_old`` if no key is valid)
+    shift : ``m_new - m_old`` clamped to ``MAX_SHIFT``, the rescale of ℓ and O
+    """
+    t = np.asarray(t, dtype=np.int64)
+    m_old = np.asarray(m_old, dtype=np.int64)
+    floor_t = t >> cfg.numerics.logit_frac_bits
+    if valid is not None:
+        floor_t = np.where(valid, floor_t, m_init(cfg))
+    m_new = np.maximum(m_old, floor_t.max(axis=-1))
+    return m_new, np.minimum(m_new - m_old, MAX_SHIFT)
+
+
+# ---- exp2 ---------------------------------------------------------------------------------------
+
+@lru_cache(maxsize=16)
+def exp_table(n: Numerics) -> np.ndarray:
+    """The exp2 unit's table: ``round(2**(k/S + PF))`` for k = 0..S (S segments, S+1 knots).
+
+    The last knot is exactly ``2**(PF+1)``; the hardware stores each base and the difference to
+    the next knot (the slope).
+    """
+    segs = 1 << n.exp_segments_log2
+    k = np.arange(segs + 1, dtype=np.float64)
+    return np.rint(np.exp2(k / segs + n.exp_frac_bits)).astype(np.int64)
+
+
+def exp2_frac(cfg: HardwareConfig, yf) -> np.ndarray:
+    """``2**(yf / 2**F)`` for ``yf`` in ``[0, 2**F)``, with PF fraction bits (in [2**PF, 2**(PF+1))).
+
+    Piecewise-linear between table knots: the top ``exp_segments_log2`` bits of ``yf`` pick
+    the segment, the remaining R bits interpolate with round-half-up.
+    """
+    n = cfg.numerics
+    rbits = n.logit_frac_bits - n.exp_segments_log2
+    lut = exp_table(n)
+    # int32 halves the memory traffic of this, the model's hottest loop, whenever the
+    # interpolation product provably fits (it does for every preset).
+    dtype = np.int32 if (int(np.diff(lut).max()) << rbits) < (1 << 30) else np.int64
+    base_t = lut[:-1].astype(dtype)
+    delta_t = np.diff(lut).astype(dtype)
+    yf = np.asarray(yf).astype(dtype, copy=False)
+    seg = (yf >> rbits).astype(np.intp)  # take() wants native indices; converting once is cheaper
+    r = yf & dtype((1 << rbits) - 1)
+    acc = delta_t.take(seg) * r
+    acc += dtype(1 << (rbits - 1))
+    acc >>= rbits
+    acc += base_t.take(seg)
+    return acc
+
+
+def exp2(cfg: HardwareConfig, y) -> np.ndarray:
+    """exp2 block: ``p = 2**(y / 2**F)`` with PF fraction bits, for ``y < 2**F``.
+
+    ``y = t - m·2**F`` (at most just under 1.0, since m is the floor of the max). Split into the
+    integer part ``yi = y >> F ≤ 0`` and fraction ``yf``; ``p = round(exp2_frac(yf) / 2**-yi)``,
+    with the shift saturated at PF+2 (where p is 0). Result: unsigned,
+    ``exp_bits`` = PF+1 bits (an int32 array when that holds it, else int64).
+    """
+    n = cfg.numerics
+    y = np.asarray(y, dtype=np.int64)
+    if y.size and y.max() >= (1 << n.logit_frac_bits):
+        raise ValueError("exp2 input must be below 2**logit_frac_bits (t above the running max)")
+    sh = np.minimum(-(y >> n.logit_frac_bits), n.exp_frac_bits + 2)
+    frac = exp2_frac(cfg, y & ((1 << n.logit_frac_bits) - 1))
+    # round(frac / 2**sh), halves up, as ((2·frac >> sh) + 1) >> 1: one adder, no half table.
+    frac <<= 1
+    frac >>= sh.astype(frac.dtype)
+    frac += 1
+    frac >>= 1
+    return frac
+
+
+# ---- rescale and accumulate -----------------------------------------------------------------------
+
+def rescale(x, shift) -> np.ndarray:
+    """Rescale block: ``x >> shift`` (arithmetic, floor), shift saturated at ``MAX_SHIFT``.
+
+    Used for ℓ (shape (rows,)) and O (shape (rows, d), shift broadcast per row).
+    """
+    x = np.asarray(x, dtype=np.int64)
+    shift = np.minimum(np.asarray(shift, dtype=np.int64), MAX_SHIFT)
+    if x.ndim == shift.ndim + 1:
+        shift = shift[..., None]
+    return x >> shift
+
+
+def _matmul_exact(a, b) -> np.ndarray:
+    # float64 products are exact: the config bounds every partial sum below 2**53.
+    return (np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)).astype(np.int64)
+
+
+def accumulate(cfg: HardwareConfig, l_old, o_old, p, v, shift):
+    """Accumulate block: ``ℓ = (ℓ >> sh) + Σ_j p_j``, ``O = (O >> sh) + Σ_j p_j·v_j``.
+
+    ``p`` is (rows, keys) from :func:`exp2` (zero where masked), ``v`` is (keys, d).
+    """
+    l_new = rescale(l_old, shift) + np.asarray(p, dtype=np.int64).sum(axis=-1)
+    o_new = rescale(o_old, shift) + _matmul_exact(p, v)
+    return l_new, o_new
+
+
+# ---- reciprocal and finalize ------------------------------------------------------------------------
+
+@lru_cache(maxsize=16)
+def recip_table(n: Numerics) -> np.ndarray:
+    """Reciprocal seeds: ``round(2**RF · 2 / (lo + hi))`` for each of the table's mantissa
+    intervals ``[lo, hi)`` of [1, 2): the value that balances the seed's error at both ends."""
+    size = 1 << n.recip_seed_log2
+    k = np.arange(size, dtype=np.float64)
+    return np.rint(2.0 ** (n.recip_frac_bits + 1) / (2.0 + (2.0 * k + 1.0) / size)).astype(np.int64)
+
+
+def _bit_length(x: np.ndarray) -> np.ndarray:
+    """Bit length of non-negative int64 values (0 for 0), exact for all int64 values."""
+    x = np.asarray(x, dtype=np.int64)
+    out = np.zeros(x.shape, dtype=np.int64)
+    work = x.copy()
+    for step in (32, 16, 8, 4, 2, 1):
+        big = work >= (np.int64(1) << step)
+        out += np.where(big, step, 0)
+        work = np.where(big, work >> step, work)
+    return out + (work > 0)
+
+
+def reciprocal(cfg: HardwareConfig, l):
+    """Reciprocal block: ``1/ℓ ≈ r · 2**-(RF + e)`` for ℓ ≥ 1.
+
+    ``e = floor(log2 ℓ)`` (a leading-one detector); the mantissa ``mn`` is ℓ normalized to
+    ``[2**RF, 2**(RF+1))`` (truncated); a table seed ``r0`` indexed by the mantissa's top bits is
+    refined by one Newton–Raphson step ``r = r0·(2 - mn·r0)`` with truncating shifts.
+
+    Returns ``(r, e)`` as int64 arrays; ``r`` has ``recip_bits`` = RF+1 bits. For ℓ = 0 (a row
+    with no visible key) returns ``r = 0``.
+    """
+    n = cfg.numerics
+    rf = n.recip_frac_bits
+    l = np.asarray(l, dtype=np.int64)
+    e = np.maximum(_bit_length(l) - 1, 0)
+    up = np.maximum(rf - e, 0)
+    down = np.maximum(e - rf, 0)
+    mn = (l << up) >> down
+    idx = (mn >> (rf - n.recip_seed_log2)) - (1 << n.recip_seed_log2)
+    idx = np.clip(idx, 0, (1 << n.recip_seed_log2) - 1)  # only ℓ = 0 falls outside
+    r0 = recip_table(n)[idx]
+    xr = (mn * r0) >> rf
+    r = (r0 * ((2 << rf) - xr)) >> rf
+    return np.where(l > 0, r, 0), e
+
+
+def finalize(cfg: HardwareConfig, o, l) -> np.ndarray:
+    """Finalize block: ``out = round(O / ℓ · 2**OF)``, saturated to ``out_bits`` signed.
+
+    O is first shifted right by ``s = max(e - G, 0)`` so the multiplier is ``G + B + 1`` by
+    ``RF + 1`` bits however long the sequence; then ``out = (O' · r + half) >> (RF + e - s - OF)``.
+    Rows with ℓ = 0 (no visible key) give 0.
+    """
+    n = cfg.numerics
+    o = np.asarray(o, dtype=np.int64)
+    r, e = reciprocal(cfg, l)
+    s = np.maximum(e - n.finalize_guard_bits, 0)
+    k = n.recip_frac_bits + e - s - n.out_frac_bits  # ≥ 1 since G > OF
+    op = o >> s[..., None]
+    k2 = k[..., None]
+    out = (op * r[..., None] + (np.int64(1) << (k2 - 1))) >> k2
+    lim = 1 << (cfg.out_bits - 1)
+    out = np.clip(out, -lim, lim - 1)
+    return np.where((np.asarray(l) > 0)[..., None], out, 0)
+
+
+# ---- whole attention, one head -----------------------------------------------------------------------
+
+def _causal_valid(rows: np.ndarray, keys: np.ndarray, seq_q: int, seq_k: int) -> np.ndarray:
+    # Query row i sees key j when j ≤ i + (seq_k - seq_q): bottom-right aligned, as FA-2 does.
+    return keys[None, :] <= rows[:, None] + (seq_k - seq_q)
+
+
+def attention_head_stepwise(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
+                            causal: bool = False) -> np.ndarray:
+    """One head, key block by key block in the hardware's order (the readable reference).
+
+    ``q`` (nq, d), ``k`` and ``v`` (nk, d) are integers within ``data_bits``. Returns the output
+    integers (nq, d) with ``out_frac_bits`` fraction bits in V's units.
+    """
+    q, k, v = (np.asarray(x, dtype=np.int64) for x in (q, k, v))
+    nq, nk = q.shape[0], k.shape[0]
+    kb = cfg.softmax_block
+    f = cfg.numerics.logit_frac_bits
+    m = np.full(nq, m_init(cfg), dtype=np.int64)
+    l = np.zeros(nq, dtype=np.int64)
+    o = np.zeros((nq, q.shape[1]), dtype=np.int64)
+    rows = np.arange(nq)
+    for j0 in range(0, nk, kb):
+        kk, vv = k[j0:j0 + kb], v[j0:j0 + kb]
+        t = scale(cfg, _matmul_exact(q, kk.T), sp)
+        valid = (_causal_valid(rows, np.arange(j0, j0 + len(kk)), nq, nk) if causal
+                 else np.ones(t.shape, dtype=bool))
+        m, shift = running_max(cfg, m, t, valid)
+        y = np.where(valid, t - (m[:, None] << f), -(1 << 40))
+        p = np.where(valid, exp2(cfg, y), 0)
+        l, o = accumulate(cfg, l, o, p, vv, shift)
+    return finalize(cfg, o, l)
+
+
+def _chunk_rows(nq: int, nk: int) -> int:
+    # About 2**22 scores per chunk: tens of MB of temporaries however long the sequence.
+    return max(1, min(nq, (1 << 22) // max(nk, 1)))
+
+
+def attention_head(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
+                   causal: bool = False) -> np.ndarray:
+    """One head, bit-identical to :func:`attention_head_stepwise`, vectorized.
+
+    The running max of every (row, key block) is a cumulative maximum; rescales happen only
+    where it rises, so the keys between two rises (a *segment*) add up with one matrix product
+    and the recurrence ``O = (O >> sh) + Z`` runs once per segment instead of once per block.
+    Rises cluster at the start of the keys (they are records of a running maximum), so every
+    segment but each row's last is short: those are summed over their key range only, and all
+    rows' last segments together take one full-width product.
+    """
+    q, k, v = (np.asarray(x, dtype=np.int64) for x in (q, k, v))
+    nq, nk = q.shape[0], k.shape[0]
+    d = q.shape[1]
+    kb = cfg.softmax_block
+    f = cfg.numerics.logit_frac_bits
+    nblk = -(-nk // kb)
+    pad = nblk * kb - nk
+    kf = k.astype(np.float64)
+    vf = v.astype(np.float64)
+    out = np.empty((nq, d), dtype=np.int64)
+    minit = m_init(cfg)
+    step = _chunk_rows(nq, nk)
+    keys = np.arange(nk)
+
+    def per_key(blockwise):  # (rows, blocks) -> (rows, keys)
+        return blockwise if kb == 1 else np.repeat(blockwise, kb, axis=1)[:, :nk]
+
+    def run_chunk(r0: int) -> None:
+        rows = np.arange(r0, min(nq, r0 + step))
+        nr = len(rows)
+        t = scale(cfg, (q[rows].astype(np.float64) @ kf.T).astype(np.int64), sp)
+        valid = _causal_valid(rows, keys, nq, nk) if causal else None
+        # floor is monotonic, so the max is taken on t and floored once per block.
+        ft = t if valid is None else np.where(valid, t, minit << f)
+        if pad:
+            ft = np.pad(ft, ((0, 0), (0, pad)), constant_values=minit << f)
+        bmax = ft.reshape(nr, nblk, kb).max(axis=2) if kb > 1 else ft
+        m_run = np.maximum.accumulate(bmax, axis=1)
+        m_run >>= f
+        shift = np.empty_like(m_run)
+        shift[:, 0] = m_run[:, 0] - minit
+        np.subtract(m_run[:, 1:], m_run[:, :-1], out=shift[:, 1:])
+        np.minimum(shift, MAX_SHIFT, out=shift)  # per block, as running_max gives it
+        y = t - (per_key(m_run) << f)
+        if valid is not None:
+            y = np.where(valid, y, -(1 << 40))
+        p = exp2(cfg, y)  # masked keys come out 0: their y is far below the max
+        rises = shift > 0
+        nseg = rises.sum(axis=1)  # 0 only for a row that sees no key
+        # Block where each row's last segment starts; earlier segments end before it.
+        last_blk = nblk - 1 - np.argmax(rises[:, ::-1], axis=1)
+        l = np.zeros(nr, dtype=np.int64)
+        o = np.zeros((nr, d), dtype=np.int64)
+        if nseg.max(initial=0) > 1:
+            seg = np.cumsum(rises, axis=1, dtype=np.int32)
+            for s_id in range(1, int(nseg.max())):
+                sel = np.nonzero(nseg > s_id)[0]
+                blk_first = np.argmax(seg[sel] == s_id, axis=1)
+                blk_end = np.argmax(seg[sel] > s_id, axis=1)  # exists: s_id is not the last
+                lo, hi = int(blk_first.min()) * kb, min(nk, int(blk_end.max()) * kb)
+                in_seg = per_key(seg[sel])[:, lo:hi] == s_id
+                pk = np.where(in_seg, p[sel, lo:hi], 0)
+                sh = shift[sel, blk_first]
+                l[sel] = rescale(l[sel], sh) + pk.sum(axis=1)
+                o[sel] = rescale(o[sel], sh) + _matmul_exact(pk, vf[lo:hi])
+        has = nseg > 0
+        start = np.where(has, last_blk * kb, nk)
+        # Z_last = all keys minus the keys before each row's last segment (a short prefix).
+        head = int(start.max(initial=0))
+        pk = np.where(keys[None, :head] < start[:, None], p[:, :head], 0)
+        sh = np.where(has, shift[np.arange(nr), last_blk], 0)
+        l = rescale(l, sh) + (p.sum(axis=1) - pk.sum(axis=1))
+        o = rescale(o, sh) + (_matmul_exact(p, vf) - _matmul_exact(pk, vf[:head]))
+        out[rows] = finalize(cfg, o, l)
+
+    starts = range(0, nq, step)
+    if len(starts) == 1:
+        run_chunk(0)
+    else:
+        # NumPy releases the GIL inside its loops, so chunks run in parallel on the cores.
+        with ThreadPoolExecutor(max_workers=min(len(starts), os.cpu_count() or 1)) as pool:
+            list(pool.map(run_chunk, starts))
+    return out
+
+
+# ---- whole workload ------------------------------------------------------------------------------------
+
+def _check_int_tensor(name: str, x, shape: tuple[int, ...], bits: int) -> np.ndarray:
+    arr = np.asarray(x)
+    if arr.shape != shape:
+        raise bad(f"{name}.shape", arr.shape, f"expected {shape} from the workload")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise bad(f"{name}.dtype", str(arr.dtype), "must be an integer array (use quantize())")
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    if arr.size and (arr.min() < lo or arr.max() > hi):
+        raise bad(name, f"values in [{arr.min()}, {arr.max()}]",
+                  f"must lie in [{lo}, {hi}] for data_bits={bits}")
+    return arr.astype(np.int64)
+
+
+def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale: float, k_scale: float,
+                  *, stepwise: bool = False) -> np.ndarray:
+    """Integer attention for a whole workload, exactly as the accelerator computes it.
+
+    Parameters
+    ----------
+    q : int array ``[batch, heads, seq_q, head_dim]``
+    k, v : int arrays ``[batch, kv_heads, seq_k, head_dim]``
+    q_scale, k_scale : per-tensor scales of q and k (V's scale does not enter the datapath)
+    stepwise : use the block-by-block model instead of the vectorized one (same result)
+
+    Returns
+    -------
+    int64 array ``[batch, heads, seq_q, head_dim]`` with ``out_frac_bits`` fraction bits in
+    units of V's LSB; :func:`dequantize_output` turns it into real values.
+
+    Raises
+    ------
+    ConfigError
+        A workload the hardware cannot run, or tensors whose shape, dtype or range do not match.
+    """
+    cfg.check_workload(wl)
+    b, h, hk, nq, nk, d = wl.batch, wl.heads, wl.kv_heads, wl.seq_q, wl.seq_k, wl.head_dim
+    q = _check_int_tensor("q", q, (b, h, nq, d), cfg.data_bits)
+    k = _check_int_tensor("k", k, (b, hk, nk, d), cfg.data_bits)
+    v = _check_int_tensor("v", v, (b, hk, nk, d), cfg.data_bits)
+    sp = softmax_scale(cfg, q_scale, k_scale, d)
+    head_fn = attention_head_stepwise if stepwise else attention_head
+    out = np.empty((b, h, nq, d), dtype=np.int64)
+    g = wl.group_size
+    for bi in range(b):
+        for hi in range(h):
+            out[bi, hi] = head_fn(cfg, q[bi, hi], k[bi, hi // g], v[bi, hi // g], sp, wl.causal)
+    return out
+
+
+# ---- quantization helpers --------------------------------------------------------------------------------
+
+def quantize(x, bits: int, scale: float | None = None) -> tuple[np.ndarray, float]:
+    """Symmetric per-tensor quantization: ``x ≈ xi · scale`` with ``|xi| ≤ 2**(bits-1) - 1``.
+
+    ``scale`` defaults to ``max|x| / (2**(bits-1) - 1)`` (1.0 for an all-zero tensor). Values
+    beyond the range saturate. Returns ``(xi as int64, scale)``.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if not np.all(np.isfinite(x)):
+        raise bad("x", "non-finite values", "quantize needs finite inputs")
+    if not isinstance(bits, int) or not 2 <= bits <= 32:
+        raise bad("bits", bits, "must be an integer in [2, 32]")
+    qmax = (1 << (bits - 1)) - 1
+    if scale is None:
+        amax = float(np.max(np.abs(x))) if x.size else 0.0
+        scale = amax / qmax if amax > 0 else 1.0
+    if not (math.isfinite(scale) and scale > 0):
+        raise bad("scale", scale, "must be a positive finite number")
+    xi = np.clip(np.rint(x / scale), -qmax - 1, qmax).astype(np.int64)
+    return xi, float(scale)
+
+
+def dequantize(xi, scale: float) -> np.ndarray:
+    """``xi · scale`` as float64."""
+    return np.asarray(xi, dtype=np.float64) * scale
+
+
+def dequantize_output(cfg: HardwareConfig, out, v_scale: float) -> np.ndarray:
+    """Real values of the accelerator's output: ``out · v_scale · 2**-OF``."""
+    return np.asarray(out, dtype=np.float64) * (v_scale * 2.0 ** -cfg.numerics.out_frac_bits)

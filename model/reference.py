@@ -1,0 +1,113 @@
+"""Exact attention in float64, streamed over key blocks so memory stays O(N·d).
+
+This is the accuracy reference for the integer model: ``O = softmax(Q Kᵀ · scale) V`` with
+batch, heads, grouped-query attention and causal masking. Scores are formed for one chunk of
+query rows against one block of keys at a time and folded in with an online softmax (in float64
+that is exact up to rounding), so N = 64K never materializes an N×N matrix.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from attenio.errors import bad
+
+__all__ = ["attention", "attention_head", "error_metrics"]
+
+
+def attention_head(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
+                   block: int = 1024, chunk: int = 1024) -> np.ndarray:
+    """One head: ``q`` (nq, d), ``k`` and ``v`` (nk, d); returns (nq, d) float64.
+
+    With ``causal``, row i sees keys ``j ≤ i + nk - nq``; a row that sees no key returns 0.
+    Peak memory is about ``chunk·block + 3·chunk·d`` floats besides the inputs.
+    """
+    q = np.asarray(q, dtype=np.float64)
+    k = np.asarray(k, dtype=np.float64)
+    v = np.asarray(v, dtype=np.float64)
+    nq, d = q.shape
+    nk = k.shape[0]
+    if k.shape != (nk, d) or v.shape != (nk, d):
+        raise bad("k/v shape", (k.shape, v.shape), f"expected ({nk}, {d}) to match q {q.shape}")
+    scale = 1.0 / math.sqrt(d) if sm_scale is None else sm_scale
+    out = np.empty((nq, d))
+    for r0 in range(0, nq, chunk):
+        qs = q[r0:r0 + chunk] * scale
+        rows = np.arange(r0, r0 + len(qs))
+        m = np.full(len(qs), -np.inf)
+        l = np.zeros(len(qs))
+        acc = np.zeros((len(qs), d))
+        last_key = nk - 1 if not causal else int(rows[-1]) + nk - nq
+        for j0 in range(0, min(nk, last_key + 1), block):
+            s = qs @ k[j0:j0 + block].T
+            if causal:
+                keys = np.arange(j0, j0 + s.shape[1])
+                s = np.where(keys[None, :] <= rows[:, None] + (nk - nq), s, -np.inf)
+            m_new = np.maximum(m, s.max(axis=1))
+            safe = np.where(np.isfinite(m_new), m_new, 0.0)
+            alpha = np.exp(np.where(np.isfinite(m), m - safe, -np.inf))
+            p = np.exp(s - safe[:, None])
+            l = l * alpha + p.sum(axis=1)
+            acc = acc * alpha[:, None] + p @ v[j0:j0 + block]
+            m = m_new
+        with np.errstate(invalid="ignore", divide="ignore"):
+            res = acc / l[:, None]
+        out[r0:r0 + len(qs)] = np.where(l[:, None] > 0, res, 0.0)
+    return out
+
+
+def attention(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
+              block: int = 1024) -> np.ndarray:
+    """Exact attention for ``q`` [..., heads, nq, d] and ``k, v`` [..., kv_heads, nk, d].
+
+    Two-dimensional inputs are one head. Query head h uses K/V head ``h // (heads/kv_heads)``.
+
+    Raises
+    ------
+    ConfigError
+        Shapes that do not agree (head dims, batch, or heads not a multiple of kv_heads).
+    """
+    q = np.asarray(q, dtype=np.float64)
+    k = np.asarray(k, dtype=np.float64)
+    v = np.asarray(v, dtype=np.float64)
+    if q.ndim == 2:
+        return attention_head(q, k, v, causal=causal, sm_scale=sm_scale, block=block)
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise bad("q.ndim", q.ndim, "expected 2 (one head) or 4 ([batch, heads, n, d]) dims "
+                  f"for q, k and v (got {q.ndim}, {k.ndim}, {v.ndim})")
+    b, h, nq, d = q.shape
+    if k.shape != v.shape:
+        raise bad("v.shape", v.shape, f"must equal k.shape {k.shape}")
+    if k.shape[0] != b or k.shape[3] != d:
+        raise bad("k.shape", k.shape, f"batch and head dim must match q.shape {q.shape}")
+    hk = k.shape[1]
+    if h % hk:
+        raise bad("kv_heads", hk, f"must divide heads={h}")
+    g = h // hk
+    out = np.empty(q.shape)
+    for bi in range(b):
+        for hi in range(h):
+            out[bi, hi] = attention_head(q[bi, hi], k[bi, hi // g], v[bi, hi // g],
+                                         causal=causal, sm_scale=sm_scale, block=block)
+    return out
+
+
+def error_metrics(approx, exact, v) -> dict[str, float]:
+    """Errors of ``approx`` against ``exact``, absolute and relative to V's value range.
+
+    V's range is ``max(V) - min(V)``; for a constant V it falls back to ``max|V|`` (or 1), so
+    the ratio stays defined. Returns max_abs, mean_abs, v_range, max_rel, mean_rel.
+    """
+    approx = np.asarray(approx, dtype=np.float64)
+    exact = np.asarray(exact, dtype=np.float64)
+    v = np.asarray(v, dtype=np.float64)
+    err = np.abs(approx - exact)
+    v_range = float(v.max() - v.min()) if v.size else 0.0
+    if v_range == 0.0:
+        v_range = float(np.abs(v).max()) if v.size and np.abs(v).max() > 0 else 1.0
+    max_abs = float(err.max()) if err.size else 0.0
+    mean_abs = float(err.mean()) if err.size else 0.0
+    return {"max_abs": max_abs, "mean_abs": mean_abs, "v_range": v_range,
+            "max_rel": max_abs / v_range, "mean_rel": mean_abs / v_range}
