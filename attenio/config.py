@@ -95,6 +95,12 @@ class _Serializable:
         if unknown:
             raise bad(f"{prefix}{unknown[0]}", data[unknown[0]],
                       f"unknown field of {cls.__name__}; valid fields: {', '.join(known)}")
+        missing = [f.name for f in known.values() if f.name not in data
+                   and f.default is dataclasses.MISSING
+                   and f.default_factory is dataclasses.MISSING]
+        if missing:
+            raise ConfigError(f"{prefix}{missing[0]} is missing: a required field of "
+                              f"{cls.__name__} (or start the table with preset = \"name\")")
         kwargs = {}
         for name, value in data.items():
             sub = _NESTED.get((cls.__name__, name))
@@ -130,7 +136,7 @@ class Numerics(_Serializable):
     """
 
     logit_frac_bits: int = 14
-    exp_frac_bits: int = 15
+    exp_frac_bits: int = 16
     exp_segments_log2: int = 5
     scale_mult_bits: int = 16
     recip_seed_log2: int = 6

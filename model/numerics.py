@@ -113,6 +113,9 @@ def softmax_scale(cfg: HardwareConfig, q_scale: float, k_scale: float, head_dim:
     c = float(q_scale) * float(k_scale) * sm_scale * math.log2(math.e) * 2.0 ** n.logit_frac_bits
     cm_bits = n.scale_mult_bits
     top = (1 << cm_bits) - 1
+    if not c * 2.0 ** SCALE_SHIFT_MAX >= 0.5:  # also catches underflow to 0
+        raise bad("q_scale*k_scale", float(q_scale) * float(k_scale),
+                  "too small: the softmax multiplier underflows to zero")
     sh = cm_bits - 1 - math.floor(math.log2(c))
     sh = min(sh, SCALE_SHIFT_MAX)
     if sh < 0:
@@ -338,11 +341,13 @@ def _causal_valid(rows: np.ndarray, keys: np.ndarray, seq_q: int, seq_k: int) ->
 
 
 def attention_head_stepwise(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
-                            causal: bool = False) -> np.ndarray:
+                            causal: bool = False, peaks: dict | None = None) -> np.ndarray:
     """One head, key block by key block in the hardware's order (the readable reference).
 
     ``q`` (nq, d), ``k`` and ``v`` (nk, d) are integers within ``data_bits``. Returns the output
-    integers (nq, d) with ``out_frac_bits`` fraction bits in V's units.
+    integers (nq, d) with ``out_frac_bits`` fraction bits in V's units. If ``peaks`` is a dict,
+    it receives the largest magnitude each register reached (``score``, ``logit``, ``max``,
+    ``exp``, ``row_sum``, ``acc``), which the width tests hold against the config.
     """
     q, k, v = (np.asarray(x, dtype=np.int64) for x in (q, k, v))
     nq, nk = q.shape[0], k.shape[0]
@@ -352,15 +357,23 @@ def attention_head_stepwise(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
     l = np.zeros(nq, dtype=np.int64)
     o = np.zeros((nq, q.shape[1]), dtype=np.int64)
     rows = np.arange(nq)
+    seen = dict.fromkeys(("score", "logit", "max", "exp", "row_sum", "acc"), 0)
     for j0 in range(0, nk, kb):
         kk, vv = k[j0:j0 + kb], v[j0:j0 + kb]
-        t = scale(cfg, _matmul_exact(q, kk.T), sp)
+        s = _matmul_exact(q, kk.T)
+        t = scale(cfg, s, sp)
         valid = (_causal_valid(rows, np.arange(j0, j0 + len(kk)), nq, nk) if causal
                  else np.ones(t.shape, dtype=bool))
         m, shift = running_max(cfg, m, t, valid)
         y = np.where(valid, t - (m[:, None] << f), -(1 << 40))
         p = np.where(valid, exp2(cfg, y), 0)
         l, o = accumulate(cfg, l, o, p, vv, shift)
+        if peaks is not None:
+            for name, x in (("score", s), ("logit", t), ("exp", p), ("row_sum", l), ("acc", o),
+                            ("max", np.where(l > 0, m, 0))):
+                seen[name] = max(seen[name], int(np.abs(x).max(initial=0)))
+    if peaks is not None:
+        peaks.update(seen)
     return finalize(cfg, o, l)
 
 

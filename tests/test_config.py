@@ -1,0 +1,155 @@
+"""Config dataclasses: validation (one case per bad field), derived widths, presets, TOML."""
+
+import dataclasses
+
+import pytest
+
+from attenio import config as C
+from attenio.errors import ConfigError
+
+
+def test_presets_build_and_are_frozen():
+    for name in C.PRESETS:
+        hw = C.preset(name)
+        assert hw.macs == hw.mac_lines * hw.macs_per_line
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            hw.mac_lines = 3  # type: ignore[misc]
+
+
+def test_unknown_preset_names_the_choices():
+    with pytest.raises(ConfigError, match=r"preset='nope'.*tiny, fpga, asplos26"):
+        C.preset("nope")
+
+
+def test_keyword_only():
+    with pytest.raises(TypeError):
+        C.Workload(16, 16, 8)  # type: ignore[misc]
+
+
+BAD_HW = [
+    ("mac_lines", 0), ("mac_lines", -4), ("mac_lines", 2.5), ("mac_lines", True),
+    ("macs_per_line", 0),
+    ("data_bits", 7), ("data_bits", 32), ("data_bits", "8"),
+    ("tile_rows", 0),
+    ("max_head_dim", 0), ("max_head_dim", 2048),
+    ("kv_ring_depth", 1),
+    ("exp_lanes", 0),
+    ("axi_data_bits", 48),
+    ("dram_latency", -1),
+    ("dram_bytes_per_cycle", 0),
+    ("clock_mhz", 0), ("clock_mhz", float("nan")), ("clock_mhz", "fast"),
+    ("max_seq_len", 0), ("max_seq_len", 1 << 30),
+    ("softmax_block", 0),
+    ("sram_bytes", 0),
+    ("numerics", {"exp_frac_bits": 16}),
+]
+
+
+@pytest.mark.parametrize("field,value", BAD_HW, ids=[f"{f}={v!r}" for f, v in BAD_HW])
+def test_bad_hardware_field_is_named(field, value):
+    with pytest.raises(ConfigError) as e:
+        C.replace(C.tiny(), **{field: value})
+    assert str(e.value).startswith(f"{field}=")
+    assert "invalid" in str(e.value)
+
+
+BAD_NUMERICS = [
+    ("logit_frac_bits", 2), ("exp_frac_bits", 40), ("exp_segments_log2", 0),
+    ("exp_segments_log2", 14),  # not below logit_frac_bits
+    ("scale_mult_bits", 4), ("recip_seed_log2", 1), ("recip_frac_bits", 30),
+    ("out_frac_bits", -1), ("finalize_guard_bits", 8),  # not above out_frac_bits
+]
+
+
+@pytest.mark.parametrize("field,value", BAD_NUMERICS, ids=[f"{f}={v}" for f, v in BAD_NUMERICS])
+def test_bad_numerics_field_is_named(field, value):
+    with pytest.raises(ConfigError, match=rf"^{field}={value}"):
+        C.Numerics(**{field: value})
+
+
+def test_widths_the_model_cannot_carry_are_refused():
+    # 16-bit data with 2**24 keys would need a 57-bit O accumulator.
+    with pytest.raises(ConfigError, match=r"max_seq_len=16777216.*O accumulator"):
+        C.replace(C.asplos26(), max_seq_len=1 << 24)
+
+
+BAD_WL = [
+    ("seq_q", 0), ("seq_k", -1), ("head_dim", 0), ("heads", 0), ("kv_heads", 0),
+    ("batch", 0), ("causal", 1), ("element_bytes", 0), ("seq_q", 1.5),
+]
+
+
+@pytest.mark.parametrize("field,value", BAD_WL, ids=[f"{f}={v!r}" for f, v in BAD_WL])
+def test_bad_workload_field_is_named(field, value):
+    base = dict(seq_q=8, seq_k=8, head_dim=4)
+    base[field] = value
+    with pytest.raises(ConfigError, match=rf"^{field}="):
+        C.Workload(**base)
+
+
+def test_kv_heads_must_divide_heads():
+    with pytest.raises(ConfigError, match=r"kv_heads=3.*divide heads=8"):
+        C.Workload(seq_q=8, seq_k=8, head_dim=4, heads=8, kv_heads=3)
+
+
+def test_workload_checked_against_hardware():
+    hw = C.tiny()
+    hw.check_workload(C.Workload.square(64, 64))
+    with pytest.raises(ConfigError, match=r"head_dim=65.*\[1, 64\]"):
+        hw.check_workload(C.Workload.square(64, 65))
+    with pytest.raises(ConfigError, match=r"seq_k=5000"):
+        hw.check_workload(C.Workload(seq_q=8, seq_k=5000, head_dim=8))
+    with pytest.raises(ConfigError, match=r"element_bytes=2"):
+        hw.check_workload(C.Workload.square(8, 8, element_bytes=2))
+
+
+def test_derived_widths_follow_their_derivations():
+    hw = C.fpga()
+    # int8, d ≤ 128: |s| ≤ 128·128·128 = 2**21 needs 23 signed bits.
+    assert hw.score_bits == 23
+    assert hw.logit_bits == 23 + hw.numerics.scale_mult_bits
+    assert hw.exp_bits == hw.numerics.exp_frac_bits + 1
+    # 65536 keys · (2**17 - 1) · 128 < 2**40: 40 magnitude bits plus a sign.
+    assert hw.acc_bits == 41
+    assert hw.row_sum_bits == 16 + 17 + 1
+    assert hw.out_bits == 8 + hw.numerics.out_frac_bits
+
+
+def test_toml_round_trip(tmp_path):
+    hw = C.replace(C.fpga(), dram_latency=42, numerics=C.Numerics(out_frac_bits=6))
+    wl = C.Workload(seq_q=100, seq_k=200, head_dim=32, heads=4, kv_heads=2, causal=True)
+    path = tmp_path / "c.toml"
+    C.save_toml(path, hw, wl)
+    hw2, wl2 = C.load_toml(path)
+    assert hw2 == hw and wl2 == wl
+
+
+def test_toml_preset_with_overrides(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[hardware]\npreset = "tiny"\ndram_latency = 7\n'
+                    '[hardware.numerics]\nout_frac_bits = 4\n')
+    hw, wl = C.load_toml(path)
+    assert wl is None
+    assert hw == C.replace(C.tiny(), dram_latency=7, numerics=C.Numerics(out_frac_bits=4))
+
+
+@pytest.mark.parametrize("text,match", [
+    ('[hardware]\npreset = "tiny"\ntile_rows = "many"\n', r"^hardware\.tile_rows='many'"),
+    ('[hardware]\npreset = "tiny"\nwarp_drive = 1\n', r"^hardware\.warp_drive=1.*unknown field"),
+    ('[hardware]\npreset = "huge"\n', r"^preset='huge'"),
+    ('[hardware.numerics]\nexp_frac_bits = "x"\n', r"mac_lines|exp_frac_bits"),
+    ('[workload]\nseq_q = 4\nseq_k = 4\nhead_dim = 0\n', r"^workload\.head_dim=0"),
+    ('[workload]\nseq_q = 4\nseq_k = 4\nhead_dim = 2\ncausal = "yes"\n', r"workload\.causal"),
+    ('[gpu]\nx = 1\n', r"^gpu=.*unknown table"),
+    ('this is not toml', r"not valid TOML"),
+])
+def test_bad_toml_is_named(tmp_path, text, match):
+    path = tmp_path / "c.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=match):
+        C.load_toml(path)
+
+
+def test_missing_toml_file(tmp_path):
+    with pytest.raises(ConfigError, match="file not found"):
+        C.load_toml(tmp_path / "absent.toml")
