@@ -14,19 +14,22 @@ all: test
 setup: $(STAMP)
 
 $(STAMP): pyproject.toml
+	@echo "setting up $(VENV) (log: $(VENV)/install.log)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	@$(PY) -m pip install --upgrade pip > $(VENV)/install.log 2>&1 || \
+		{ tail -n 20 $(VENV)/install.log; exit 1; }
+	@$(PY) -m pip install -e '.[test]' >> $(VENV)/install.log 2>&1 || \
+		{ tail -n 20 $(VENV)/install.log; exit 1; }
 	@touch $(STAMP)
 
 demo: $(STAMP)
-	$(RUN) $(VENV)/bin/attenio golden --preset fpga --n 1024 --d 64 --seed 1
+	@$(RUN) $(VENV)/bin/attenio golden --preset fpga --n 1024 --d 64 --seed 1
 
 test: $(STAMP)
-	$(RUN) $(PY) -m pytest -q
+	@$(RUN) $(PY) -m pytest -q
 
 test-slow: $(STAMP)
-	$(RUN) $(PY) -m pytest -q -m slow
+	@$(RUN) $(PY) -m pytest -q -m slow
 
 clean:
 	rm -rf build .pytest_cache .hypothesis
