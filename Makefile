@@ -28,6 +28,9 @@ demo: $(STAMP)
 test: $(STAMP)
 	@$(RUN) $(PY) -m pytest -q
 
+lint: $(STAMP)
+	@$(VENV)/bin/ruff check .
+
 test-slow: $(STAMP)
 	@$(RUN) $(PY) -m pytest -q -m slow
 

@@ -1,4 +1,4 @@
-"""The one configuration that drives the RTL, the schedule generator, the golden models and the tests.
+"""The one configuration that drives the RTL, schedule generator, golden models and tests.
 
 Three frozen, keyword-only dataclasses:
 
@@ -401,7 +401,7 @@ class Workload(_Serializable):
 _NESTED = {("HardwareConfig", "numerics"): Numerics}
 
 
-# ---- presets (brief §6) ------------------------------------------------------------------------
+# ---- presets (brief §6) ----
 
 def tiny() -> HardwareConfig:
     """4×4 MACs, int8, 64-row tile, d ≤ 64: fast cocotb tests."""
@@ -440,7 +440,7 @@ def preset(name: str) -> HardwareConfig:
         raise bad("preset", name, f"known presets: {', '.join(PRESETS)}") from None
 
 
-# ---- TOML ----------------------------------------------------------------------------------------
+# ---- TOML ----
 
 def _toml_value(v: Any) -> str:
     if isinstance(v, bool):

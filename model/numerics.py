@@ -72,7 +72,7 @@ def m_init(cfg: HardwareConfig) -> int:
     return -(1 << cfg.max_bits)
 
 
-# ---- scale -------------------------------------------------------------------------------------
+# ---- scale ----
 
 @dataclass(frozen=True)
 class ScaleParams:
@@ -148,7 +148,7 @@ def scale(cfg: HardwareConfig, s, sp: ScaleParams) -> np.ndarray:
     return t
 
 
-# ---- running max --------------------------------------------------------------------------------
+# ---- running max ----
 
 def running_max(cfg: HardwareConfig, m_old, t, valid=None):
     """Running-max block for one block of keys.
@@ -176,7 +176,7 @@ def running_max(cfg: HardwareConfig, m_old, t, valid=None):
     return m_new, np.minimum(m_new - m_old, MAX_SHIFT)
 
 
-# ---- exp2 ---------------------------------------------------------------------------------------
+# ---- exp2 ----
 
 @lru_cache(maxsize=16)
 def exp_table(n: Numerics) -> np.ndarray:
@@ -191,7 +191,7 @@ def exp_table(n: Numerics) -> np.ndarray:
 
 
 def exp2_frac(cfg: HardwareConfig, yf) -> np.ndarray:
-    """``2**(yf / 2**F)`` for ``yf`` in ``[0, 2**F)``, with PF fraction bits (in [2**PF, 2**(PF+1))).
+    """``2**(yf / 2**F)`` for ``yf`` in ``[0, 2**F)`` with PF fraction bits: in [2**PF, 2**(PF+1)).
 
     Piecewise-linear between table knots: the top ``exp_segments_log2`` bits of ``yf`` pick
     the segment, the remaining R bits interpolate with round-half-up.
@@ -236,7 +236,7 @@ def exp2(cfg: HardwareConfig, y) -> np.ndarray:
     return frac
 
 
-# ---- rescale and accumulate -----------------------------------------------------------------------
+# ---- rescale and accumulate ----
 
 def rescale(x, shift) -> np.ndarray:
     """Rescale block: ``x >> shift`` (arithmetic, floor), shift saturated at ``MAX_SHIFT``.
@@ -265,7 +265,7 @@ def accumulate(cfg: HardwareConfig, l_old, o_old, p, v, shift):
     return l_new, o_new
 
 
-# ---- reciprocal and finalize ------------------------------------------------------------------------
+# ---- reciprocal and finalize ----
 
 @lru_cache(maxsize=16)
 def recip_table(n: Numerics) -> np.ndarray:
@@ -333,7 +333,7 @@ def finalize(cfg: HardwareConfig, o, l) -> np.ndarray:
     return np.where((np.asarray(l) > 0)[..., None], out, 0)
 
 
-# ---- whole attention, one head -----------------------------------------------------------------------
+# ---- whole attention, one head ----
 
 def _causal_valid(rows: np.ndarray, keys: np.ndarray, seq_q: int, seq_k: int) -> np.ndarray:
     # Query row i sees key j when j ≤ i + (seq_k - seq_q): bottom-right aligned, as FA-2 does.
@@ -468,7 +468,7 @@ def attention_head(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
     return out
 
 
-# ---- whole workload ------------------------------------------------------------------------------------
+# ---- whole workload ----
 
 def _check_int_tensor(name: str, x, shape: tuple[int, ...], bits: int) -> np.ndarray:
     arr = np.asarray(x)
@@ -519,7 +519,7 @@ def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale: float, k_
     return out
 
 
-# ---- quantization helpers --------------------------------------------------------------------------------
+# ---- quantization helpers ----
 
 def quantize(x, bits: int, scale: float | None = None) -> tuple[np.ndarray, float]:
     """Symmetric per-tensor quantization: ``x ≈ xi · scale`` with ``|xi| ≤ 2**(bits-1) - 1``.

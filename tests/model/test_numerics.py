@@ -19,7 +19,7 @@ FPGA = C.fpga()
 MAX_REL, MEAN_REL = 1e-3, 1e-4
 
 
-# ---- blocks -------------------------------------------------------------------------------------
+# ---- blocks ----
 
 def test_softmax_scale_is_normalized_and_accurate():
     for qs, ks, d in [(0.01, 0.02, 64), (1.0, 1.0, 1), (3e-4, 7e-3, 128), (0.5, 0.25, 16)]:
@@ -123,7 +123,7 @@ def test_finalize_divides_and_rounds():
     assert nm.finalize(FPGA, np.array([[5]]), np.array([0])).tolist() == [[0]]
 
 
-# ---- compositions --------------------------------------------------------------------------------
+# ---- compositions ----
 
 def _quantized(rng, shape_q, shape_kv, dist="gaussian", scale=1.0):
     if dist == "gaussian":
@@ -200,7 +200,7 @@ def test_registers_stay_within_derived_widths_at_full_scale():
     assert peaks2["acc"] < 2 ** (cfg.acc_bits - 1)
 
 
-# ---- accuracy against the float64 reference ------------------------------------------------------------
+# ---- accuracy against the float64 reference ----
 
 def _errors(cfg, q, k, v, causal=False):
     (qi, sq), (ki, sk), (vi, sv) = [nm.quantize(x, cfg.data_bits) for x in (q, k, v)]
@@ -272,7 +272,7 @@ def test_accuracy_sixteen_bit_data():
     assert m["max_rel"] <= MAX_REL and m["mean_rel"] <= MEAN_REL, m
 
 
-# ---- whole workloads ------------------------------------------------------------------------------------
+# ---- whole workloads ----
 
 def test_attention_int_gqa_causal_batch_matches_per_head():
     wl = C.Workload(seq_q=20, seq_k=33, head_dim=8, heads=4, kv_heads=2, batch=2, causal=True)
