@@ -421,12 +421,13 @@ def fpga() -> HardwareConfig:
 
 def asplos26() -> HardwareConfig:
     """The paper's Table 2 (model only): 64×32 MACs and 128 EXP units at 1 GHz, 512 KB on
-    chip, 2-byte elements, 128 GB/s HBM (128 B/cycle)."""
+    chip, 2-byte elements, 128 GB/s HBM (128 B/cycle). Outputs are 2 bytes too
+    (``out_frac_bits = 0``), as the paper's FP16 O is."""
     return HardwareConfig(
         mac_lines=64, macs_per_line=32, data_bits=16, tile_rows=8192, max_head_dim=256,
         kv_ring_depth=64, exp_lanes=128, axi_data_bits=1024, dram_latency=100,
         dram_bytes_per_cycle=128, clock_mhz=1000.0, max_seq_len=1 << 20, softmax_block=1,
-        sram_bytes=512 * 1024)
+        sram_bytes=512 * 1024, numerics=Numerics(out_frac_bits=0))
 
 
 PRESETS = {"tiny": tiny, "fpga": fpga, "asplos26": asplos26}

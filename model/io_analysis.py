@@ -1,0 +1,300 @@
+"""Closed-form DRAM traffic of exact attention under each dataflow (the paper's §3 and baselines).
+
+Traffic is counted in elements (the paper's unit) and in bytes (reads at the input element size,
+writes at the output element size of our datapath). One head is ``seq_q`` query rows against
+``seq_k`` keys with head dim ``d``; whole workloads multiply by batch and heads, with GQA sharing
+K/V passes across a group where the dataflow allows it.
+
+Dataflows (brief §2):
+
+========================= =================================================================
+``attenio``               Q tile of ``a`` rows resident with its O accumulator; K and V stream
+                          row by row (``b`` keys per step): ``T = 2Nd(1 + ⌈N/a⌉)`` (Eq. 13)
+``fa2``                   FlashAttention-2, the paper's rule ``Br = min(⌈M/4d⌉, d)``,
+                          ``Bc = ⌈M/4d⌉``: ``2Nd + 2Nd⌈N/Br⌉``
+``fa2-uncapped``          FlashAttention-2 with ``Br = ⌈M/4d⌉``
+``flat``                  FLAT, R full rows of S on chip, ``R = ⌊(M − 2d)/(N + 2d + 2)⌋``
+``standard``              unfused: S and P round-trip off-chip, each GEMM pebble-tiled
+========================= =================================================================
+
+``M`` is the on-chip memory in elements (:func:`memory_elements`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from attenio.config import HardwareConfig, Workload
+from attenio.errors import ConfigError, bad
+
+__all__ = [
+    "DATAFLOWS",
+    "Tiling",
+    "Traffic",
+    "memory_elements",
+    "attenio_rows",
+    "attenio_rows_eq14",
+    "choose_tiling",
+    "head_traffic",
+    "workload_traffic",
+    "compulsory",
+    "lower_bound_reference",
+    "search_attenio_tiling",
+]
+
+DATAFLOWS = ("attenio", "fa2", "fa2-uncapped", "flat", "standard")
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def out_element_bytes(hw: HardwareConfig) -> int:
+    """Bytes of one output element as the DMA writes it (out_bits rounded up to bytes)."""
+    return _cdiv(hw.out_bits, 8)
+
+
+def memory_elements(hw: HardwareConfig) -> int:
+    """On-chip memory M in elements.
+
+    ``sram_bytes / element_bytes`` where the config sets a unified budget (model presets, as the
+    paper counts it); otherwise the physical buffers: Q tile and O accumulator
+    (``tile_rows × max_head_dim`` each), the K/V ring (``kv_ring_depth × max_head_dim``) and
+    three statistics per row, counted in elements as Eq. 14 does.
+    """
+    if hw.sram_bytes is not None:
+        return hw.sram_bytes // hw.element_bytes
+    return (2 * hw.tile_rows * hw.max_head_dim + hw.kv_ring_depth * hw.max_head_dim
+            + 3 * hw.tile_rows)
+
+
+def attenio_rows_eq14(m: int, d: int, b: int = 1) -> int:
+    """Largest ``a`` with ``a·d + b·d + a·b + a·d + 3a ≤ M`` (paper Eq. 14; ``(M−d)/(2d+4)`` at
+    b = 1). Raises :class:`ConfigError` when not even one row fits."""
+    a = (m - b * d) // (2 * d + b + 3)
+    if a < 1:
+        need = b * d + 2 * d + b + 3
+        raise ConfigError(f"head_dim={d} is invalid: on-chip memory of {m} elements holds no "
+                          f"query row (Eq. 14 needs at least {need} elements)")
+    return a
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """A dataflow's tiling for one workload.
+
+    ``rows``: query rows per tile (a, Br or R). ``keys_per_step``: keys the PE array handles at
+    once (b, or Bc for FlashAttention-2). ``heads_per_tile``: GQA query heads sharing one tile
+    (their rows are ``rows // heads_per_tile`` positions each). ``kv_block``: granularity at which
+    causal skipping can drop keys.
+    """
+
+    dataflow: str
+    rows: int
+    keys_per_step: int = 1
+    heads_per_tile: int = 1
+    kv_block: int = 1
+    notes: str = ""
+
+    @property
+    def positions(self) -> int:
+        """Query positions per tile (per head)."""
+        return self.rows // self.heads_per_tile
+
+
+def attenio_rows(hw: HardwareConfig, d: int) -> int:
+    """Query rows our buffers hold for head dim ``d``: Eq. 14 on the unified budget, or the
+    physical Q/O capacity (``tile_rows``), whichever is smaller."""
+    if d > hw.max_head_dim:
+        raise bad("head_dim", d, f"must be in [1, {hw.max_head_dim}] (max_head_dim)")
+    if hw.sram_bytes is None:
+        return hw.tile_rows
+    return min(hw.tile_rows, attenio_rows_eq14(memory_elements(hw), d))
+
+
+def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio") -> Tiling:
+    """The tiling a dataflow uses for ``wl`` on ``hw`` (see the module table).
+
+    For ``attenio``: ``a`` from :func:`attenio_rows`; when ``a`` is below the MAC count the array
+    takes ``b = ⌊P/a⌋`` keys per step (capped by half the K/V ring), re-solving Eq. 14 for that
+    ``b`` on a unified budget; GQA packs the group's heads into one tile when ``a ≥ group``.
+    """
+    if dataflow not in DATAFLOWS:
+        raise bad("dataflow", dataflow, f"choose one of: {', '.join(DATAFLOWS)}")
+    d = wl.head_dim
+    m = memory_elements(hw)
+    if dataflow == "attenio":
+        a = attenio_rows(hw, d)
+        g = wl.group_size
+        heads = g if (g > 1 and a >= g) else 1
+        rows_needed = wl.seq_q * heads
+        a = min(a, rows_needed)
+        a -= a % heads  # whole positions per head
+        b = max(1, min(hw.macs // a, hw.kv_ring_depth // 2)) if a < hw.macs else 1
+        if b > 1 and hw.sram_bytes is not None:
+            a2 = min(a, attenio_rows_eq14(m, d, b))
+            a2 -= a2 % heads
+            b = max(1, min(hw.macs // a2, hw.kv_ring_depth // 2))
+            a = a2
+        return Tiling("attenio", rows=a, keys_per_step=b, heads_per_tile=heads, kv_block=1,
+                      notes=f"a={a}, b={b}" + (f", {heads} heads per tile" if heads > 1 else ""))
+    bc = _cdiv(m, 4 * d)
+    if dataflow == "fa2":
+        br = min(bc, d)
+        return Tiling("fa2", rows=min(br, wl.seq_q), keys_per_step=bc, kv_block=bc,
+                      notes=f"Br=min(ceil(M/4d), d)={br}, Bc={bc}")
+    if dataflow == "fa2-uncapped":
+        return Tiling("fa2-uncapped", rows=min(bc, wl.seq_q), keys_per_step=bc, kv_block=bc,
+                      notes=f"Br=Bc=ceil(M/4d)={bc}")
+    if dataflow == "flat":
+        r = (m - 2 * d) // (wl.seq_k + 2 * d + 2)
+        spill = r < 1
+        return Tiling("flat", rows=max(1, min(r, wl.seq_q)), keys_per_step=1, kv_block=1,
+                      notes=f"R={max(r, 1)}" + (" (a row of S spills off-chip)" if spill else ""))
+    # standard: pebble-optimal tiles of each GEMM (reported for information)
+    return Tiling("standard", rows=wl.seq_q, notes=f"GEMM tiles of about sqrt(M)={math.isqrt(m)}")
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """DRAM traffic: element counts by operand and the byte totals."""
+
+    reads: dict[str, int] = field(default_factory=dict)
+    writes: dict[str, int] = field(default_factory=dict)
+    read_bytes: int = 0
+    write_bytes: int = 0
+
+    @property
+    def read_elements(self) -> int:
+        return sum(self.reads.values())
+
+    @property
+    def write_elements(self) -> int:
+        return sum(self.writes.values())
+
+    @property
+    def elements(self) -> int:
+        return self.read_elements + self.write_elements
+
+    @property
+    def bytes(self) -> int:
+        return self.read_bytes + self.write_bytes
+
+    def __add__(self, other: Traffic) -> Traffic:
+        keys = lambda a, b: {k: a.get(k, 0) + b.get(k, 0) for k in {*a, *b}}  # noqa: E731
+        return Traffic(keys(self.reads, other.reads), keys(self.writes, other.writes),
+                       self.read_bytes + other.read_bytes, self.write_bytes + other.write_bytes)
+
+    def scaled(self, k: int) -> Traffic:
+        return Traffic({n: v * k for n, v in self.reads.items()},
+                       {n: v * k for n, v in self.writes.items()},
+                       self.read_bytes * k, self.write_bytes * k)
+
+
+def _make(hw: HardwareConfig, reads: dict[str, int], writes: dict[str, int],
+          spill_bytes_per_element: int | None = None) -> Traffic:
+    eb = hw.element_bytes
+    ob = out_element_bytes(hw)
+    sb = spill_bytes_per_element or eb
+    rb = sum(v * (sb if k in ("S", "P") else eb) for k, v in reads.items())
+    wb = sum(v * (sb if k in ("S", "P") else ob) for k, v in writes.items())
+    return Traffic(reads, writes, rb, wb)
+
+
+def keys_visible(tile_last_pos: int, seq_q: int, seq_k: int) -> int:
+    """Keys a causal query tile must see: up to its last row's diagonal (bottom-right aligned)."""
+    return max(0, min(seq_k, tile_last_pos + 1 + seq_k - seq_q))
+
+
+def _kv_reads(seq_q: int, seq_k: int, d: int, positions: int, causal: bool,
+              kv_block: int) -> int:
+    """K plus V elements read by a dataflow that streams K/V once per query tile."""
+    tiles = _cdiv(seq_q, positions)
+    if not causal:
+        return 2 * seq_k * d * tiles
+    total = 0
+    for i in range(tiles):
+        last = min(seq_q, (i + 1) * positions) - 1
+        need = keys_visible(last, seq_q, seq_k)
+        total += 2 * d * min(seq_k, _cdiv(need, kv_block) * kv_block)
+    return total
+
+
+def head_traffic(hw: HardwareConfig, wl: Workload, tiling: Tiling) -> Traffic:
+    """Traffic of one K/V head's work: ``heads_per_tile`` query heads (1 without GQA sharing)."""
+    nq, nk, d = wl.seq_q, wl.seq_k, wl.head_dim
+    h = tiling.heads_per_tile
+    if tiling.dataflow == "standard":
+        return _standard(hw, nq, nk, d).scaled(h)
+    kv = _kv_reads(nq, nk, d, tiling.positions, wl.causal, tiling.kv_block)
+    reads = {"Q": h * nq * d, "K": kv // 2, "V": kv // 2}
+    writes = {"O": h * nq * d}
+    if tiling.dataflow == "flat" and "spills" in tiling.notes:
+        # S for one row does not fit: the partial row goes out and comes back once.
+        reads["S"] = nq * nk
+        writes["S"] = nq * nk
+    return _make(hw, reads, writes)
+
+
+def _gemm_tile(m: int, n: int, mem: int) -> tuple[int, int]:
+    """Output-stationary GEMM tile x×y (y ≤ n) maximizing reuse with ``x·y + x + y ≤ M``."""
+    side = max(1, math.isqrt(mem) - 1)
+    y = min(n, side)
+    x = max(1, min(m, (mem - y) // (y + 1)))
+    return x, y
+
+
+def _standard(hw: HardwareConfig, nq: int, nk: int, d: int) -> Traffic:
+    """Unfused attention: S = QKᵀ and O = PV as pebble-tiled GEMMs, softmax reading S and
+    writing P. A GEMM C(m×n) += A(m×k)·B(k×n) with an x×y output tile reads A ⌈n/y⌉ times and
+    B ⌈m/x⌉ times and writes C once."""
+    m = memory_elements(hw)
+    x, y = _gemm_tile(nq, nk, m)
+    q_reads = nq * d * _cdiv(nk, y)
+    k_reads = nk * d * _cdiv(nq, x)
+    x2, y2 = _gemm_tile(nq, d, m)
+    p_reads = nq * nk * _cdiv(d, y2)
+    v_reads = nk * d * _cdiv(nq, x2)
+    reads = {"Q": q_reads, "K": k_reads, "S": nq * nk, "P": p_reads, "V": v_reads}
+    writes = {"S": nq * nk, "P": nq * nk, "O": nq * d}
+    return _make(hw, reads, writes)
+
+
+def workload_traffic(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio",
+                     tiling: Tiling | None = None) -> Traffic:
+    """Traffic of a whole workload: every batch, every K/V head and its query heads."""
+    t = tiling or choose_tiling(hw, wl, dataflow)
+    per_kv_head_units = wl.group_size // t.heads_per_tile
+    one = head_traffic(hw, wl, t)
+    return one.scaled(wl.batch * wl.kv_heads * per_kv_head_units)
+
+
+def compulsory(wl: Workload) -> int:
+    """Elements every dataflow must move: read Q, K, V once and write O once (4Nd at Nq = Nk)."""
+    per = 2 * wl.seq_q * wl.head_dim * wl.heads + 2 * wl.seq_k * wl.head_dim * wl.kv_heads
+    return wl.batch * per
+
+
+def lower_bound_reference(n: int, d: int, m: int) -> float:
+    """The Θ(N²d²/M) term of the unconditional lower bound (Saha & Ye 2024; FlashAttention
+    Prop. 3), as ``4N²d²/M``: a reference scale, not a tight constant."""
+    return 4.0 * n * n * d * d / m
+
+
+def search_attenio_tiling(n: int, d: int, m: int) -> tuple[int, int, int]:
+    """Exhaustively search feasible (a, b) under Eq. 14's memory constraint and return the
+    smallest traffic ``2Nd(1 + ⌈N/a⌉)`` with its (a, b) (for the optimality test)."""
+    best = None
+    for b in range(1, n + 1):
+        for a in range(1, n + 1):
+            if a * d + b * d + a * b + a * d + 3 * a > m:
+                break
+            t = 2 * n * d * (1 + _cdiv(n, a))
+            if best is None or t < best[0]:
+                best = (t, a, b)
+        if b * d + 2 * d + b + 3 > m:
+            break
+    if best is None:
+        raise ConfigError(f"memory={m} is invalid: holds no tile at d={d}")
+    return best

@@ -1,0 +1,640 @@
+"""Cycle-level schedule generator: tiling, the program, and every engine's timeline.
+
+``schedule(hw, wl, dataflow)`` chooses the tiling (model/io_analysis.py), emits the program
+(sim/program.py, docs/isa.md) and runs the timing model of docs/architecture.md's engines:
+
+* **DMA read**: one AXI read port; requests in order, one per cycle, at most
+  ``Timing.max_outstanding`` in flight; each burst's data starts ``dram_latency`` cycles after its
+  request (or when the channel frees) and takes ``⌈bytes / rate⌉`` cycles, ``rate =
+  min(dram_bytes_per_cycle, AXI bytes)``. Bursts split at 256 beats and 4 KB boundaries.
+* **DMA write**: the same for writes; a burst's response returns ``dram_latency`` after its data.
+* **PE array**: per step of b keys over the tile's r rows, ``QK`` and ``PV`` each take
+  ``⌈r·b/P⌉·d`` cycles; order ``QK0, QK1, PV0, QK2, PV1, …`` so the softmax of key j hides behind
+  ``QK(j+1)``.
+* **EXP**: ``⌈r·b/lanes⌉`` cycles per step, ``Timing.exp_latency`` to the first p.
+* **Finalize**: reciprocals at one row per cycle plus ``Timing.recip_latency``, then one O column
+  per row group per cycle (``⌈r/P⌉·d``) while the PE array is held.
+* **Fetch and dispatch**: a separate instruction read port fetches chunks of
+  ``Timing.fetch_chunk`` instructions, two chunks ahead; instructions dispatch in order into
+  queues of depth ``Timing.queue_depth``.
+
+The timeline is exact for this model (integer cycles). Inside a tile the key loop reaches a
+periodic steady state within a few ring depths; once the loop's state (all pending times,
+relative to one of them) repeats, the remaining periods are skipped arithmetically, which makes
+a 128K-token head cost milliseconds per tile, not per key.
+
+``flat`` and ``standard`` do not fit this instruction set (their tiles hold whole rows of S, or
+S and P leave the chip); they run a phase-level model on the same engines and DRAM model and
+emit no program.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from attenio.config import HardwareConfig, Workload
+from attenio.errors import bad
+from attenio.model import io_analysis as io
+from attenio.model.numerics import ScaleParams, softmax_scale
+from attenio.sim.program import Instr, Op, validate
+
+__all__ = ["Timing", "Layout", "Schedule", "schedule", "build_program", "simulate_program"]
+
+ENGINES = ("dma_read", "dma_write", "pe", "exp", "finalize")
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Microarchitectural latencies the RTL implements (docs/architecture.md)."""
+
+    exp_latency: int = 6
+    recip_latency: int = 8
+    fetch_chunk: int = 8
+    queue_depth: int = 8
+    max_outstanding: int = 16
+    max_burst_beats: int = 256
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Byte addresses of the program and the tensors in DRAM (all 4 KB aligned)."""
+
+    program: int
+    q: int
+    k: int
+    v: int
+    o: int
+    end: int
+
+    @classmethod
+    def packed(cls, hw: HardwareConfig, wl: Workload, program_bytes: int) -> Layout:
+        """Program, Q, K, V and O one after another, each region 4 KB aligned."""
+        def up(x):
+            return -(-x // 4096) * 4096
+
+        eb, ob = hw.element_bytes, io.out_element_bytes(hw)
+        qb = wl.batch * wl.heads * wl.seq_q * wl.head_dim * eb
+        kb = wl.batch * wl.kv_heads * wl.seq_k * wl.head_dim * eb
+        obytes = wl.batch * wl.heads * wl.seq_q * wl.head_dim * ob
+        p = 0
+        q = up(p + program_bytes)
+        k = up(q + qb)
+        v = up(k + kb)
+        o = up(v + kb)
+        return cls(program=p, q=q, k=k, v=v, o=o, end=up(o + obytes))
+
+
+# ---- program generation -----------------------------------------------------------------------
+
+def _keys_per_step(hw: HardwareConfig, rows: int, dataflow_b: int, ring_limit: int) -> int:
+    if rows >= hw.macs:
+        return min(dataflow_b, ring_limit)
+    return max(1, min(hw.macs // rows, ring_limit))
+
+
+def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: Layout,
+                  scale: ScaleParams) -> list[Instr]:
+    """The instruction stream for ``wl`` under ``tiling`` (attenio, fa2, fa2-uncapped).
+
+    Per tile: ``LOAD_Q, LOAD_KV, COMPUTE, FINALIZE, STORE_O`` with tokens
+    load→compute (Q ready), compute→load (Q buffer free), compute→store (O final) and
+    store→compute (O buffer free); one ``END`` closes the program. Program length is
+    ``5·tiles + 1`` instructions, O(N/a) per head.
+    """
+    eb, ob = hw.element_bytes, io.out_element_bytes(hw)
+    d = wl.head_dim
+    g = tiling.heads_per_tile
+    pos = tiling.positions
+    attenio_flow = tiling.dataflow == "attenio"
+    ring = max(1, hw.kv_ring_depth // 2) if attenio_flow else tiling.keys_per_step
+    tiles = []
+    for b in range(wl.batch):
+        for hk in range(wl.kv_heads):
+            for h0 in range(hk * wl.group_size, (hk + 1) * wl.group_size, g):
+                for p0 in range(0, wl.seq_q, pos):
+                    tiles.append((b, hk, h0, p0, min(pos, wl.seq_q - p0)))
+    prog: list[Instr] = []
+    last = len(tiles) - 1
+    for t, (b, hk, h0, p0, rows) in enumerate(tiles):
+        keys = (io.keys_visible(p0 + rows - 1, wl.seq_q, wl.seq_k) if wl.causal else wl.seq_k)
+        if wl.causal and tiling.kv_block > 1:
+            keys = min(wl.seq_k, -(-keys // tiling.kv_block) * tiling.kv_block)
+        kps = (_keys_per_step(hw, rows * g, 1, ring) if attenio_flow
+               else tiling.keys_per_step)
+        q_addr = layout.q + ((b * wl.heads + h0) * wl.seq_q + p0) * d * eb
+        o_addr = layout.o + ((b * wl.heads + h0) * wl.seq_q + p0) * d * ob
+        kv_off = (b * wl.kv_heads + hk) * wl.seq_k * d * eb
+        common = {"rows": rows, "heads": g, "d": d}
+        prog.append(Instr(Op.LOAD_Q, {**common, "addr": q_addr, "row_stride": d * eb,
+                                      "head_stride": wl.seq_q * d * eb},
+                          pop_next=t > 0, push_next=True))
+        if keys > 0:
+            prog.append(Instr(Op.LOAD_KV, {"keys": keys, "d": d, "keys_per_step": kps,
+                                           "k_addr": layout.k + kv_off,
+                                           "v_addr": layout.v + kv_off, "row_stride": d * eb}))
+        prog.append(Instr(Op.COMPUTE, {**common, "causal": int(wl.causal), "keys": keys,
+                                       "keys_per_step": kps, "q_pos": p0,
+                                       "diag": wl.seq_k - wl.seq_q, "c_m": scale.c_m,
+                                       "c_sh": scale.c_sh},
+                          pop_prev=True, pop_next=t > 0, push_prev=t < last))
+        prog.append(Instr(Op.FINALIZE, dict(common), push_next=True))
+        prog.append(Instr(Op.STORE_O, {**common, "addr": o_addr, "row_stride": d * ob,
+                                       "head_stride": wl.seq_q * d * ob},
+                          pop_prev=True, push_prev=t < last))
+    prog.append(Instr(Op.END))
+    return prog
+
+
+# ---- timing model ------------------------------------------------------------------------------
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class Channel:
+    """One AXI direction in front of the DRAM model (see the module docstring)."""
+
+    def __init__(self, hw: HardwareConfig, timing: Timing, write: bool = False):
+        self.latency = hw.dram_latency
+        self.rate = min(hw.dram_bytes_per_cycle, hw.axi_data_bytes)
+        self.max_burst = min(4096, timing.max_burst_beats * hw.axi_data_bytes)
+        self.max_out = timing.max_outstanding
+        self.write = write
+        self.free = 0          # data channel busy until
+        self.last_req = -1     # cycle of the last request
+        self.done = deque()    # completion (response) times of the last max_out bursts
+        self.busy = 0
+        self.nbytes = 0
+
+    def bursts(self, addr: int, n: int):
+        while n > 0:
+            chunk = min(n, self.max_burst, 4096 - addr % 4096)
+            yield addr, chunk
+            addr += chunk
+            n -= chunk
+
+    def transfer(self, ready: int, addr: int, n: int) -> tuple[int, int]:
+        """Move ``n`` bytes at ``addr``, requesting no earlier than ``ready``.
+        Returns (last request cycle, completion cycle)."""
+        end = ready
+        for a, chunk in self.bursts(addr, n):
+            req = max(ready, self.last_req + 1)
+            if len(self.done) == self.max_out:
+                req = max(req, self.done[0])
+            self.last_req = req
+            start = max(req if self.write else req + self.latency, self.free)
+            dur = _cdiv(chunk, self.rate)
+            self.free = start + dur
+            end = self.free + self.latency if self.write else self.free
+            self.done.append(end)
+            if len(self.done) > self.max_out:
+                self.done.popleft()
+            self.busy += dur
+            self.nbytes += chunk
+        return self.last_req, end
+
+    def state(self, ref: int) -> tuple:
+        return (self.free - ref, self.last_req - ref, tuple(x - ref for x in self.done))
+
+    def shift(self, dt: int) -> None:
+        self.free += dt
+        self.last_req += dt
+        self.done = deque(x + dt for x in self.done)
+
+
+@dataclass
+class Stats:
+    busy: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ENGINES, 0))
+    stalls: dict[str, int] = field(default_factory=dict)
+    useful_macs: int = 0
+
+    def stall(self, cause: str, cycles: int) -> None:
+        if cycles > 0:
+            self.stalls[cause] = self.stalls.get(cause, 0) + cycles
+
+
+@dataclass
+class Span:
+    """One interval on one engine's track (for traces)."""
+
+    engine: str
+    name: str
+    start: int
+    end: int
+    args: dict
+
+
+def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
+               kv_start: int, pe_start: int, ring_rows: int, eb: int):
+    """Co-simulate one LOAD_KV with its COMPUTE. Returns (kv issue end, kv done, pe end,
+    exp span)."""
+    rows = comp.rows * comp.heads
+    d = comp.d
+    b = comp.keys_per_step
+    keys = comp.keys
+    steps = _cdiv(keys, b)
+    macs, lanes = hw.macs, hw.exp_lanes
+    ck = max(1, ring_rows // b)
+    row_bytes = d * eb
+    contiguous = kv.row_stride == row_bytes
+
+    def pe_cycles(nk):
+        return _cdiv(rows * nk, macs) * d
+
+    def exp_cycles(nk):
+        return _cdiv(rows * nk, lanes)
+
+    def load(s, base, ready):
+        nk = min(b, keys - s * b)
+        addr = base + s * b * kv.row_stride
+        if contiguous:
+            return rd.transfer(ready, addr, nk * row_bytes)
+        out = (ready, ready)
+        for r in range(nk):
+            out = rd.transfer(ready, addr + r * kv.row_stride, row_bytes)
+        return out
+
+    # rolling histories (times), indexed by step
+    qk_end: dict[int, int] = {}
+    pv_end: dict[int, int] = {}
+    arr_k: dict[int, int] = {}
+    arr_v: dict[int, int] = {}
+    p_ready: dict[int, int] = {}
+    pe_free = pe_start
+    exp_free = pe_start
+    exp_first = None
+    mem_stall = exp_stall = 0
+    rd_floor = kv_start  # LOAD_KV may not request before it starts
+    _, arr_k[0] = load(0, kv.k_addr, rd_floor)
+
+    def do_pv(j):
+        nonlocal pe_free, mem_stall, exp_stall
+        st = max(pe_free, arr_v[j], p_ready[j])
+        if st > pe_free:
+            if arr_v[j] >= p_ready[j]:
+                mem_stall += st - pe_free
+            else:
+                exp_stall += st - pe_free
+        nk = min(b, keys - j * b)
+        pv_end[j] = st + pe_cycles(nk)
+        stats.busy["pe"] += pe_cycles(nk)
+        pe_free = pv_end[j]
+
+    seen: dict[tuple, tuple] = {}
+    s = 0
+    skipped = False
+    while s < steps:
+        # steady-state detection: skip whole periods once the relative state repeats
+        if not skipped and 1 <= s < steps - 1:
+            ref = pe_free
+            key = (tuple(qk_end[i] - ref for i in range(s - ck, s) if i >= 0),
+                   tuple(pv_end[i] - ref for i in range(s - 1 - ck, s - 1) if i >= 0),
+                   arr_k[s] - ref, arr_v[s - 1] - ref, p_ready[s - 1] - ref, exp_free - ref,
+                   rd.state(ref), (kv.k_addr + (s + 1) * b * kv.row_stride) % 4096,
+                   (kv.v_addr + s * b * kv.row_stride) % 4096)
+            if key in seen:
+                s0, ref0, snap = seen[key]
+                period, dt = s - s0, ref - ref0
+                k = (steps - 1 - s) // period
+                if k > 0:
+                    now = (stats.busy["pe"], stats.busy["exp"], rd.busy, rd.nbytes,
+                           mem_stall, exp_stall)
+                    deltas = [x - y for x, y in zip(now, snap, strict=True)]
+                    stats.busy["pe"] += k * deltas[0]
+                    stats.busy["exp"] += k * deltas[1]
+                    rd.busy += k * deltas[2]
+                    rd.nbytes += k * deltas[3]
+                    mem_stall += k * deltas[4]
+                    exp_stall += k * deltas[5]
+                    shift, di = k * dt, k * period
+                    qk_end = {i + di: t + shift for i, t in qk_end.items()}
+                    pv_end = {i + di: t + shift for i, t in pv_end.items()}
+                    arr_k = {i + di: t + shift for i, t in arr_k.items()}
+                    arr_v = {i + di: t + shift for i, t in arr_v.items()}
+                    p_ready = {i + di: t + shift for i, t in p_ready.items()}
+                    pe_free += shift
+                    exp_free += shift
+                    rd.shift(shift)
+                    s += di
+                skipped = True
+            else:
+                seen[key] = (s, ref, (stats.busy["pe"], stats.busy["exp"], rd.busy, rd.nbytes,
+                                      mem_stall, exp_stall))
+        nk = min(b, keys - s * b)
+        # QK(s)
+        st = max(pe_free, arr_k[s])
+        mem_stall += st - pe_free
+        qk_end[s] = st + pe_cycles(nk)
+        stats.busy["pe"] += pe_cycles(nk)
+        pe_free = qk_end[s]
+        # EXP(s)
+        es = max(exp_free, qk_end[s])
+        exp_first = es if exp_first is None else exp_first
+        exp_free = es + exp_cycles(nk)
+        stats.busy["exp"] += exp_cycles(nk)
+        p_ready[s] = exp_free + timing.exp_latency
+        # PV(s-1)
+        if s >= 1:
+            do_pv(s - 1)
+        # DMA: K(s+1), then V(s)
+        if s + 1 < steps:
+            credit = qk_end[s + 1 - ck] if s + 1 >= ck else rd_floor
+            _, arr_k[s + 1] = load(s + 1, kv.k_addr, credit)
+        credit = pv_end[s - ck] if s >= ck else rd_floor
+        last_req, arr_v[s] = load(s, kv.v_addr, credit)
+        # forget history the loop no longer reads
+        for hist, keep in ((qk_end, ck + 1), (pv_end, ck + 1), (arr_k, 2), (arr_v, 2),
+                           (p_ready, 2)):
+            old = s - keep
+            if old in hist:
+                del hist[old]
+        s += 1
+    do_pv(steps - 1)
+    stats.stall("pe: waiting for K/V (DRAM)", mem_stall)
+    stats.stall("pe: waiting for softmax (EXP)", exp_stall)
+    return rd.last_req, arr_v[steps - 1], pe_free, (exp_first, exp_free)
+
+
+@dataclass
+class Schedule:
+    """Result of :func:`schedule`: tiling, program, cycles, utilization, traffic, spans."""
+
+    hw: HardwareConfig
+    workload: Workload
+    dataflow: str
+    tiling: io.Tiling
+    program: list[Instr] | None
+    total_cycles: int
+    busy: dict[str, int]
+    stalls: dict[str, int]
+    useful_macs: int
+    read_bytes: int
+    write_bytes: int
+    spans: list[Span]
+    timing: Timing
+
+    @property
+    def pe_util_time(self) -> float:
+        """Fraction of cycles the PE array computes (the paper's definition)."""
+        return self.busy["pe"] / self.total_cycles if self.total_cycles else 0.0
+
+    @property
+    def pe_util_mac(self) -> float:
+        """Useful MACs over MACs × cycles."""
+        return self.useful_macs / (self.hw.macs * self.total_cycles) if self.total_cycles else 0.0
+
+    @property
+    def time_us(self) -> float:
+        return self.total_cycles / self.hw.clock_mhz
+
+    @property
+    def stall_share(self) -> float:
+        """Share of cycles the PE array waits on data movement (DRAM, Q load, O store)."""
+        mem = sum(v for k, v in self.stalls.items() if "DRAM" in k or "Q load" in k
+                  or "store" in k)
+        return mem / self.total_cycles if self.total_cycles else 0.0
+
+
+def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
+                     timing: Timing | None = None, ring_rows: int | None = None,
+                     keep_spans: bool = True) -> tuple[int, Stats, int, int, list[Span]]:
+    """Run the timing model over a program. Returns (total cycles, stats, bytes read,
+    bytes written, spans)."""
+    timing = timing or Timing()
+    eb, ob = hw.element_bytes, io.out_element_bytes(hw)
+    ring = ring_rows if ring_rows is not None else max(1, hw.kv_ring_depth // 2)
+    rd, wr, fetch = Channel(hw, timing), Channel(hw, timing, write=True), Channel(hw, timing)
+    stats = Stats()
+    spans: list[Span] = []
+    n = len(program)
+    chunk = timing.fetch_chunk
+    chunk_arrival: dict[int, int] = {}
+    dispatch = [0] * n
+    start = [0] * n
+    # per-queue: start times in order (for queue depth), end of last instruction
+    qstarts: dict[str, list[int]] = {"load": [], "compute": [], "store": []}
+    q_end = {"load": 0, "compute": 0, "store": 0}
+    tokens: dict[tuple[str, str], deque] = {}
+    prev_q = {"load": None, "compute": "load", "store": "compute"}
+    next_q = {"load": "compute", "compute": "store", "store": None}
+    pending_kv: tuple[Instr, int, int] | None = None
+    last_store_resp = 0
+    pe_activity_end = 0
+    tile = 0
+
+    def fetch_chunk(c: int) -> int:
+        if c not in chunk_arrival:
+            ready = 0
+            if c >= 2:  # two chunks of fetch buffer: chunk c waits for chunk c-2 to dispatch
+                ready = dispatch[min(n, (c - 1) * chunk) - 1]
+            nbytes = min(chunk, n - c * chunk) * 32
+            _, chunk_arrival[c] = fetch.transfer(ready, c * chunk * 32, nbytes)
+        return chunk_arrival[c]
+
+    def pop_time(ins: Instr, q: str) -> int:
+        t = 0
+        for flag, other in (("pop_prev", prev_q[q]), ("pop_next", next_q[q])):
+            if getattr(ins, flag):
+                t = max(t, tokens[(other, q)].popleft())
+        return t
+
+    def push(ins: Instr, q: str, when: int) -> None:
+        for flag, other in (("push_prev", prev_q[q]), ("push_next", next_q[q])):
+            if getattr(ins, flag):
+                tokens.setdefault((q, other), deque()).append(when)
+
+    for k, ins in enumerate(program):
+        arrive = fetch_chunk(k // chunk)
+        disp = max(arrive, dispatch[k - 1] + 1 if k else 0)
+        if ins.op == Op.END:
+            dispatch[k] = disp
+            break
+        q = ins.queue
+        if len(qstarts[q]) >= timing.queue_depth:
+            disp = max(disp, qstarts[q][-timing.queue_depth])
+        dispatch[k] = disp
+        tok = pop_time(ins, q)
+        st = max(disp, q_end[q], tok)
+        start[k] = st
+        qstarts[q].append(st)
+        if len(qstarts[q]) > timing.queue_depth:
+            qstarts[q].pop(0)
+        args = {"tile": tile, **ins.args}
+        if ins.op == Op.LOAD_Q:
+            issue_end, done = st, st
+            for h in range(ins.heads):
+                base = ins.addr + h * ins.head_stride
+                if ins.row_stride == ins.d * eb:
+                    issue_end, done = rd.transfer(st, base, ins.rows * ins.d * eb)
+                else:
+                    for r in range(ins.rows):
+                        issue_end, done = rd.transfer(st, base + r * ins.row_stride, ins.d * eb)
+            q_end[q] = issue_end + 1
+            push(ins, q, done)
+            if keep_spans:
+                spans.append(Span("dma_read", f"LOAD_Q t{tile}", st, done, args))
+        elif ins.op == Op.LOAD_KV:
+            pending_kv = (ins, st, k)
+        elif ins.op == Op.COMPUTE:
+            if ins.keys == 0:  # a causal tile that sees no key: O = 0, nothing to stream
+                q_end[q] = pe_activity_end = max(st, pe_activity_end)
+                push(ins, q, st)
+                continue
+            if pending_kv is None:
+                raise bad("program", f"instruction {k}", "COMPUTE without LOAD_KV")
+            kv, kv_st, _ = pending_kv
+            pending_kv = None
+            gap = st - pe_activity_end
+            if gap > 0:
+                stats.stall("pe: fetch/dispatch" if disp >= tok
+                            else "pe: waiting for Q load or O store", gap)
+            issue_end, kv_done, pe_end, exp_span = _tile_loop(
+                hw, timing, rd, stats, kv, ins, kv_st, st, ring, eb)
+            q_end["load"] = max(q_end["load"], issue_end + 1)
+            q_end[q] = pe_end
+            pe_activity_end = pe_end
+            push(ins, q, pe_end)
+            stats.useful_macs += 2 * ins.d * _visible_pairs(ins, wl)
+            if keep_spans:
+                spans.append(Span("dma_read", f"LOAD_KV t{tile}", kv_st, kv_done,
+                                  {"tile": tile, **kv.args}))
+                spans.append(Span("pe", f"COMPUTE t{tile}", st, pe_end, args))
+                spans.append(Span("exp", f"softmax t{tile}", exp_span[0], exp_span[1], args))
+        elif ins.op == Op.FINALIZE:
+            rows = ins.rows * ins.heads
+            dur = rows + timing.recip_latency + _cdiv(rows, hw.macs) * ins.d
+            end = st + dur
+            stats.busy["finalize"] += dur
+            stats.stall("pe: finalize", end - pe_activity_end)
+            pe_activity_end = end
+            q_end[q] = end
+            push(ins, q, end)
+            if keep_spans:
+                spans.append(Span("finalize", f"FINALIZE t{tile}", st, end, args))
+        elif ins.op == Op.STORE_O:
+            done = st
+            for h in range(ins.heads):
+                base = ins.addr + h * ins.head_stride
+                if ins.row_stride == ins.d * ob:
+                    _, done = wr.transfer(st, base, ins.rows * ins.d * ob)
+                else:
+                    for r in range(ins.rows):
+                        _, done = wr.transfer(st, base + r * ins.row_stride, ins.d * ob)
+            q_end[q] = done
+            last_store_resp = max(last_store_resp, done)
+            push(ins, q, done)
+            if keep_spans:
+                spans.append(Span("dma_write", f"STORE_O t{tile}", st, done, args))
+            tile += 1
+    total = max(max(q_end.values()), last_store_resp, rd.free, pe_activity_end) + 1
+    stats.stall("pe: drain (last finalize and store)", total - pe_activity_end)
+    stats.busy["dma_read"] = rd.busy
+    stats.busy["dma_write"] = wr.busy
+    return total, stats, rd.nbytes, wr.nbytes, spans
+
+
+def _visible_pairs(ins: Instr, wl: Workload) -> int:
+    """(query row, key) pairs of a COMPUTE that the mask keeps (all of them without causal)."""
+    if not ins.causal:
+        return ins.rows * ins.heads * ins.keys
+    total = 0
+    for r in range(ins.rows):
+        total += max(0, min(ins.keys, ins.q_pos + r + ins.diag + 1))
+    return total * ins.heads
+
+
+def schedule(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *,
+             timing: Timing | None = None, scale: ScaleParams | None = None,
+             keep_spans: bool = True) -> Schedule:
+    """Tile ``wl`` for ``dataflow`` on ``hw``, emit the program and compute the timeline.
+
+    Raises
+    ------
+    ConfigError
+        An unknown dataflow, a workload the hardware cannot hold (head dim, one row of
+        memory), or a program the controller would reject.
+    """
+    timing = timing or Timing()
+    if dataflow not in io.DATAFLOWS:
+        raise bad("dataflow", dataflow, f"choose one of: {', '.join(io.DATAFLOWS)}")
+    if wl.head_dim > hw.max_head_dim:
+        raise bad("head_dim", wl.head_dim, f"must be in [1, {hw.max_head_dim}] (max_head_dim)")
+    tiling = io.choose_tiling(hw, wl, dataflow)
+    if dataflow in ("flat", "standard"):
+        return _phase_model(hw, wl, tiling, timing)
+    if scale is None:
+        qmax = (1 << (hw.data_bits - 1)) - 1
+        scale = softmax_scale(hw, 1.0 / qmax, 1.0 / qmax, wl.head_dim)
+    probe = build_program(hw, wl, tiling, Layout.packed(hw, wl, 0), scale)
+    layout = Layout.packed(hw, wl, len(probe) * 32)
+    program = build_program(hw, wl, tiling, layout, scale)
+    ring = None if dataflow == "attenio" else tiling.keys_per_step
+    validate(program, hw if ring is None else _with_ring(hw, 2 * ring, tiling.rows))
+    total, stats, rb, wb, spans = simulate_program(hw, wl, program, timing, ring, keep_spans)
+    return Schedule(hw, wl, dataflow, tiling, program, total, stats.busy, stats.stalls,
+                    stats.useful_macs, rb, wb, spans, timing)
+
+
+def _with_ring(hw: HardwareConfig, ring: int, rows: int | None = None) -> HardwareConfig:
+    # Baselines keep their K/V blocks in the unified memory, not in the row ring: give the
+    # validator a ring (and tile) of the size the baseline's tiling uses.
+    import dataclasses
+    return dataclasses.replace(hw, kv_ring_depth=max(hw.kv_ring_depth, ring),
+                               tile_rows=max(hw.tile_rows, rows or 0))
+
+
+def _phase_model(hw: HardwareConfig, wl: Workload, tiling: io.Tiling,
+                 timing: Timing) -> Schedule:
+    """FLAT and Standard as sequences of phases, each ``L + max(PE, EXP, reads, writes)`` on
+    the same engines (no program: they do not fit the instruction set)."""
+    rate = min(hw.dram_bytes_per_cycle, hw.axi_data_bytes)
+    lat = hw.dram_latency
+    traffic = io.workload_traffic(hw, wl, tiling.dataflow, tiling)
+    d, nq, nk = wl.head_dim, wl.seq_q, wl.seq_k
+    heads = wl.batch * wl.heads
+    busy = dict.fromkeys(ENGINES, 0)
+    stalls: dict[str, int] = {}
+    total = 0
+    pairs = sum(max(0, min(nk, i + 1 + nk - nq)) for i in range(nq)) if wl.causal else nq * nk
+    useful = 2 * d * pairs * heads
+
+    def phase(pe: int, exp: int, rbytes: int, wbytes: int) -> None:
+        nonlocal total
+        r, w = _cdiv(rbytes, rate), _cdiv(wbytes, rate)
+        dur = lat + max(pe, exp, r, w)
+        busy["pe"] += pe
+        busy["exp"] += exp
+        busy["dma_read"] += r
+        busy["dma_write"] += w
+        total += dur
+        stalls["pe: waiting for K/V (DRAM)"] = stalls.get("pe: waiting for K/V (DRAM)", 0) + \
+            dur - pe
+
+    eb = hw.element_bytes
+    if tiling.dataflow == "flat":
+        R = tiling.rows
+        for _ in range(heads):
+            for p0 in range(0, nq, R):
+                r = min(R, nq - p0)
+                b = max(1, hw.macs // r)
+                steps = _cdiv(nk, b)
+                pe = steps * _cdiv(r * b, hw.macs) * d
+                phase(0, 0, r * d * eb, 0)                       # Q rows
+                phase(pe, 0, nk * d * eb, 0)                     # S = Q Kᵀ, K streamed
+                phase(0, _cdiv(r * nk, hw.exp_lanes), 0, 0)      # softmax on whole rows
+                phase(pe, 0, nk * d * eb, r * d * io.out_element_bytes(hw))  # O = P V
+        busy["finalize"] = 0
+    else:
+        m = io.memory_elements(hw)
+        for _ in range(heads):
+            gemm = _cdiv(nq * nk * d, hw.macs)
+            t = traffic.scaled(1)
+            per_head = lambda name: t.reads.get(name, 0) // heads  # noqa: E731
+            phase(gemm, 0, (per_head("Q") + per_head("K")) * eb, nq * nk * eb)
+            phase(0, _cdiv(nq * nk, hw.exp_lanes), nq * nk * eb, nq * nk * eb)
+            phase(gemm, 0, (per_head("P") + per_head("V")) * eb,
+                  nq * d * io.out_element_bytes(hw))
+        del m
+    return Schedule(hw, wl, tiling.dataflow, tiling, None, total, busy, stalls, useful,
+                    traffic.read_bytes, traffic.write_bytes, [], timing)
