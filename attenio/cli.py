@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import sys
 import time
+from pathlib import Path
 
 import click
 import numpy as np
@@ -168,6 +169,165 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, dist, 
                f"float64 reference {m['t_ref']:.2f} s")
     click.echo(f"  result               {'PASS' if ok else 'FAIL'}")
     sys.exit(0 if ok else 1)
+
+
+def _workload_options(fn):
+    opts = [
+        click.option("--n", "n", type=int, required=True, help="Query (and key) length."),
+        click.option("--d", "d", type=int, default=64, show_default=True, help="Head dimension."),
+        click.option("--nk", type=int, default=None, help="Key length if different from --n."),
+        click.option("--heads", type=int, default=1, show_default=True),
+        click.option("--kv-heads", type=int, default=None, help="K/V heads (GQA); default heads."),
+        click.option("--batch", type=int, default=1, show_default=True),
+        click.option("--causal", is_flag=True, help="Causal mask with block skipping."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.2f} {unit}"
+        n /= 1000.0
+    return f"{n}"
+
+
+@main.command("schedule")
+@preset_option
+@config_option
+@_workload_options
+@click.option("--dataflow", type=click.Choice(["attenio", "fa2", "fa2-uncapped", "flat",
+                                               "standard"]), default="attenio",
+              show_default=True)
+@click.option("--trace", "trace_path", default=None, metavar="FILE",
+              help="Write a Perfetto/Chrome trace JSON (open in ui.perfetto.dev).")
+@click.option("--plot", "plot_path", default=None, metavar="FILE",
+              help="Write a PNG Gantt and utilization plot.")
+@click.option("--program", "program_path", default=None, metavar="FILE",
+              help="Write the binary program the controller fetches.")
+@_friendly
+def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, dataflow,
+                 trace_path, plot_path, program_path):
+    """Tile a workload, emit its program and print the predicted timeline."""
+    from attenio.model import io_analysis as io
+    from attenio.sim import program as prog
+    from attenio.sim.schedule import ENGINES, schedule
+    from attenio.sim.trace import TRACK_NAMES, write_chrome_trace, write_plot
+
+    hw = _load_hw(preset or "asplos26", config_file)
+    wl = C.Workload(seq_q=n, seq_k=nk or n, head_dim=d, heads=heads, kv_heads=kv_heads or heads,
+                    batch=batch, causal=causal, element_bytes=hw.element_bytes)
+    if program_path and dataflow in ("flat", "standard"):
+        raise ConfigError(f"dataflow={dataflow!r} is invalid with --program: flat and standard "
+                          "run a phase model and have no program (use attenio, fa2, fa2-uncapped)")
+    t0 = time.perf_counter()
+    sch = schedule(hw, wl, dataflow, keep_spans=bool(trace_path or plot_path))
+    elapsed = time.perf_counter() - t0
+    traffic = io.workload_traffic(hw, wl, dataflow, sch.tiling)
+    name = config_file or preset or "asplos26"
+    click.echo(f"schedule: preset={name} dataflow={dataflow} N={wl.seq_q}x{wl.seq_k} d={d} "
+               f"heads={heads}/{wl.kv_heads} batch={batch} causal={causal}")
+    t = sch.tiling
+    click.echo(f"  tiling               {t.notes}")
+    if sch.program is not None:
+        tiles = sum(1 for i in sch.program if i.op == prog.Op.COMPUTE)
+        click.echo(f"  program              {len(sch.program):,} instructions "
+                   f"({len(sch.program) * prog.INSTR_BYTES:,} bytes), {tiles:,} tiles")
+    else:
+        click.echo("  program              none (phase-level model; no instruction stream)")
+    click.echo(f"  total cycles         {sch.total_cycles:,}  ({sch.time_us / 1000:,.3f} ms at "
+               f"{hw.clock_mhz:g} MHz)")
+    click.echo(f"  PE utilization       {sch.pe_util_time:.2%} by time, {sch.pe_util_mac:.2%} by "
+               "MAC (useful MACs / (MACs x cycles))")
+    click.echo("  busy cycles")
+    for eng in ENGINES:
+        b = sch.busy[eng]
+        click.echo(f"    {TRACK_NAMES[eng]:<18} {b:>16,}  {b / sch.total_cycles:7.2%}")
+    click.echo("  PE idle, by cause")
+    for cause, c in sorted(sch.stalls.items(), key=lambda kv: -kv[1]):
+        click.echo(f"    {cause.removeprefix('pe: '):<36} {c:>16,}  {c / sch.total_cycles:7.2%}")
+    same = (sch.read_bytes, sch.write_bytes) == (traffic.read_bytes, traffic.write_bytes)
+    click.echo(f"  DRAM read            {_fmt_bytes(sch.read_bytes)}  ({sch.read_bytes:,} B)")
+    click.echo(f"  DRAM written         {_fmt_bytes(sch.write_bytes)}  ({sch.write_bytes:,} B)")
+    click.echo(f"  closed form          {'equal' if same else 'DIFFERENT'} "
+               f"({traffic.elements:,} elements; {traffic.elements / io.compulsory(wl):.2f}x "
+               "the compulsory 4Nd)")
+    click.echo(f"  model time           {elapsed:.2f} s")
+    if trace_path:
+        write_chrome_trace(sch, trace_path)
+        click.echo(f"  wrote trace          {trace_path}")
+    if plot_path:
+        write_plot(sch, plot_path)
+        click.echo(f"  wrote plot           {plot_path}")
+    if program_path:
+        Path(program_path).write_bytes(prog.encode(sch.program))
+        click.echo(f"  wrote program        {program_path}")
+
+
+@main.command("dataflows")
+@preset_option
+@config_option
+@click.option("--ns", default="8192,16384,32768,65536,131072", show_default=True,
+              help="Comma-separated sequence lengths.")
+@click.option("--ds", default="64,128", show_default=True, help="Comma-separated head dims.")
+@click.option("--causal", is_flag=True)
+@click.option("--csv", "csv_path", default=None, metavar="FILE", help="Write every row as CSV.")
+@click.option("--bandwidth-sweep", is_flag=True,
+              help="Also sweep DRAM bytes/cycle at the middle N to show where regimes cross.")
+@_friendly
+def dataflows_cmd(preset, config_file, ns, ds, causal, csv_path, bandwidth_sweep):
+    """Rerun the paper's comparison: traffic and cycles of every dataflow on the same hardware."""
+    from attenio.sim.compare import PAPER, bandwidth_sweep as sweep, compare_dataflows, geomean
+
+    hw = _load_hw(preset or "asplos26", config_file)
+    try:
+        n_list = [int(x) for x in ns.split(",")]
+        d_list = [int(x) for x in ds.split(",")]
+    except ValueError:
+        raise ConfigError(f"ns/ds={ns!r}/{ds!r} is invalid: comma-separated integers") from None
+    rows = compare_dataflows(hw, n_list, d_list, causal=causal, progress=lambda m: click.echo(
+        f"  ... {m}", err=True))
+    flows = ["flat", "standard", "fa2", "fa2-uncapped"]
+    for d in d_list:
+        sub = [r for r in rows if r["d"] == d]
+        click.echo(f"\nd = {d}: DRAM traffic relative to attenio (elements) | attenio speedup "
+                   "(cycles)")
+        click.echo(f"  {'N':>7} " + " ".join(f"{f:>12}" for f in flows) + " | "
+                   + " ".join(f"{f:>12}" for f in flows) + " | attenio PE time/MAC")
+        for n in n_list:
+            by = {r["dataflow"]: r for r in sub if r["n"] == n}
+            a = by["attenio"]
+            tr = " ".join(f"{by[f]['elements'] / a['elements']:>11.1f}x" for f in flows)
+            sp = " ".join(f"{by[f]['cycles'] / a['cycles']:>11.2f}x" for f in flows)
+            click.echo(f"  {n:>7} {tr} | {sp} | {a['pe_util_time']:.1%} / {a['pe_util_mac']:.1%}")
+        gt = " ".join(f"{geomean(sub, f, 'elements'):>11.1f}x" for f in flows)
+        gs = " ".join(f"{geomean(sub, f, 'cycles'):>11.2f}x" for f in flows)
+        click.echo(f"  {'geomean':>7} {gt} | {gs}")
+        if d in PAPER:
+            p = PAPER[d]
+            click.echo(f"  {'paper':>7} {p['traffic']['flat']:>11.1f}x {p['traffic']['standard']:>11.1f}x "
+                       f"{p['traffic']['fa2']:>11.1f}x {'-':>12} | {p['speedup']['flat']:>11.2f}x "
+                       f"{p['speedup']['standard']:>11.2f}x {p['speedup']['fa2']:>11.2f}x {'-':>12} | "
+                       f"PE {p['pe_util']:.1%} by time")
+    if bandwidth_sweep:
+        n_mid = n_list[len(n_list) // 2]
+        for d in d_list:
+            click.echo(f"\nbandwidth sweep at N = {n_mid}, d = {d}: cycles relative to attenio")
+            click.echo(f"  {'B/cycle':>7} " + " ".join(f"{f:>12}" for f in ["attenio"] + flows))
+            for bw, res in sweep(hw, n_mid, d, causal=causal):
+                a = res["attenio"]
+                click.echo(f"  {bw:>7} {a:>12,}" + "".join(f" {res[f] / a:>11.2f}x"
+                                                            for f in flows))
+    if csv_path:
+        import csv
+
+        with open(csv_path, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        click.echo(f"\nwrote {csv_path}")
 
 
 if __name__ == "__main__":  # pragma: no cover

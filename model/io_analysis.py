@@ -207,18 +207,35 @@ def keys_visible(tile_last_pos: int, seq_q: int, seq_k: int) -> int:
     return max(0, min(seq_k, tile_last_pos + 1 + seq_k - seq_q))
 
 
+def query_tiles(seq_q: int, positions: int, causal: bool) -> list[tuple[int, int]]:
+    """(first position, rows) of each query tile. Full tiles of ``positions`` rows; the
+    remainder tile goes last, except under a causal mask, where it goes first: the first tile
+    sees the fewest keys, so the short tile there wastes the least K/V traffic."""
+    full, rem = divmod(seq_q, positions)
+    sizes = [positions] * full
+    if rem:
+        sizes = [rem] + sizes if causal else sizes + [rem]
+    out, p0 = [], 0
+    for r in sizes:
+        out.append((p0, r))
+        p0 += r
+    return out
+
+
+def tile_keys(p0: int, rows: int, seq_q: int, seq_k: int, causal: bool, kv_block: int) -> int:
+    """Keys a query tile streams: all of them, or (causal) up to its last row's diagonal,
+    rounded up to the dataflow's K/V block."""
+    if not causal:
+        return seq_k
+    need = keys_visible(p0 + rows - 1, seq_q, seq_k)
+    return min(seq_k, _cdiv(need, kv_block) * kv_block)
+
+
 def _kv_reads(seq_q: int, seq_k: int, d: int, positions: int, causal: bool,
               kv_block: int) -> int:
     """K plus V elements read by a dataflow that streams K/V once per query tile."""
-    tiles = _cdiv(seq_q, positions)
-    if not causal:
-        return 2 * seq_k * d * tiles
-    total = 0
-    for i in range(tiles):
-        last = min(seq_q, (i + 1) * positions) - 1
-        need = keys_visible(last, seq_q, seq_k)
-        total += 2 * d * min(seq_k, _cdiv(need, kv_block) * kv_block)
-    return total
+    return sum(2 * d * tile_keys(p0, r, seq_q, seq_k, causal, kv_block)
+               for p0, r in query_tiles(seq_q, positions, causal))
 
 
 def head_traffic(hw: HardwareConfig, wl: Workload, tiling: Tiling) -> Traffic:

@@ -42,6 +42,8 @@ from attenio.sim.program import Instr, Op, validate
 __all__ = ["Timing", "Layout", "Schedule", "schedule", "build_program", "simulate_program"]
 
 ENGINES = ("dma_read", "dma_write", "pe", "exp", "finalize")
+# Skip whole steady-state periods of the key loop (exact; tests turn it off to prove it).
+STEADY_STATE_SKIP = True
 
 
 @dataclass(frozen=True)
@@ -112,14 +114,12 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
     for b in range(wl.batch):
         for hk in range(wl.kv_heads):
             for h0 in range(hk * wl.group_size, (hk + 1) * wl.group_size, g):
-                for p0 in range(0, wl.seq_q, pos):
-                    tiles.append((b, hk, h0, p0, min(pos, wl.seq_q - p0)))
+                for p0, rows in io.query_tiles(wl.seq_q, pos, wl.causal):
+                    tiles.append((b, hk, h0, p0, rows))
     prog: list[Instr] = []
     last = len(tiles) - 1
     for t, (b, hk, h0, p0, rows) in enumerate(tiles):
-        keys = (io.keys_visible(p0 + rows - 1, wl.seq_q, wl.seq_k) if wl.causal else wl.seq_k)
-        if wl.causal and tiling.kv_block > 1:
-            keys = min(wl.seq_k, -(-keys // tiling.kv_block) * tiling.kv_block)
+        keys = io.tile_keys(p0, rows, wl.seq_q, wl.seq_k, wl.causal, tiling.kv_block)
         kps = (_keys_per_step(hw, rows * g, 1, ring) if attenio_flow
                else tiling.keys_per_step)
         q_addr = layout.q + ((b * wl.heads + h0) * wl.seq_q + p0) * d * eb
@@ -178,7 +178,7 @@ class Channel:
         """Move ``n`` bytes at ``addr``, requesting no earlier than ``ready``.
         Returns (last request cycle, completion cycle)."""
         end = ready
-        for a, chunk in self.bursts(addr, n):
+        for _, chunk in self.bursts(addr, n):
             req = max(ready, self.last_req + 1)
             if len(self.done) == self.max_out:
                 req = max(req, self.done[0])
@@ -286,7 +286,7 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
     skipped = False
     while s < steps:
         # steady-state detection: skip whole periods once the relative state repeats
-        if not skipped and 1 <= s < steps - 1:
+        if STEADY_STATE_SKIP and not skipped and 1 <= s < steps - 1:
             ref = pe_free
             key = (tuple(qk_end[i] - ref for i in range(s - ck, s) if i >= 0),
                    tuple(pv_end[i] - ref for i in range(s - 1 - ck, s - 1) if i >= 0),
@@ -615,26 +615,22 @@ def _phase_model(hw: HardwareConfig, wl: Workload, tiling: io.Tiling,
     if tiling.dataflow == "flat":
         R = tiling.rows
         for _ in range(heads):
-            for p0 in range(0, nq, R):
-                r = min(R, nq - p0)
+            for p0, r in io.query_tiles(nq, R, wl.causal):
+                keys = io.tile_keys(p0, r, nq, nk, wl.causal, 1)
                 b = max(1, hw.macs // r)
-                steps = _cdiv(nk, b)
-                pe = steps * _cdiv(r * b, hw.macs) * d
-                phase(0, 0, r * d * eb, 0)                       # Q rows
-                phase(pe, 0, nk * d * eb, 0)                     # S = Q Kᵀ, K streamed
-                phase(0, _cdiv(r * nk, hw.exp_lanes), 0, 0)      # softmax on whole rows
-                phase(pe, 0, nk * d * eb, r * d * io.out_element_bytes(hw))  # O = P V
+                pe = _cdiv(keys, b) * _cdiv(r * b, hw.macs) * d
+                phase(0, 0, r * d * eb, 0)                         # Q rows
+                phase(pe, 0, keys * d * eb, 0)                     # S = Q Kᵀ, K streamed
+                phase(0, _cdiv(r * keys, hw.exp_lanes), 0, 0)      # softmax on whole rows
+                phase(pe, 0, keys * d * eb, r * d * io.out_element_bytes(hw))  # O = P V
         busy["finalize"] = 0
     else:
-        m = io.memory_elements(hw)
+        per_head = {name: v // heads for name, v in traffic.reads.items()}
+        gemm = _cdiv(nq * nk * d, hw.macs)
         for _ in range(heads):
-            gemm = _cdiv(nq * nk * d, hw.macs)
-            t = traffic.scaled(1)
-            per_head = lambda name: t.reads.get(name, 0) // heads  # noqa: E731
-            phase(gemm, 0, (per_head("Q") + per_head("K")) * eb, nq * nk * eb)
-            phase(0, _cdiv(nq * nk, hw.exp_lanes), nq * nk * eb, nq * nk * eb)
-            phase(gemm, 0, (per_head("P") + per_head("V")) * eb,
+            phase(gemm, 0, (per_head["Q"] + per_head["K"]) * eb, nq * nk * eb)   # S = Q Kᵀ
+            phase(0, _cdiv(nq * nk, hw.exp_lanes), nq * nk * eb, nq * nk * eb)  # P = softmax(S)
+            phase(gemm, 0, (per_head["P"] + per_head["V"]) * eb,                 # O = P V
                   nq * d * io.out_element_bytes(hw))
-        del m
     return Schedule(hw, wl, tiling.dataflow, tiling, None, total, busy, stalls, useful,
                     traffic.read_bytes, traffic.write_bytes, [], timing)
