@@ -477,6 +477,10 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
         elif ins.op == Op.LOAD_KV:
             pending_kv = (ins, st, k)
         elif ins.op == Op.COMPUTE:
+            gap = st - pe_activity_end
+            if gap > 0:
+                stats.stall("pe: fetch/dispatch" if disp >= tok
+                            else "pe: waiting for Q load or O store", gap)
             if ins.keys == 0:  # a causal tile that sees no key: O = 0, nothing to stream
                 q_end[q] = pe_activity_end = max(st, pe_activity_end)
                 push(ins, q, st)
@@ -485,10 +489,6 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
                 raise bad("program", f"instruction {k}", "COMPUTE without LOAD_KV")
             kv, kv_st, _ = pending_kv
             pending_kv = None
-            gap = st - pe_activity_end
-            if gap > 0:
-                stats.stall("pe: fetch/dispatch" if disp >= tok
-                            else "pe: waiting for Q load or O store", gap)
             issue_end, kv_done, pe_end, exp_span = _tile_loop(
                 hw, timing, rd, stats, kv, ins, kv_st, st, ring, eb)
             q_end["load"] = max(q_end["load"], issue_end + 1)

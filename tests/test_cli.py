@@ -43,3 +43,43 @@ def test_bad_input_is_one_line_and_status_2():
         assert r.exit_code == 2, (args, r.output)
         lines = [x for x in r.output.splitlines() if x.startswith("error:")]
         assert len(lines) == 1 and "invalid" in lines[0] and "Traceback" not in r.output
+
+
+def test_schedule_prints_summary_and_writes_files(tmp_path):
+    from attenio.sim import program as P
+
+    trace, png, binp = tmp_path / "t.json", tmp_path / "t.png", tmp_path / "p.bin"
+    r = run("schedule", "--preset", "tiny", "--n", "200", "--d", "32", "--causal",
+            "--trace", str(trace), "--plot", str(png), "--program", str(binp))
+    assert r.exit_code == 0, r.output
+    assert "total cycles" in r.output and "closed form          equal" in r.output
+    assert trace.exists() and png.exists()
+    assert P.decode(binp.read_bytes())[-1].op == P.Op.END
+
+
+def test_schedule_rejects_program_for_phase_models():
+    r = run("schedule", "--preset", "tiny", "--n", "64", "--dataflow", "flat", "--program",
+            "x.bin")
+    assert r.exit_code == 2 and "no program" in r.output
+
+
+def test_dataflows_table_and_csv(tmp_path):
+    out = tmp_path / "d.csv"
+    r = run("dataflows", "--preset", "asplos26", "--ns", "8192,16384", "--ds", "64",
+            "--csv", str(out), "--bandwidth-sweep")
+    assert r.exit_code == 0, r.output
+    assert "geomean" in r.output and "paper" in r.output and "bandwidth sweep" in r.output
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("d,n,dataflow") and len(lines) == 1 + 2 * 5
+
+
+def test_infeasible_memory_is_one_line():
+    r = run("schedule", "--preset", "asplos26", "--n", "64", "--d", "256")
+    assert r.exit_code == 0  # fits 512 KB
+    import attenio.config as C
+
+    cfgfile = "small.toml"
+    with CliRunner().isolated_filesystem():
+        C.save_toml(cfgfile, C.replace(C.asplos26(), sram_bytes=600))
+        r = CliRunner().invoke(main, ["schedule", "--config", cfgfile, "--n", "64", "--d", "128"])
+    assert r.exit_code == 2 and "at least" in r.output and "elements" in r.output

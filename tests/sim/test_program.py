@@ -1,0 +1,94 @@
+"""Program format: encoding round trip, decode errors with offsets, validation rules."""
+
+import pytest
+
+from attenio import config as C
+from attenio.sim import program as P
+from attenio.sim.schedule import schedule
+
+HW = C.tiny()
+
+
+def prog():
+    return schedule(HW, C.Workload(seq_q=150, seq_k=100, head_dim=16, causal=True),
+                    keep_spans=False).program
+
+
+def test_round_trip():
+    p = prog()
+    data = P.encode(p)
+    assert len(data) == len(p) * P.INSTR_BYTES
+    assert P.decode(data) == p
+    P.validate(p, HW)
+
+
+def test_program_length_is_linear_in_tiles():
+    for n in (64, 640, 6400 // 2):
+        wl = C.Workload.square(n, 16)
+        p = schedule(HW, wl, keep_spans=False).program
+        tiles = -(-n // HW.tile_rows)
+        assert len(p) == 5 * tiles + 1
+
+
+def test_decode_rejects_bad_bytes_with_offset():
+    good = P.encode(prog())
+    with pytest.raises(P.ProgramError, match=r"offset 64 .*ILLEGAL_OPCODE: opcode 0x7"):
+        P.decode(good[:64] + bytes([0x07]) + good[65:])
+    with pytest.raises(P.ProgramError, match=r"offset 0 .*ILLEGAL_OPCODE: opcode 0x0"):
+        P.decode(bytes(32) + good)
+    bad = bytearray(good)
+    bad[32 + 1] = 0xFF  # header reserved byte of instruction 1
+    with pytest.raises(P.ProgramError, match=r"offset 32 .*RESERVED_BITS"):
+        P.decode(bytes(bad))
+    with pytest.raises(P.ProgramError, match=r"PROGRAM_OVERRUN: no END"):
+        P.decode(good[:-32])
+    with pytest.raises(P.ProgramError, match=r"not a multiple of 32"):
+        P.decode(good[:-5])
+    with pytest.raises(P.ProgramError, match=r"bytes after END"):
+        P.decode(good + good[:32])
+
+
+def test_field_overflow_is_refused_at_encode():
+    with pytest.raises(C.ConfigError, match=r"LOAD_Q.rows=70000 .*\[0, 65535\]"):
+        P.Instr(P.Op.LOAD_Q, {"rows": 70000}).encode()
+    with pytest.raises(C.ConfigError, match=r"COMPUTE.diag="):
+        P.Instr(P.Op.COMPUTE, {"diag": 1 << 30}).encode()
+    with pytest.raises(C.ConfigError, match=r"not a field of FINALIZE"):
+        P.Instr(P.Op.FINALIZE, {"keys": 3}).encode()
+
+
+def _replace(p, k, **kw):
+    ins = p[k]
+    args = {**ins.args, **{n: v for n, v in kw.items() if n in ins.args}}
+    flags = {f: kw.get(f, getattr(ins, f)) for f in ("pop_prev", "pop_next", "push_prev",
+                                                     "push_next")}
+    return p[:k] + [P.Instr(ins.op, args, **flags)] + p[k + 1:]
+
+
+def test_validate_token_rules():
+    p = prog()
+    # the second LOAD_Q pops a compute→load token: take away the push that feeds it
+    k_comp = next(i for i, x in enumerate(p) if x.op == P.Op.COMPUTE)
+    with pytest.raises(P.ProgramError, match=r"TOKEN_UNDERFLOW"):
+        P.validate(_replace(p, k_comp, push_prev=False), HW)
+    k_store = next(i for i, x in enumerate(p) if x.op == P.Op.STORE_O)
+    with pytest.raises(P.ProgramError, match=r"TOKEN_UNDERFLOW: store queue has no next"):
+        P.validate(_replace(p, k_store, pop_next=True), HW)
+    # sixteen pushes with no pop overflow a 4-bit counter
+    flood = [P.Instr(P.Op.FINALIZE, {"rows": 1, "heads": 1, "d": 8}, push_next=True)] * 16
+    with pytest.raises(P.ProgramError, match=r"offset 480 .*TOKEN_OVERFLOW"):
+        P.validate(flood + [P.Instr(P.Op.END)], HW)
+
+
+def test_validate_fields_against_hardware():
+    p = prog()
+    k = next(i for i, x in enumerate(p) if x.op == P.Op.LOAD_Q)
+    with pytest.raises(P.ProgramError, match=r"FIELD_RANGE: rows×heads=65"):
+        P.validate(_replace(p, k, rows=65), HW)
+    with pytest.raises(P.ProgramError, match=r"FIELD_RANGE: d=65"):
+        P.validate(_replace(p, k, d=65), HW)
+    kv = next(i for i, x in enumerate(p) if x.op == P.Op.LOAD_KV)
+    with pytest.raises(P.ProgramError, match=r"differ from its LOAD_KV"):
+        P.validate(_replace(p, kv, keys=p[kv].keys - 1), HW)
+    with pytest.raises(P.ProgramError, match=r"no END"):
+        P.validate(p[:-1], HW)

@@ -1,0 +1,112 @@
+"""The schedule generator: bytes equal the closed form, the timeline's books balance, the
+steady-state shortcut is exact, and the model behaves like hardware should."""
+
+import json
+
+import pytest
+
+from attenio import config as C
+from attenio.model import io_analysis as io
+from attenio.sim import schedule as S
+from attenio.sim.trace import chrome_trace, write_plot
+
+TINY, FPGA, ASP = C.tiny(), C.fpga(), C.asplos26()
+
+CASES = [
+    (TINY, C.Workload.square(256, 64)),
+    (TINY, C.Workload(seq_q=200, seq_k=77, head_dim=7, causal=True)),
+    (TINY, C.Workload(seq_q=33, seq_k=300, head_dim=16, heads=4, kv_heads=2, batch=2)),
+    (TINY, C.Workload(seq_q=16, seq_k=100, head_dim=8, heads=8, kv_heads=1, causal=True)),
+    (FPGA, C.Workload.square(1024, 64)),
+    (ASP, C.Workload.square(8192, 64, element_bytes=2)),
+    (ASP, C.Workload.square(8192, 128, causal=True, element_bytes=2)),
+]
+
+
+@pytest.mark.parametrize("flow", io.DATAFLOWS)
+@pytest.mark.parametrize("hw,wl", CASES)
+def test_bytes_equal_closed_form(hw, wl, flow):
+    sch = S.schedule(hw, wl, flow, keep_spans=False)
+    tr = io.workload_traffic(hw, wl, flow, sch.tiling)
+    assert (sch.read_bytes, sch.write_bytes) == (tr.read_bytes, tr.write_bytes)
+
+
+@pytest.mark.parametrize("hw,wl", CASES)
+def test_busy_plus_idle_is_total(hw, wl):
+    sch = S.schedule(hw, wl, keep_spans=False)
+    assert sch.busy["pe"] + sum(sch.stalls.values()) == sch.total_cycles
+    assert all(v >= 0 for v in sch.stalls.values())
+    assert 0 < sch.pe_util_mac <= sch.pe_util_time <= 1
+
+
+@pytest.mark.parametrize("hw,wl", [
+    (C.replace(TINY, dram_bytes_per_cycle=1, dram_latency=37), C.Workload.square(300, 24)),
+    (C.replace(FPGA, dram_bytes_per_cycle=3, kv_ring_depth=6), C.Workload.square(700, 40)),
+    (TINY, C.Workload(seq_q=8, seq_k=500, head_dim=12)),  # 8 rows: several keys per step
+    (C.replace(ASP, dram_bytes_per_cycle=4), C.Workload.square(3000, 64, causal=True,
+                                                                element_bytes=2)),
+])
+def test_steady_state_skip_is_exact(monkeypatch, hw, wl):
+    fast = S.schedule(hw, wl, keep_spans=False)
+    monkeypatch.setattr(S, "STEADY_STATE_SKIP", False)
+    slow = S.schedule(hw, wl, keep_spans=False)
+    assert fast.total_cycles == slow.total_cycles
+    assert fast.busy == slow.busy and fast.stalls == slow.stalls
+
+
+def test_compute_bound_tile_runs_at_the_array_rate():
+    # fpga, N = 1024, d = 64: 512-row tiles on 64 MACs -> 8 row groups, 2·8·64 cycles per key
+    sch = S.schedule(FPGA, C.Workload.square(1024, 64), keep_spans=False)
+    assert sch.busy["pe"] == 2 * 1024 * (2 * 8 * 64)
+    assert sch.stalls.get("pe: waiting for K/V (DRAM)", 0) < 100
+
+
+def test_memory_bound_when_bandwidth_is_scarce():
+    # 8-row tiles take 2 keys per step: 128 PE cycles against 256 bytes at 1 byte/cycle
+    wl = C.Workload.square(512, 64)
+    hw = C.replace(TINY, tile_rows=8)
+    slow = S.schedule(C.replace(hw, dram_bytes_per_cycle=1, axi_data_bits=32), wl,
+                      keep_spans=False)
+    fast = S.schedule(hw, wl, keep_spans=False)
+    assert slow.total_cycles > fast.total_cycles
+    assert slow.stalls["pe: waiting for K/V (DRAM)"] > 0.1 * slow.total_cycles
+
+
+def test_more_bandwidth_is_never_slower():
+    wl = C.Workload.square(400, 32)
+    cycles = [S.schedule(C.replace(TINY, dram_bytes_per_cycle=bw), wl, keep_spans=False)
+              .total_cycles for bw in (1, 2, 4, 8)]
+    assert cycles == sorted(cycles, reverse=True)
+
+
+def test_causal_and_small_tiles_save_cycles():
+    full = S.schedule(ASP, C.Workload.square(32768, 64, element_bytes=2), keep_spans=False)
+    causal = S.schedule(ASP, C.Workload.square(32768, 64, causal=True, element_bytes=2),
+                        keep_spans=False)
+    assert causal.total_cycles <= 0.6 * full.total_cycles
+    # 8 rows on 64 MACs: 8 keys per step instead of 1 (with the bandwidth to feed them)
+    hw = C.replace(FPGA, dram_bytes_per_cycle=64, axi_data_bits=512, kv_ring_depth=64)
+    small = S.schedule(hw, C.Workload(seq_q=8, seq_k=4096, head_dim=64), keep_spans=False)
+    assert small.program[1].keys_per_step == 8
+    assert small.pe_util_mac > 0.8
+
+
+def test_unknown_dataflow_and_bad_head_dim():
+    with pytest.raises(C.ConfigError, match="dataflow='nope'"):
+        S.schedule(TINY, C.Workload.square(8, 8), "nope")
+    with pytest.raises(C.ConfigError, match=r"head_dim=65"):
+        S.schedule(TINY, C.Workload.square(8, 65))
+
+
+def test_trace_and_plot(tmp_path):
+    sch = S.schedule(TINY, C.Workload.square(130, 16))
+    tr = chrome_trace(sch)
+    json.dumps(tr)
+    spans = [e for e in tr["traceEvents"] if e["ph"] == "X"]
+    names = {e["args"]["name"] for e in tr["traceEvents"] if e["name"] == "thread_name"}
+    assert names == {"DMA read", "DMA write", "PE array", "EXP (softmax)", "finalize"}
+    assert {e["args"]["tile"] for e in spans} == {0, 1, 2}
+    assert all(0 <= e["ts"] and e["ts"] + e["dur"] <= sch.total_cycles for e in spans)
+    png = tmp_path / "t.png"
+    write_plot(sch, png)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
