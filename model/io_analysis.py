@@ -87,7 +87,8 @@ class Tiling:
     ``rows``: query rows per tile (a, Br or R). ``keys_per_step``: keys the PE array handles at
     once (b, or Bc for FlashAttention-2). ``heads_per_tile``: GQA query heads sharing one tile
     (their rows are ``rows // heads_per_tile`` positions each). ``kv_block``: granularity at which
-    causal skipping can drop keys.
+    causal skipping can drop keys. ``fixed_b``: every tile, the remainder included, uses
+    ``keys_per_step`` (the paper's b = 1 rule); otherwise a short tile takes ``⌊P/rows⌋``.
     """
 
     dataflow: str
@@ -96,6 +97,7 @@ class Tiling:
     heads_per_tile: int = 1
     kv_block: int = 1
     notes: str = ""
+    fixed_b: bool = False  # every tile uses keys_per_step (else a short tile may take more)
 
     @property
     def positions(self) -> int:

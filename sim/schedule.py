@@ -120,7 +120,7 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
     last = len(tiles) - 1
     for t, (b, hk, h0, p0, rows) in enumerate(tiles):
         keys = io.tile_keys(p0, rows, wl.seq_q, wl.seq_k, wl.causal, tiling.kv_block)
-        kps = (_keys_per_step(hw, rows * g, 1, ring) if attenio_flow
+        kps = (_keys_per_step(hw, rows * g, 1, ring) if attenio_flow and not tiling.fixed_b
                else tiling.keys_per_step)
         q_addr = layout.q + ((b * wl.heads + h0) * wl.seq_q + p0) * d * eb
         o_addr = layout.o + ((b * wl.heads + h0) * wl.seq_q + p0) * d * ob
@@ -546,8 +546,11 @@ def _visible_pairs(ins: Instr, wl: Workload) -> int:
 
 def schedule(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *,
              timing: Timing | None = None, scale: ScaleParams | None = None,
-             keep_spans: bool = True) -> Schedule:
+             keep_spans: bool = True, tiling: io.Tiling | None = None) -> Schedule:
     """Tile ``wl`` for ``dataflow`` on ``hw``, emit the program and compute the timeline.
+
+    ``tiling`` overrides the chosen tiling (for example the paper's b = 1 rule:
+    ``Tiling("attenio", rows=a, keys_per_step=1, fixed_b=True)``).
 
     Raises
     ------
@@ -560,7 +563,7 @@ def schedule(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *,
         raise bad("dataflow", dataflow, f"choose one of: {', '.join(io.DATAFLOWS)}")
     if wl.head_dim > hw.max_head_dim:
         raise bad("head_dim", wl.head_dim, f"must be in [1, {hw.max_head_dim}] (max_head_dim)")
-    tiling = io.choose_tiling(hw, wl, dataflow)
+    tiling = tiling or io.choose_tiling(hw, wl, dataflow)
     if dataflow in ("flat", "standard"):
         return _phase_model(hw, wl, tiling, timing)
     if scale is None:
