@@ -279,7 +279,8 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
 @_friendly
 def dataflows_cmd(preset, config_file, ns, ds, causal, csv_path, bandwidth_sweep):
     """Rerun the paper's comparison: traffic and cycles of every dataflow on the same hardware."""
-    from attenio.sim.compare import PAPER, bandwidth_sweep as sweep, compare_dataflows, geomean
+    from attenio.sim.compare import PAPER, compare_dataflows, geomean
+    from attenio.sim.compare import bandwidth_sweep as sweep
 
     hw = _load_hw(preset or "asplos26", config_file)
     try:
@@ -307,9 +308,9 @@ def dataflows_cmd(preset, config_file, ns, ds, causal, csv_path, bandwidth_sweep
         click.echo(f"  {'geomean':>7} {gt} | {gs}")
         if d in PAPER:
             p = PAPER[d]
-            click.echo(f"  {'paper':>7} {p['traffic']['flat']:>11.1f}x {p['traffic']['standard']:>11.1f}x "
-                       f"{p['traffic']['fa2']:>11.1f}x {'-':>12} | {p['speedup']['flat']:>11.2f}x "
-                       f"{p['speedup']['standard']:>11.2f}x {p['speedup']['fa2']:>11.2f}x {'-':>12} | "
+            tr = " ".join(f"{p['traffic'][f]:>11.1f}x" for f in ("flat", "standard", "fa2"))
+            sp = " ".join(f"{p['speedup'][f]:>11.2f}x" for f in ("flat", "standard", "fa2"))
+            click.echo(f"  {'paper':>7} {tr} {'-':>12} | {sp} {'-':>12} | "
                        f"PE {p['pe_util']:.1%} by time")
     if bandwidth_sweep:
         n_mid = n_list[len(n_list) // 2]
