@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import math
 import os
 import platform
 import statistics
@@ -121,10 +120,10 @@ def main() -> int:
                                 if name == "flash_attn":
                                     qt, kt, vt = (x.transpose(1, 2).contiguous()
                                                   for x in (q, kk, vv))
-                                    fn = lambda: flash_attn_func(qt, kt, vt,  # noqa: E731
-                                                                 causal=causal)
+                                    def fn(qt=qt, kt=kt, vt=vt, causal=causal):
+                                        return flash_attn_func(qt, kt, vt, causal=causal)
                                 else:
-                                    def fn(name=name):
+                                    def fn(name=name, q=q, kk=kk, vv=vv, causal=causal):
                                         with sdpa_kernel(backends[name]):
                                             return F.scaled_dot_product_attention(
                                                 q, kk, vv, is_causal=causal)
