@@ -331,5 +331,80 @@ def dataflows_cmd(preset, config_file, ns, ds, causal, csv_path, bandwidth_sweep
         click.echo(f"\nwrote {csv_path}")
 
 
+@main.command("compare")
+@preset_option
+@config_option
+@click.option("--gpu", "gpu_csv", required=True, metavar="CSV",
+              help="GPU measurements from scripts/gpu_baseline.py (see data/gpu/).")
+@click.option("--ns", default="1024,2048,4096,8192,16384,32768,65536,131072", show_default=True)
+@click.option("--ds", default="64,128", show_default=True)
+@click.option("--causal", type=click.Choice(["no", "yes", "both"]), default="both",
+              show_default=True)
+@click.option("--dtype", type=click.Choice(["bf16", "fp16"]), default="bf16", show_default=True)
+@click.option("--gpu-peak-tflops", type=float, default=989.4, show_default=True,
+              help="The GPU's dense peak (H200 SXM datasheet).")
+@click.option("--gpu-bandwidth-tbs", type=float, default=4.8, show_default=True)
+@click.option("--csv", "csv_path", default=None, metavar="FILE")
+@click.option("--plot", "plot_path", default=None, metavar="FILE", help="Roofline PNG.")
+@_friendly
+def compare_cmd(preset, config_file, gpu_csv, ns, ds, causal, dtype, gpu_peak_tflops,
+                gpu_bandwidth_tbs, csv_path, plot_path):
+    """Accelerator cycles (modeled) against GPU baselines (measured), with labeled projections."""
+    from attenio.sim import gpu as G
+
+    hw = _load_hw(preset or "asplos26", config_file)
+    data = G.load_gpu_csv(gpu_csv)
+    try:
+        n_list = [int(x) for x in ns.split(",")]
+        d_list = [int(x) for x in ds.split(",")]
+    except ValueError:
+        raise ConfigError(f"ns/ds={ns!r}/{ds!r} is invalid: comma-separated integers") from None
+    causals = {"no": [False], "yes": [True], "both": [False, True]}[causal]
+    rows = G.compare(hw, data, n_list, d_list, causals, dtype, gpu_peak_tflops,
+                     gpu_bandwidth_tbs)
+    pv = data.provenance
+    click.echo(f"GPU (measured): {pv.get('gpu', '?')}, driver {pv.get('driver', '?')}, torch "
+               f"{pv.get('torch', '?')}, CUDA {pv.get('cuda', '?')}, {pv.get('date', '?')}; "
+               f"dense peak {gpu_peak_tflops:g} TFLOP/s (datasheet), measured 8192^3 GEMM "
+               f"{pv.get(f'gemm_8192_{dtype}_tflops', '?')} TFLOP/s")
+    acc_peak = 2 * hw.macs * hw.clock_mhz / 1e6
+    click.echo(f"accelerator (modeled): {config_file or preset or 'asplos26'}, {hw.macs} MACs at "
+               f"{hw.clock_mhz:g} MHz = {acc_peak:.3f} TFLOP/s peak, "
+               f"{hw.dram_bytes_per_cycle} B/cycle; RTL cycles: not simulated at these sizes")
+    bpc = rows[0]["proj_bw_bytes_per_cycle"]
+    click.echo("projections: [peak] the accelerator scaled to the GPU's peak (paper §5); "
+               f"[peak+bw] scaled to its peak with the GPU's bytes per FLOP ({bpc} B/cycle "
+               "before scaling)\n")
+    click.echo(f"{'d':>4} {'N':>7} {'causal':>6} | {'GPU 1 head':>11} {'TFLOP/s':>8} | "
+               f"{'GPU per head':>12} {'TFLOP/s':>8} {'%peak':>6} {'backend':>9} | "
+               f"{'acc cycles':>14} {'%peak':>6} | {'[peak] us':>10} {'speedup':>7} | "
+               f"{'[peak+bw] us':>12} {'speedup':>7}")
+    for r in rows:
+        click.echo(f"{r['d']:>4} {r['n']:>7} {('yes' if r['causal'] else 'no'):>6} | "
+                   f"{r['gpu_one_us']:>9.1f}us {r['gpu_one_tflops']:>8.1f} | "
+                   f"{r['gpu_filled_us_per_head']:>10.1f}us {r['gpu_filled_tflops']:>8.1f} "
+                   f"{r['gpu_filled_pct_peak']:>5.1f}% {r['gpu_backend_filled']:>9} | "
+                   f"{r['acc_cycles']:>14,} {r['acc_pct_peak']:>5.1f}% | "
+                   f"{r['proj_equal_peak_us']:>10.1f} {r['proj_equal_peak_speedup']:>6.2f}x | "
+                   f"{r['proj_equal_peak_bw_us']:>12.1f} {r['proj_equal_peak_bw_speedup']:>6.2f}x")
+    short = [r for r in rows if r["n"] <= 8192 and not r["causal"]]
+    if short:
+        click.echo(f"\n[peak] speedup over the measured GPU, N = 1K-8K, non-causal: "
+                   f"{min(r['proj_equal_peak_speedup'] for r in short):.2f}x to "
+                   f"{max(r['proj_equal_peak_speedup'] for r in short):.2f}x "
+                   "(paper: 2.4-3.4x over an H100 at N = 1K-8K)")
+    if csv_path:
+        import csv
+
+        with open(csv_path, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+        click.echo(f"wrote {csv_path}")
+    if plot_path:
+        G.roofline_plot(rows, hw, plot_path, gpu_peak_tflops, gpu_bandwidth_tbs)
+        click.echo(f"wrote {plot_path}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()

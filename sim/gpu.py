@@ -1,0 +1,184 @@
+"""Compare the accelerator's cycles with GPU baselines measured by scripts/gpu_baseline.py.
+
+What is measured (the GPU CSV), what is modeled (the schedule generator) and what is projected
+(the accelerator scaled to the GPU's peak, as the AttenIO paper's §5 does, and scaled to its peak
+and DRAM bandwidth) are kept apart and labeled; docs/gpu-comparison.md explains each.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import math
+from pathlib import Path
+
+from attenio.config import HardwareConfig, Workload
+from attenio.errors import ConfigError, bad
+from attenio.sim.schedule import schedule
+
+REQUIRED = ["backend", "dtype", "d", "n", "causal", "batch", "heads", "time_ms", "tflops",
+            "sm_clock_mhz", "status"]
+# H200 SXM dense BF16/FP16 tensor throughput and HBM3e bandwidth, NVIDIA H200 datasheet
+# (989.4 TFLOP/s without sparsity; 4.8 TB/s).
+H200_PEAK_TFLOPS = 989.4
+H200_BANDWIDTH_TBS = 4.8
+_UNIT_SUFFIXES = ("_s", "_us", "_ns", "_ms", "_mhz", "_ghz", "_hz")
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuData:
+    provenance: dict[str, str]
+    rows: list[dict]
+    path: str
+
+
+def load_gpu_csv(path: str | Path) -> GpuData:
+    """Read a CSV written by scripts/gpu_baseline.py ('#' provenance lines, then a header).
+
+    Raises :class:`ConfigError` naming what is wrong: a missing file, missing columns, a time
+    or clock column in other units than ``time_ms`` / ``sm_clock_mhz``, or unparsable values.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise bad("gpu csv", str(p), "file not found (make one with scripts/gpu_baseline.py)")
+    prov: dict[str, str] = {}
+    lines = p.read_text().splitlines()
+    body = []
+    for line in lines:
+        if line.startswith("#"):
+            key, _, value = line[1:].partition(":")
+            prov[key.strip()] = value.strip()
+        elif line.strip():
+            body.append(line)
+    if not body:
+        raise bad("gpu csv", str(p), "has no header row")
+    reader = csv.DictReader(body)
+    cols = reader.fieldnames or []
+    missing = [c for c in REQUIRED if c not in cols]
+    if missing:
+        odd = [c for c in cols if c.endswith(_UNIT_SUFFIXES) and c not in REQUIRED]
+        hint = (f"; found {', '.join(odd)}: unknown units, expected time_ms and sm_clock_mhz"
+                if odd else "")
+        raise ConfigError(f"gpu csv={str(p)!r} is invalid: missing columns "
+                          f"{', '.join(missing)}{hint}")
+    rows = []
+    for i, r in enumerate(reader, start=2):
+        if r["status"] != "ok":
+            continue
+        try:
+            rows.append({"backend": r["backend"], "dtype": r["dtype"], "d": int(r["d"]),
+                         "n": int(r["n"]), "causal": bool(int(r["causal"])),
+                         "batch": int(r["batch"]), "heads": int(r["heads"]),
+                         "time_ms": float(r["time_ms"]), "tflops": float(r["tflops"]),
+                         "sm_clock_mhz": float(r["sm_clock_mhz"])})
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"gpu csv={str(p)!r} is invalid: data row {i}: {e}") from None
+    return GpuData(prov, rows, str(p))
+
+
+def best_gpu_row(data: GpuData, n: int, d: int, causal: bool, dtype: str, filled: bool) -> dict:
+    """The fastest backend's row for a shape; ``filled`` picks the batch × heads shape."""
+    cands = [r for r in data.rows if r["n"] == n and r["d"] == d and r["causal"] == causal
+             and r["dtype"] == dtype and ((r["batch"] * r["heads"] > 1) == filled)]
+    if not cands:
+        shape = "filled batch×heads" if filled else "one head"
+        raise ConfigError(f"gpu csv={data.path!r} is invalid: no measured row for N={n} d={d} "
+                          f"causal={causal} dtype={dtype} ({shape})")
+    return min(cands, key=lambda r: r["time_ms"] / (r["batch"] * r["heads"]))
+
+
+def attention_flops(n: int, d: int, causal: bool) -> float:
+    """Useful FLOPs of one head (4·N²·d; half under a causal mask), as the GPU script counts."""
+    return 4.0 * n * n * d / (2 if causal else 1)
+
+
+def compare(hw: HardwareConfig, data: GpuData, ns: list[int], ds: list[int],
+            causals: list[bool], dtype: str = "bf16", gpu_peak_tflops: float = H200_PEAK_TFLOPS,
+            gpu_bandwidth_tbs: float = H200_BANDWIDTH_TBS) -> list[dict]:
+    """One row per (N, d, causal): measured GPU, modeled accelerator, two projections."""
+    acc_flops_per_cycle = 2 * hw.macs
+    acc_peak_tflops = acc_flops_per_cycle * hw.clock_mhz * 1e6 / 1e12
+    scale = acc_peak_tflops / gpu_peak_tflops
+    # The accelerator with the GPU's bytes per FLOP: DRAM bytes per cycle for its MAC count.
+    bw_bpc = max(1, round(acc_flops_per_cycle * gpu_bandwidth_tbs / gpu_peak_tflops))
+    hw_bw = dataclasses.replace(hw, dram_bytes_per_cycle=bw_bpc)
+    out = []
+    for d in ds:
+        for n in ns:
+            for causal in causals:
+                one = best_gpu_row(data, n, d, causal, dtype, filled=False)
+                full = best_gpu_row(data, n, d, causal, dtype, filled=True)
+                wl = Workload.square(n, d, causal=causal, element_bytes=hw.element_bytes)
+                sch = schedule(hw, wl, keep_spans=False)
+                sch_bw = schedule(hw_bw, wl, keep_spans=False)
+                fl = attention_flops(n, d, causal)
+                acc_s = sch.total_cycles / (hw.clock_mhz * 1e6)
+                proj_peak_s = acc_s * scale
+                proj_bw_s = sch_bw.total_cycles / (hw.clock_mhz * 1e6) * scale
+                heads_full = full["batch"] * full["heads"]
+                gpu_one_s = one["time_ms"] * 1e-3
+                gpu_full_s = full["time_ms"] * 1e-3 / heads_full
+                out.append({
+                    "n": n, "d": d, "causal": causal, "dtype": dtype,
+                    "gpu_backend_one": one["backend"], "gpu_one_us": gpu_one_s * 1e6,
+                    "gpu_one_cycles": round(gpu_one_s * one["sm_clock_mhz"] * 1e6),
+                    "gpu_one_tflops": fl / gpu_one_s / 1e12,
+                    "gpu_backend_filled": full["backend"], "gpu_filled_heads": heads_full,
+                    "gpu_filled_us_per_head": gpu_full_s * 1e6,
+                    "gpu_filled_tflops": fl / gpu_full_s / 1e12,
+                    "gpu_filled_pct_peak": 100 * fl / gpu_full_s / 1e12 / gpu_peak_tflops,
+                    "sm_clock_mhz": full["sm_clock_mhz"],
+                    "acc_cycles": sch.total_cycles, "acc_us": acc_s * 1e6,
+                    "acc_pct_peak": 100 * fl / acc_s / 1e12 / acc_peak_tflops,
+                    "acc_read_bytes": sch.read_bytes, "acc_write_bytes": sch.write_bytes,
+                    "rtl_cycles": None,  # filled in where an RTL simulation exists
+                    "proj_equal_peak_us": proj_peak_s * 1e6,
+                    "proj_equal_peak_speedup": gpu_full_s / proj_peak_s,
+                    "proj_equal_peak_bw_us": proj_bw_s * 1e6,
+                    "proj_equal_peak_bw_speedup": gpu_full_s / proj_bw_s,
+                    "proj_bw_bytes_per_cycle": bw_bpc,
+                })
+    return out
+
+
+def roofline_plot(rows: list[dict], hw: HardwareConfig, path: str | Path,
+                  gpu_peak_tflops: float = H200_PEAK_TFLOPS,
+                  gpu_bandwidth_tbs: float = H200_BANDWIDTH_TBS) -> None:
+    """Log-log roofline: both machines' roofs, GPU points at the compulsory-traffic intensity,
+    accelerator points at its modeled traffic."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    acc_peak = 2 * hw.macs * hw.clock_mhz * 1e6 / 1e12
+    acc_bw = hw.dram_bytes_per_cycle * hw.clock_mhz * 1e6 / 1e12
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    xs = [2 ** (k / 4) for k in range(0, 4 * 16)]
+    ax.plot(xs, [min(gpu_peak_tflops, gpu_bandwidth_tbs * x) for x in xs], "k-",
+            label=f"GPU roof ({gpu_peak_tflops:g} TFLOP/s, {gpu_bandwidth_tbs:g} TB/s)")
+    ax.plot(xs, [min(acc_peak, acc_bw * x) for x in xs], "r-",
+            label=f"accelerator roof ({acc_peak:.2f} TFLOP/s, {acc_bw:.3f} TB/s)")
+    eb = hw.element_bytes
+    for r in rows:
+        fl = attention_flops(r["n"], r["d"], r["causal"])
+        gpu_i = fl / (4 * r["n"] * r["d"] * eb)
+        acc_i = fl / (r["acc_read_bytes"] + r["acc_write_bytes"])
+        mk = "s" if r["causal"] else "o"
+        ax.plot(gpu_i, r["gpu_filled_tflops"], mk, color="k", mfc="none")
+        ax.plot(acc_i, fl / (r["acc_us"] * 1e-6) / 1e12, mk, color="r", mfc="none")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("operational intensity (FLOP per DRAM byte; GPU at compulsory traffic)")
+    ax.set_ylabel("TFLOP/s")
+    ax.set_title("Exact attention: measured GPU (black) vs modeled accelerator (red); "
+                 "○ full, □ causal", fontsize=9)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
