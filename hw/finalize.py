@@ -1,0 +1,95 @@
+"""Finalize unit: O/ℓ for one word of a row per cycle (docs/numerics.md, block 8)."""
+
+from __future__ import annotations
+
+from amaranth import Const, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from attenio.config import HardwareConfig
+from attenio.hw.reciprocal import Reciprocal
+
+
+def finalize_in_layout(cfg: HardwareConfig) -> data.StructLayout:
+    return data.StructLayout({
+        "o": data.ArrayLayout(signed(cfg.acc_bits), cfg.macs_per_line),
+        "l": unsigned(cfg.row_sum_bits),
+    })
+
+
+def out_word_layout(cfg: HardwareConfig) -> data.ArrayLayout:
+    return data.ArrayLayout(signed(cfg.out_bits), cfg.macs_per_line)
+
+
+def scaled_o_bits(cfg: HardwareConfig) -> int:
+    # |O| ≤ ℓ·2**(B-1) plus rounding drift and ℓ < 2**(e+1), so after the shift by e − G
+    # |O'| < 2**(G+B); one more bit of margin for the drift, one for the sign.
+    return cfg.numerics.finalize_guard_bits + cfg.data_bits + 2
+
+
+class Finalize(wiring.Component):
+    """Bit-exact ``model.numerics.finalize`` on ``q`` elements of one row per cycle.
+
+    Ports
+    -----
+    i : stream of ``{o: q accumulators, l: ℓ of their row}``, always ready.
+    o : stream of q outputs (``out_bits``, saturated), valid ``latency`` cycles later.
+
+    The reciprocal is recomputed for every word (one pipelined unit: no extra area over
+    computing it once per row). Latency ``Reciprocal.latency + 3``, throughput 1 word/cycle.
+    """
+
+    def __init__(self, cfg: HardwareConfig):
+        self.cfg = cfg
+        self.latency = Reciprocal.latency + 3
+        super().__init__({
+            "i": In(stream.Signature(finalize_in_layout(cfg), always_ready=True)),
+            "o": Out(stream.Signature(out_word_layout(cfg), always_ready=True)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg, n = self.cfg, self.cfg.numerics
+        q = cfg.macs_per_line
+        rf, g_bits, of = n.recip_frac_bits, n.finalize_guard_bits, n.out_frac_bits
+        m.submodules.recip = recip = Reciprocal(cfg)
+        m.d.comb += [recip.i.valid.eq(self.i.valid), recip.i.payload.eq(self.i.payload.l)]
+        # delay the O word alongside the reciprocal
+        o_d = self.i.payload.o
+        for k in range(Reciprocal.latency):
+            nxt = Signal(data.ArrayLayout(signed(cfg.acc_bits), q), name=f"o_d{k}")
+            m.d.sync += nxt.eq(o_d)
+            o_d = nxt
+        r, e, zero = recip.o.payload.r, recip.o.payload.e, recip.o.payload.zero
+        # stage A: O' = O >> s with s = max(e − G, 0); k = RF + e − s − OF
+        va, ra, za = Signal(), Signal.like(r), Signal()
+        ka = Signal(range(rf + g_bits + 2))
+        s = Signal.like(e)
+        m.d.comb += s.eq(Mux(e > g_bits, e - g_bits, 0))
+        ob = scaled_o_bits(cfg)
+        oa = [Signal(signed(ob), name=f"oa{i}") for i in range(q)]
+        m.d.sync += [va.eq(recip.o.valid), ra.eq(r), za.eq(zero),
+                     ka.eq(rf + e - s - of)]
+        for i in range(q):
+            m.d.sync += oa[i].eq(o_d[i] >> s)
+        # stage B: products
+        vb, kb, zb = Signal(), Signal.like(ka), Signal()
+        prods = [Signal(signed(ob + cfg.recip_bits + 1), name=f"prod{i}") for i in range(q)]
+        m.d.sync += [vb.eq(va), kb.eq(ka), zb.eq(za)]
+        for i in range(q):
+            m.d.sync += prods[i].eq(oa[i] * ra)
+        # stage C: round half up, saturate
+        lim = 1 << (cfg.out_bits - 1)
+        m.d.sync += self.o.valid.eq(vb)
+        for i in range(q):
+            rounded = Signal(signed(ob + cfg.recip_bits + 1), name=f"rnd{i}")
+            m.d.comb += rounded.eq((prods[i] + ((Const(1, 1) << kb) >> 1)) >> kb)
+            with m.If(zb):
+                m.d.sync += self.o.payload[i].eq(0)
+            with m.Elif(rounded >= lim):
+                m.d.sync += self.o.payload[i].eq(lim - 1)
+            with m.Elif(rounded < -lim):
+                m.d.sync += self.o.payload[i].eq(-lim)
+            with m.Else():
+                m.d.sync += self.o.payload[i].eq(rounded)
+        return m

@@ -1,0 +1,85 @@
+"""Reciprocal unit: 1/ℓ by a seed table and one Newton–Raphson step (docs/numerics.md, block 7)."""
+
+from __future__ import annotations
+
+from amaranth import Array, Const, Module, Signal, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from attenio.config import HardwareConfig
+from attenio.model.numerics import recip_table
+
+
+def recip_layout(cfg: HardwareConfig) -> data.StructLayout:
+    return data.StructLayout({
+        "r": unsigned(cfg.recip_bits),
+        "e": unsigned(max(1, (cfg.row_sum_bits - 1).bit_length())),
+        "zero": unsigned(1),
+    })
+
+
+def leading_one(m: Module, x: Signal, width: int) -> Signal:
+    """``floor(log2 x)`` for x > 0 (0 for x = 0), as a priority encoder."""
+    e = Signal(range(max(2, width)))
+    for i in range(width):  # later (higher) bits win
+        with m.If(x[i]):
+            m.d.comb += e.eq(i)
+    return e
+
+
+class Reciprocal(wiring.Component):
+    """Bit-exact ``model.numerics.reciprocal``: ``1/ℓ ≈ r·2**-(RF+e)``.
+
+    Ports
+    -----
+    i : stream of unsigned ℓ (``row_sum_bits``), always ready.
+    o : stream of ``{r, e, zero}``, valid ``latency`` cycles later; ``zero`` flags ℓ = 0.
+
+    Latency 4, throughput 1 per cycle: leading-one detect; normalize and seed lookup;
+    ``mn·r0``; ``r0·(2 − mn·r0)``.
+    """
+
+    latency = 4
+
+    def __init__(self, cfg: HardwareConfig):
+        self.cfg = cfg
+        super().__init__({
+            "i": In(stream.Signature(unsigned(cfg.row_sum_bits), always_ready=True)),
+            "o": Out(stream.Signature(recip_layout(cfg), always_ready=True)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self.cfg.numerics
+        rf, sb = n.recip_frac_bits, n.recip_seed_log2
+        lw = self.cfg.row_sum_bits
+        seeds = Array(Const(int(v), unsigned(rf + 1)) for v in recip_table(n))
+        lv = self.i.payload
+        e0 = leading_one(m, lv, lw)
+        # stage 1: leading one
+        v1, l1, e1, z1 = Signal(), Signal(lw), Signal.like(e0), Signal()
+        m.d.sync += [v1.eq(self.i.valid), l1.eq(lv), e1.eq(e0), z1.eq(lv == 0)]
+        # stage 2: mantissa in [2**RF, 2**(RF+1)) = floor(ℓ·2**RF / 2**e); seed
+        v2, e2, z2 = Signal(), Signal.like(e1), Signal()
+        mn2 = Signal(rf + 1)
+        r02 = Signal(rf + 1)
+        mn = Signal(rf + 1)
+        m.d.comb += mn.eq((l1 << rf) >> e1)
+        m.d.sync += [v2.eq(v1), e2.eq(e1), z2.eq(z1), mn2.eq(mn),
+                     r02.eq(seeds[mn[rf - sb:rf]])]
+        # stage 3: x·r0 (≈ 2**RF)
+        v3, e3, z3 = Signal(), Signal.like(e2), Signal()
+        r03 = Signal(rf + 1)
+        xr3 = Signal(rf + 2)
+        m.d.sync += [v3.eq(v2), e3.eq(e2), z3.eq(z2), r03.eq(r02),
+                     xr3.eq((mn2 * r02) >> rf)]
+        # stage 4: one Newton step
+        m.d.sync += [
+            self.o.valid.eq(v3),
+            self.o.payload.r.eq(((r03 * ((2 << rf) - xr3)) >> rf)),
+            self.o.payload.e.eq(e3),
+            self.o.payload.zero.eq(z3),
+        ]
+        with m.If(z3):
+            m.d.sync += self.o.payload.r.eq(0)
+        return m
