@@ -1,0 +1,73 @@
+"""Softmax unit against the model's scale, running_max, exp2 and ℓ update (ref/rtl pair)."""
+
+import numpy as np
+
+from attenio import config as C
+from attenio.hw.softmax import SoftmaxUnit
+from attenio.model import numerics as nm
+
+from .helpers import run_pipeline
+
+
+def gen(cfg, count, seed):
+    rng = np.random.default_rng(seed)
+    p = cfg.mac_lines
+    smax = 1 << (cfg.score_bits - 2)
+    items = []
+    for _ in range(count):
+        s = rng.integers(-smax // 64, smax // 64, p)
+        t_guess = nm.scale(cfg, s, nm.ScaleParams(40000, 17)) >> cfg.numerics.logit_frac_bits
+        m_old = t_guess + rng.integers(-3, 4, p)
+        l_old = rng.integers(0, 1 << (cfg.row_sum_bits - 2), p)
+        vis = rng.random(p) < 0.8
+        first = bool(rng.random() < 0.2)
+        items.append((s, m_old, l_old, vis, first))
+    return items
+
+
+def ref_softmax(cfg, items, sp):
+    out = []
+    f = cfg.numerics.logit_frac_bits
+    for s, m_old, l_old, vis, first in items:
+        m0 = np.full(len(s), nm.m_init(cfg)) if first else m_old
+        l0 = np.zeros(len(s), dtype=np.int64) if first else l_old
+        t = nm.scale(cfg, s, sp)
+        m_new, sh = nm.running_max(cfg, m0, t[:, None], vis[:, None])
+        y = np.where(vis, t - (m_new << f), -(1 << 40))
+        p = np.where(vis, nm.exp2(cfg, y), 0)
+        l_new = nm.rescale(l0, sh) + p
+        out.append((m_new.tolist(), l_new.tolist(), p.tolist(), sh.tolist()))
+    return out
+
+
+def rtl_softmax(cfg, items, sp):
+    dut = SoftmaxUnit(cfg)
+
+    def put(ctx, item):
+        s, m_old, l_old, vis, first = item
+        ctx.set(dut.c_m, sp.c_m)
+        ctx.set(dut.c_sh, sp.c_sh)
+        ctx.set(dut.i.payload, {"s": [int(x) for x in s], "m": [int(x) for x in m_old],
+                                "l": [int(x) for x in l_old],
+                                "visible": sum(int(v) << k for k, v in enumerate(vis)),
+                                "first": int(first)})
+
+    def get(o):
+        return ([int(x) for x in o.m], [int(x) for x in o.l], [int(x) for x in o.p],
+                [int(x) for x in o.shift])
+
+    return run_pipeline(dut, items, dut.i, dut.o, put, get)
+
+
+def test_softmax_unit_matches_model():
+    for cfg in (C.tiny(), C.fpga()):
+        for sp in (nm.ScaleParams(40000, 17), nm.ScaleParams(65535, 0), nm.ScaleParams(33000, 1)):
+            items = gen(cfg, 60, sp.c_sh)
+            assert rtl_softmax(cfg, items, sp) == ref_softmax(cfg, items, sp)
+
+
+def test_unsupported_lane_count_is_refused():
+    import pytest
+
+    with pytest.raises(C.ConfigError, match=r"exp_lanes=3.*mac_lines \(4\)"):
+        SoftmaxUnit(C.replace(C.tiny(), exp_lanes=3))
