@@ -1,0 +1,460 @@
+"""ComputeCore: one query tile of exact attention, bit-exact with model/numerics.py.
+
+Given a command (rows, head dim, keys, softmax multiplier, causal offsets), the Q rows of the
+tile and the K/V rows in the order the schedule emits them, the core computes the tile's output
+exactly as ``model.numerics.attention_head_stepwise`` does (softmax_block = 1) and streams it
+out row by row. docs/architecture.md describes the datapath and its timing.
+
+Geometry: ``p = mac_lines`` MAC lines each own one query row of a *row group*; the ``q =
+macs_per_line`` MACs of a line own ``q`` consecutive columns (one memory word). A tile of r rows
+is ``G = ⌈r/p⌉`` row groups; a row of d elements is ``Wd = ⌈d/q⌉`` words.
+
+* ``Q Kᵀ`` step for key j: for each (group, word): every line multiplies its Q word by the
+  broadcast K word and adds the q products (adder tree) into its score accumulator.
+* softmax: the ``p`` scores of a group go through :class:`SoftmaxUnit` (m, ℓ per row).
+* ``P V`` step: for each (group, word): every MAC read-modify-writes one O element:
+  ``O = (O >> shift) + p·v``.
+* order ``QK(0), QK(1), PV(0), QK(2), PV(1), …`` so each key's softmax hides behind the next
+  key's ``Q Kᵀ``; every step lasts ``max(G·Wd, MIN_PHASE)`` cycles.
+* finalize: one O word of one row per cycle through :class:`Finalize`, row-major, into the
+  output stream (an output FIFO absorbs backpressure).
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from attenio.config import HardwareConfig
+from attenio.errors import bad
+from attenio.hw.finalize import Finalize, out_word_layout
+from attenio.hw.softmax import SHIFT_BITS, SoftmaxUnit, m_bits
+
+# Shortest Q Kᵀ or P V step, in cycles: it keeps a row group's m/ℓ read-modify-write (through
+# the softmax pipeline) and O read-modify-write from overlapping the next access to the same
+# row group. Steps with fewer than MIN_PHASE (group, word) pairs are padded.
+MIN_PHASE = 12
+OUT_FIFO_DEPTH = 16
+COUNTER_BITS = 40
+
+
+def _log2(x: int) -> int:
+    return x.bit_length() - 1
+
+
+def _is_pow2(x: int) -> bool:
+    return x > 0 and x & (x - 1) == 0
+
+
+def word_layout(cfg: HardwareConfig) -> data.ArrayLayout:
+    """q elements of Q, K or V: one memory word and one stream beat."""
+    return data.ArrayLayout(signed(cfg.data_bits), cfg.macs_per_line)
+
+
+def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:
+    return data.StructLayout({
+        "rows": unsigned((cfg.tile_rows).bit_length()),
+        "d": unsigned((cfg.max_head_dim).bit_length()),
+        "keys": unsigned((cfg.max_seq_len).bit_length()),
+        "c_m": unsigned(cfg.numerics.scale_mult_bits),
+        "c_sh": unsigned(6),
+        "causal": unsigned(1),
+        "q_pos": unsigned(24),
+        "diag": signed(25),
+    })
+
+
+class ComputeCore(wiring.Component):
+    """One query tile: ``Q`` rows in, ``K``/``V`` rows in, ``O`` rows out.
+
+    Ports
+    -----
+    cmd : stream of ``cmd_layout``: taken when the core is idle; starts a tile.
+    q : stream of words (``q`` elements): the tile's rows, row-major, ``⌈d/q⌉`` beats a row
+        (lanes past ``d`` are ignored).
+    kv : stream of words: K and V rows in the order ``K0, K1, V0, K2, V1, …, V(n−1)``,
+        ``⌈d/q⌉`` beats a row. Rows go into a K ring and a V ring of ``kv_ring_depth/2`` rows
+        each; the stream is back-pressured when the next row's ring is full.
+    o : stream of output words (``q`` outputs of ``out_bits``), the tile's rows row-major.
+    busy : high from the accepted command until the last output word has been taken.
+    pe_busy, pe_wait_kv, pe_wait_exp, pe_pad, exp_busy, fin_busy : cycle counters
+        (cumulative): PE array issuing, waiting for a K/V row, waiting for the softmax,
+        padding a short step, softmax unit fed, finalize issuing.
+
+    Throughput: one (row group, word) per cycle in each step. Latencies: ``Q Kᵀ`` score 4
+    cycles after its last word; softmax ``SoftmaxUnit.latency``; ``P V`` writes 2 cycles after
+    its read; finalize ``Finalize.latency``.
+
+    Raises
+    ------
+    ConfigError
+        Parameters this RTL does not support: ``mac_lines`` or ``macs_per_line`` not a power
+        of two, ``softmax_block`` ≠ 1, ``exp_lanes`` ≠ ``mac_lines``.
+    """
+
+    def __init__(self, cfg: HardwareConfig):
+        for name in ("mac_lines", "macs_per_line"):
+            if not _is_pow2(getattr(cfg, name)):
+                raise bad(name, getattr(cfg, name), "this RTL needs a power of two")
+        if cfg.softmax_block != 1:
+            raise bad("softmax_block", cfg.softmax_block,
+                      "this RTL updates the running max every key (softmax_block = 1)")
+        if cfg.exp_lanes != cfg.mac_lines:
+            raise bad("exp_lanes", cfg.exp_lanes,
+                      f"this RTL needs exp_lanes == mac_lines ({cfg.mac_lines})")
+        self.cfg = cfg
+        super().__init__({
+            "cmd": In(stream.Signature(cmd_layout(cfg))),
+            "q": In(stream.Signature(word_layout(cfg))),
+            "kv": In(stream.Signature(word_layout(cfg))),
+            "o": Out(stream.Signature(out_word_layout(cfg))),
+            "busy": Out(1),
+            "pe_busy": Out(COUNTER_BITS),
+            "pe_wait_kv": Out(COUNTER_BITS),
+            "pe_wait_exp": Out(COUNTER_BITS),
+            "pe_pad": Out(COUNTER_BITS),
+            "exp_busy": Out(COUNTER_BITS),
+            "fin_busy": Out(COUNTER_BITS),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        p, q = cfg.mac_lines, cfg.macs_per_line
+        lp, lq = _log2(p), _log2(q)
+        gmax = -(-cfg.tile_rows // p)
+        wmax = -(-cfg.max_head_dim // q)
+        ring = max(1, cfg.kv_ring_depth // 2)
+        mb = m_bits(cfg)
+        wl = word_layout(cfg)
+        ml_layout = data.StructLayout({"m": signed(mb), "l": unsigned(cfg.row_sum_bits)})
+        pb_layout = data.StructLayout({"p": unsigned(cfg.exp_bits),
+                                       "shift": unsigned(SHIFT_BITS)})
+        acc_word = data.ArrayLayout(signed(cfg.acc_bits), q)
+
+        # ---- memories -----------------------------------------------------------------------
+        def banks(name, shape, depth):
+            mems, rds, wrs = [], [], []
+            for i in range(p):
+                mem = Memory(shape=shape, depth=depth, init=[])
+                m.submodules[f"{name}{i}"] = mem
+                mems.append(mem)
+                rds.append(mem.read_port())
+                wrs.append(mem.write_port())
+            return rds, wrs
+
+        q_rd, q_wr = banks("qbuf", wl, gmax * wmax)
+        o_rd, o_wr = banks("obuf", acc_word, gmax * wmax)
+        ml_rd, ml_wr = banks("ml", ml_layout, gmax)
+        pb_rd, pb_wr = banks("pbuf", pb_layout, 2 * gmax)
+        k_mem = Memory(shape=wl, depth=ring * wmax, init=[])
+        v_mem = Memory(shape=wl, depth=ring * wmax, init=[])
+        m.submodules.kring, m.submodules.vring = k_mem, v_mem
+        k_rd, k_wr = k_mem.read_port(), k_mem.write_port()
+        v_rd, v_wr = v_mem.read_port(), v_mem.write_port()
+
+        # ---- command registers ----------------------------------------------------------------
+        c = Signal(cmd_layout(cfg))
+        groups = Signal(range(gmax + 1))
+        words = Signal(range(wmax + 1))
+        ops = Signal(range(gmax * wmax + 1))
+        plen = Signal(range(max(gmax * wmax, MIN_PHASE) + 1))
+        keys = c.keys
+        m.d.comb += self.cmd.ready.eq(~self.busy)
+        with m.If(self.cmd.valid & self.cmd.ready):
+            cm = self.cmd.payload
+            g_new = (cm.rows + (p - 1)) >> lp
+            w_new = (cm.d + (q - 1)) >> lq
+            m.d.sync += [c.eq(cm), groups.eq(g_new), words.eq(w_new), self.busy.eq(1)]
+        # ops and the step length follow one cycle later (the core is loading Q by then)
+        m.d.sync += ops.eq(groups * words)
+        m.d.sync += plen.eq(Mux(groups * words > MIN_PHASE, groups * words, MIN_PHASE))
+
+        def lane_mask(word_idx, lane):
+            return (word_idx << lq) + lane < c.d
+
+        # ---- Q loader -------------------------------------------------------------------------
+        qrow = Signal(range(cfg.tile_rows + 1))
+        qw = Signal(range(wmax + 1))
+        q_done = Signal()
+        m.d.comb += self.q.ready.eq(self.busy & ~q_done)
+        for i in range(p):
+            m.d.comb += [
+                q_wr[i].addr.eq((qrow >> lp) * wmax + qw),
+                q_wr[i].en.eq(self.q.valid & self.q.ready & (qrow[:lp] == i if lp else 1)),
+            ]
+            for lane in range(q):
+                m.d.comb += q_wr[i].data[lane].eq(
+                    Mux(lane_mask(qw, lane), self.q.payload[lane], 0))
+        with m.If(self.q.valid & self.q.ready):
+            with m.If(qw == words - 1):
+                m.d.sync += qw.eq(0)
+                m.d.sync += qrow.eq(qrow + 1)
+                with m.If(qrow == c.rows - 1):
+                    m.d.sync += q_done.eq(1)
+            with m.Else():
+                m.d.sync += qw.eq(qw + 1)
+
+        # ---- K/V ring writer ------------------------------------------------------------------
+        k_wr_n = Signal(range(cfg.max_seq_len + 1))   # K rows fully written
+        v_wr_n = Signal(range(cfg.max_seq_len + 1))
+        k_free = Signal(range(cfg.max_seq_len + 1))   # K rows the PE array is done with
+        v_free = Signal(range(cfg.max_seq_len + 1))
+        turn_k = Signal(init=1)
+        kvw = Signal(range(wmax + 1))
+        write_k = Signal()
+        m.d.comb += write_k.eq(turn_k & (k_wr_n < keys))
+        room = Mux(write_k, k_wr_n - k_free < ring, v_wr_n - v_free < ring)
+        more = (k_wr_n < keys) | (v_wr_n < keys)
+        m.d.comb += self.kv.ready.eq(self.busy & more & room)
+        k_slot = Signal(range(ring))
+        v_slot = Signal(range(ring))
+        m.d.comb += [
+            k_slot.eq(k_wr_n % ring if not _is_pow2(ring) else k_wr_n[:_log2(ring)]),
+            v_slot.eq(v_wr_n % ring if not _is_pow2(ring) else v_wr_n[:_log2(ring)]),
+        ]
+        take = self.kv.valid & self.kv.ready
+        for mem_wr, slot, sel in ((k_wr, k_slot, write_k), (v_wr, v_slot, ~write_k)):
+            m.d.comb += [mem_wr.addr.eq(slot * wmax + kvw), mem_wr.en.eq(take & sel)]
+            for lane in range(q):
+                m.d.comb += mem_wr.data[lane].eq(
+                    Mux(lane_mask(kvw, lane), self.kv.payload[lane], 0))
+        with m.If(take):
+            with m.If(kvw == words - 1):
+                m.d.sync += kvw.eq(0)
+                with m.If(write_k):
+                    # K0 is followed by K1 (the PE array computes QK1 before PV0)
+                    m.d.sync += [k_wr_n.eq(k_wr_n + 1), turn_k.eq(k_wr_n == 0)]
+                with m.Else():
+                    m.d.sync += [v_wr_n.eq(v_wr_n + 1), turn_k.eq(1)]
+            with m.Else():
+                m.d.sync += kvw.eq(kvw + 1)
+
+        # ---- step sequencer -------------------------------------------------------------------
+        running = Signal()
+        ph = Signal(range(2 * cfg.max_seq_len + 1))
+        cnt = Signal.like(plen)
+        g = Signal(range(gmax + 1))
+        w = Signal(range(wmax + 1))
+        exp_done = Signal(range(cfg.max_seq_len + 1))
+        last_ph = Signal()
+        is_qk = Signal()
+        key = Signal(range(cfg.max_seq_len + 1))
+        m.d.comb += [
+            last_ph.eq(ph == (keys << 1) - 1),
+            is_qk.eq((ph == 0) | (ph[0] & ~last_ph)),
+            key.eq(Mux(last_ph, keys - 1, Mux(is_qk, (ph + 1) >> 1, (ph >> 1) - 1))),
+        ]
+        steps_left = Signal()
+        m.d.comb += steps_left.eq(running & (ph < (keys << 1)))
+        can_start = Signal()
+        m.d.comb += can_start.eq(Mux(is_qk, k_wr_n > key, (v_wr_n > key) & (exp_done > key)))
+        active = Signal()
+        m.d.comb += active.eq(steps_left & ((cnt != 0) | can_start))
+        issue = Signal()
+        m.d.comb += issue.eq(active & (cnt < ops))
+        with m.If(issue):
+            with m.If(w == words - 1):
+                m.d.sync += [w.eq(0), g.eq(g + 1)]
+            with m.Else():
+                m.d.sync += w.eq(w + 1)
+        with m.If(active):  # after the issue counters: the end of a step resets them
+            with m.If(cnt == plen - 1):
+                m.d.sync += [cnt.eq(0), ph.eq(ph + 1), g.eq(0), w.eq(0)]
+                with m.If(is_qk):
+                    m.d.sync += k_free.eq(k_free + 1)
+                with m.Else():
+                    m.d.sync += v_free.eq(v_free + 1)
+            with m.Else():
+                m.d.sync += cnt.eq(cnt + 1)
+        with m.If(steps_left & ~active):
+            with m.If(is_qk | (v_wr_n <= key)):
+                m.d.sync += self.pe_wait_kv.eq(self.pe_wait_kv + 1)
+            with m.Else():
+                m.d.sync += self.pe_wait_exp.eq(self.pe_wait_exp + 1)
+        with m.If(active & ~issue):
+            m.d.sync += self.pe_pad.eq(self.pe_pad + 1)
+        with m.If(issue):
+            m.d.sync += self.pe_busy.eq(self.pe_busy + 1)
+
+        slot_of = (lambda x: x[:_log2(ring)]) if _is_pow2(ring) else (lambda x: x % ring)
+        kslot_rd = slot_of(key)
+        # memory read addresses (c0)
+        for i in range(p):
+            m.d.comb += [q_rd[i].addr.eq(g * wmax + w)]
+        m.d.comb += [k_rd.addr.eq(kslot_rd * wmax + w), v_rd.addr.eq(kslot_rd * wmax + w)]
+
+        # ---- Q Kᵀ pipeline ----------------------------------------------------------------------
+        qk_issue = issue & is_qk
+        v1 = Signal()
+        g1, g2, g3 = (Signal.like(g, name=f"qk_g{k}") for k in (1, 2, 3))
+        k1, k2, k3 = (Signal.like(key, name=f"qk_key{k}") for k in (1, 2, 3))
+        first1, first2 = Signal(), Signal()
+        last1, last2 = Signal(), Signal()
+        m.d.sync += [v1.eq(qk_issue), g1.eq(g), k1.eq(key), first1.eq(w == 0),
+                     last1.eq(w == words - 1)]
+        prod_bits = 2 * cfg.data_bits
+        prods = [[Signal(signed(prod_bits), name=f"qk_p{i}_{lane}") for lane in range(q)]
+                 for i in range(p)]
+        v2 = Signal()
+        m.d.sync += [v2.eq(v1), g2.eq(g1), k2.eq(k1), first2.eq(first1), last2.eq(last1)]
+        for i in range(p):
+            for lane in range(q):
+                m.d.sync += prods[i][lane].eq(q_rd[i].data[lane] * k_rd.data[lane])
+        sums = [Signal(signed(prod_bits + lq + 1), name=f"qk_sum{i}") for i in range(p)]
+        v3, first3, last3 = Signal(), Signal(), Signal()
+        m.d.sync += [v3.eq(v2), g3.eq(g2), k3.eq(k2), first3.eq(first2), last3.eq(last2)]
+        for i in range(p):
+            total = prods[i][0]
+            for lane in range(1, q):
+                total = total + prods[i][lane]
+            m.d.sync += sums[i].eq(total)
+        accs = [Signal(signed(cfg.score_bits), name=f"qk_acc{i}") for i in range(p)]
+        sv4 = Signal()  # accs hold a finished group of scores
+        g4, k4 = Signal.like(g), Signal.like(key)
+        with m.If(v3):
+            for i in range(p):
+                m.d.sync += accs[i].eq(Mux(first3, sums[i], accs[i] + sums[i]))
+        m.d.sync += [sv4.eq(v3 & last3), g4.eq(g3), k4.eq(k3)]
+        # m/ℓ read for the finished group is issued with the last accumulation (c3)
+        fin_mode = Signal()
+        fin_ml_addr = Signal(range(gmax + 1))
+        for i in range(p):
+            m.d.comb += ml_rd[i].addr.eq(Mux(fin_mode, fin_ml_addr, g3))
+        # causal visibility of key k4 to the rows of group g4
+        vis = Signal(p)
+        for i in range(p):
+            row = (g4 << lp) + i
+            m.d.comb += vis[i].eq(~c.causal | (k4 <= row + c.q_pos + c.diag))
+
+        # ---- softmax ------------------------------------------------------------------------------
+        m.submodules.softmax = sm = SoftmaxUnit(cfg)
+        m.d.comb += [sm.c_m.eq(c.c_m), sm.c_sh.eq(c.c_sh), sm.i.valid.eq(sv4)]
+        m.d.comb += [sm.i.payload.visible.eq(vis), sm.i.payload.first.eq(k4 == 0)]
+        for i in range(p):
+            m.d.comb += [sm.i.payload.s[i].eq(accs[i]), sm.i.payload.m[i].eq(ml_rd[i].data.m),
+                         sm.i.payload.l[i].eq(ml_rd[i].data.l)]
+        # tags through the softmax pipeline
+        tg, tk = g4, k4
+        for stage in range(sm.latency):
+            ng, nk = Signal.like(g4, name=f"sm_g{stage}"), Signal.like(k4, name=f"sm_k{stage}")
+            m.d.sync += [ng.eq(tg), nk.eq(tk)]
+            tg, tk = ng, nk
+        with m.If(sm.i.valid):
+            m.d.sync += self.exp_busy.eq(self.exp_busy + 1)
+        for i in range(p):
+            m.d.comb += [
+                ml_wr[i].addr.eq(tg), ml_wr[i].en.eq(sm.o.valid),
+                ml_wr[i].data.m.eq(sm.o.payload.m[i]), ml_wr[i].data.l.eq(sm.o.payload.l[i]),
+                pb_wr[i].addr.eq(Mux(tk[0], gmax, 0) + tg), pb_wr[i].en.eq(sm.o.valid),
+                pb_wr[i].data.p.eq(sm.o.payload.p[i]),
+                pb_wr[i].data.shift.eq(sm.o.payload.shift[i]),
+            ]
+        with m.If(sm.o.valid & (tg == groups - 1)):
+            m.d.sync += exp_done.eq(tk + 1)
+
+        # ---- P V pipeline ---------------------------------------------------------------------------
+        pv_issue = issue & ~is_qk
+        for i in range(p):
+            m.d.comb += pb_rd[i].addr.eq(Mux(key[0], gmax, 0) + g)
+        pv1 = Signal()
+        addr1 = Signal(range(gmax * wmax + 1))
+        zero1 = Signal()
+        pv_addr = Signal(range(gmax * wmax + 1))
+        m.d.comb += pv_addr.eq(g * wmax + w)
+        m.d.sync += [pv1.eq(pv_issue), addr1.eq(pv_addr), zero1.eq(key == 0)]
+        pv2 = Signal()
+        addr2 = Signal.like(addr1)
+        m.d.sync += [pv2.eq(pv1), addr2.eq(addr1)]
+        o_sh = [[Signal(signed(cfg.acc_bits), name=f"pv_o{i}_{lane}") for lane in range(q)]
+                for i in range(p)]
+        o_pv = [[Signal(signed(cfg.pv_bits + 1), name=f"pv_p{i}_{lane}") for lane in range(q)]
+                for i in range(p)]
+        for i in range(p):
+            pbv = pb_rd[i].data
+            for lane in range(q):
+                m.d.sync += [
+                    o_sh[i][lane].eq(Mux(zero1, 0, o_rd[i].data[lane] >> pbv.shift)),
+                    o_pv[i][lane].eq(pbv.p * v_rd.data[lane]),
+                ]
+            m.d.comb += [o_wr[i].addr.eq(addr2), o_wr[i].en.eq(pv2)]
+            for lane in range(q):
+                m.d.comb += o_wr[i].data[lane].eq(o_sh[i][lane] + o_pv[i][lane])
+
+        # ---- finalize ---------------------------------------------------------------------------------
+        m.submodules.fin = fin = Finalize(cfg)
+        m.submodules.ofifo = ofifo = fifo.SyncFIFOBuffered(
+            width=len(self.o.payload.as_value()), depth=OUT_FIFO_DEPTH)
+        frow = Signal(range(cfg.tile_rows + 1))
+        fw = Signal(range(wmax + 1))
+        f_issue = Signal()
+        inflight = Signal(range(OUT_FIFO_DEPTH + 1))
+        drain = Signal(range(4))
+        f_all = Signal()   # every word issued
+        no_keys = Signal()
+        m.d.comb += no_keys.eq(keys == 0)
+        ready_fin = Signal()
+        m.d.comb += ready_fin.eq(running & ~steps_left & (drain == 3))
+        with m.If(running & ~steps_left & (drain != 3)):
+            m.d.sync += drain.eq(drain + 1)
+        m.d.comb += [
+            fin_mode.eq(ready_fin),
+            fin_ml_addr.eq(frow >> lp),
+            f_issue.eq(ready_fin & ~f_all & (ofifo.level + inflight < OUT_FIFO_DEPTH)),
+        ]
+        fin_addr = Signal(range(gmax * wmax + 1))
+        m.d.comb += fin_addr.eq((frow >> lp) * wmax + fw)
+        for i in range(p):
+            m.d.comb += o_rd[i].addr.eq(Mux(fin_mode, fin_addr, pv_addr))
+        with m.If(f_issue):
+            m.d.sync += self.fin_busy.eq(self.fin_busy + 1)
+            with m.If(fw == words - 1):
+                m.d.sync += [fw.eq(0), frow.eq(frow + 1)]
+                with m.If(frow == c.rows - 1):
+                    m.d.sync += f_all.eq(1)
+            with m.Else():
+                m.d.sync += fw.eq(fw + 1)
+        f_lane = Signal(range(p))
+        fv1 = Signal()
+        m.d.sync += [fv1.eq(f_issue), f_lane.eq(frow[:lp] if lp else 0)]
+        sel_o = Signal(acc_word)
+        sel_l = Signal(cfg.row_sum_bits)
+        with m.Switch(f_lane):
+            for i in range(p):
+                with m.Case(i):
+                    m.d.comb += [sel_o.eq(o_rd[i].data), sel_l.eq(ml_rd[i].data.l)]
+        m.d.comb += [fin.i.valid.eq(fv1), fin.i.payload.o.eq(sel_o),
+                     fin.i.payload.l.eq(Mux(no_keys, 0, sel_l))]
+        m.d.comb += [ofifo.w_en.eq(fin.o.valid), ofifo.w_data.eq(fin.o.payload.as_value())]
+        with m.If(f_issue & ~ofifo.w_en):
+            m.d.sync += inflight.eq(inflight + 1)
+        with m.Elif(~f_issue & ofifo.w_en):
+            m.d.sync += inflight.eq(inflight - 1)
+        m.d.comb += [
+            self.o.valid.eq(ofifo.r_rdy),
+            self.o.payload.as_value().eq(ofifo.r_data),
+            ofifo.r_en.eq(self.o.ready),
+        ]
+
+        # internal state, for tests and debugging
+        self.dbg = {"ph": ph, "cnt": cnt, "key": key, "k_wr": k_wr_n, "v_wr": v_wr_n,
+                    "k_free": k_free, "v_free": v_free, "exp_done": exp_done,
+                    "running": running, "q_done": q_done, "f_all": f_all, "frow": frow,
+                    "inflight": inflight, "drain": drain, "g": g, "w": w, "ops": ops,
+                    "plen": plen, "qrow": qrow, "kvw": kvw, "turn_k": turn_k}
+
+        # ---- tile start and end ----------------------------------------------------------------------
+        with m.If(q_done & ~running & self.busy & ~f_all):
+            m.d.sync += running.eq(1)
+        done = Signal()
+        m.d.comb += done.eq(f_all & (inflight == 0) & ~ofifo.r_rdy & ~fv1)
+        with m.If(done):
+            m.d.sync += [
+                self.busy.eq(0), running.eq(0), q_done.eq(0), f_all.eq(0), drain.eq(0),
+                qrow.eq(0), qw.eq(0), frow.eq(0), fw.eq(0), ph.eq(0), cnt.eq(0), g.eq(0),
+                w.eq(0), exp_done.eq(0), k_wr_n.eq(0), v_wr_n.eq(0), k_free.eq(0),
+                v_free.eq(0), turn_k.eq(1), kvw.eq(0),
+            ]
+        return m

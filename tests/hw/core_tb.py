@@ -1,0 +1,112 @@
+"""Testbench for ComputeCore in the Amaranth simulator: streams with random gaps, the model
+as the scoreboard (ref_/rtl_ pair for a whole tile sequence)."""
+
+from __future__ import annotations
+
+import numpy as np
+from amaranth.sim import Simulator
+
+from attenio.config import HardwareConfig
+from attenio.hw.core import ComputeCore
+from attenio.model import numerics as nm
+from attenio.model.io_analysis import query_tiles, tile_keys
+
+
+def _words(row, q):
+    """A row as beats of q elements (the last one zero-padded)."""
+    padded = list(row) + [0] * (-len(row) % q)
+    return [padded[i:i + q] for i in range(0, len(padded), q)]
+
+
+def tiles_for(cfg: HardwareConfig, nq: int, nk: int, causal: bool):
+    return [(p0, r, tile_keys(p0, r, nq, nk, causal, 1))
+            for p0, r in query_tiles(nq, cfg.tile_rows, causal)]
+
+
+def ref_core(cfg, q, k, v, sp, causal=False):
+    return nm.attention_head_stepwise(cfg, q, k, v, sp, causal)
+
+
+def rtl_core(cfg, q, k, v, sp, causal=False, seed=0, p_idle=0.2, p_backpressure=0.2,
+             stats=None, max_cycles=2_000_000):
+    """Run every tile of one head through the core; return the outputs (nq, d)."""
+    nq, d = q.shape
+    nk = k.shape[0]
+    qw = cfg.macs_per_line
+    dut = ComputeCore(cfg)
+    tiles = tiles_for(cfg, nq, nk, causal)
+    cmds, q_beats, kv_beats = [], [], []
+    for p0, r, keys in tiles:
+        cmds.append({"rows": r, "d": d, "keys": keys, "c_m": sp.c_m, "c_sh": sp.c_sh,
+                     "causal": int(causal), "q_pos": p0, "diag": nk - nq})
+        for row in q[p0:p0 + r]:
+            q_beats += _words(row, qw)
+        order = ([("k", 0)] + [x for s in range(keys) for x in
+                               ([("k", s + 1)] if s + 1 < keys else []) + [("v", s)]]
+                 if keys else [])
+        for which, j in order:
+            kv_beats += _words((k if which == "k" else v)[j], qw)
+    words_per_row = -(-d // qw)
+    total_out = nq * words_per_row
+    got = []
+    rng = np.random.default_rng(seed)
+    marks = {}
+    state = {}
+
+    async def drive(ctx, port, beats, name):
+        for b in beats:
+            while rng.random() < p_idle:
+                ctx.set(port.valid, 0)
+                await ctx.tick()
+            ctx.set(port.payload, b)
+            ctx.set(port.valid, 1)
+            await ctx.tick().until(port.ready)
+            if name == "kv" and "first_kv" not in marks:
+                marks["first_kv"] = ctx.get(dut.pe_busy)
+        ctx.set(port.valid, 0)
+
+    async def drive_cmd(ctx):
+        await drive(ctx, dut.cmd, cmds, "cmd")
+
+    async def drive_q(ctx):
+        await drive(ctx, dut.q, q_beats, "q")
+
+    async def drive_kv(ctx):
+        await drive(ctx, dut.kv, kv_beats, "kv")
+
+    async def consume(ctx):
+        cycles = 0
+        started = None
+        while len(got) < total_out:
+            if cycles >= max_cycles:  # a hang fails the test instead of running forever
+                state.update({n: ctx.get(s) for n, s in dut.dbg.items()})
+                return
+            ctx.set(dut.o.ready, int(rng.random() >= p_backpressure))
+            _, _, valid, ready, payload, kv_v, kv_r = await ctx.tick().sample(
+                dut.o.valid, dut.o.ready, dut.o.payload, dut.kv.valid, dut.kv.ready)
+            cycles += 1
+            if started is None and kv_v and kv_r:
+                started = cycles
+            if valid and ready:
+                got.append([int(x) for x in payload])
+        if stats is not None:
+            stats["cycles"] = cycles - (started or 0) + 1
+            for name in ("pe_busy", "pe_wait_kv", "pe_wait_exp", "pe_pad", "exp_busy",
+                         "fin_busy"):
+                stats[name] = ctx.get(getattr(dut, name))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    for tb in (drive_cmd, drive_q, drive_kv):
+        sim.add_testbench(tb, background=True)
+    sim.add_testbench(consume)
+    sim.run()
+    if len(got) < total_out:
+        raise AssertionError(f"core hung: {len(got)}/{total_out} output words after "
+                             f"{max_cycles} cycles; state {state}")
+    out = np.zeros((nq, words_per_row * qw), dtype=np.int64)
+    for idx, word in enumerate(got):
+        row, wi = divmod(idx, words_per_row)
+        out[row, wi * qw:(wi + 1) * qw] = word
+    # rows come out tile by tile; tiles are in query_tiles order, which is row order
+    return out[:, :d]
