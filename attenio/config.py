@@ -404,11 +404,12 @@ _NESTED = {("HardwareConfig", "numerics"): Numerics}
 # ---- presets (brief §6) ----
 
 def tiny() -> HardwareConfig:
-    """4×4 MACs, int8, 64-row tile, d ≤ 64: fast cocotb tests."""
+    """4×4 MACs, int8, 64-row tile, d ≤ 64: fast cocotb tests. The AXI bus is 32 bits so one
+    beat is one core word (4 int8 elements), as on the fpga preset (8 × int8 = 64 bits)."""
     return HardwareConfig(
         mac_lines=4, macs_per_line=4, data_bits=8, tile_rows=64, max_head_dim=64,
-        kv_ring_depth=8, exp_lanes=4, axi_data_bits=64, dram_latency=20,
-        dram_bytes_per_cycle=8, clock_mhz=100.0, max_seq_len=4096, softmax_block=1)
+        kv_ring_depth=8, exp_lanes=4, axi_data_bits=32, dram_latency=20,
+        dram_bytes_per_cycle=4, clock_mhz=100.0, max_seq_len=4096, softmax_block=1)
 
 
 def fpga() -> HardwareConfig:

@@ -118,9 +118,10 @@ def attenio_rows(hw: HardwareConfig, d: int) -> int:
 def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio") -> Tiling:
     """The tiling a dataflow uses for ``wl`` on ``hw`` (see the module table).
 
-    For ``attenio``: ``a`` from :func:`attenio_rows`; when ``a`` is below the MAC count the array
-    takes ``b = ⌊P/a⌋`` keys per step (capped by half the K/V ring), re-solving Eq. 14 for that
-    ``b`` on a unified budget; GQA packs the group's heads into one tile when ``a ≥ group``.
+    For ``attenio``: ``a`` from :func:`attenio_rows`; when ``a`` is below the number of MAC
+    lines the array takes ``b = ⌊lines/a⌋`` keys per step (capped by half the K/V ring),
+    re-solving Eq. 14 for that ``b`` on a unified budget; GQA packs the group's heads into one
+    tile when ``a ≥ group``.
     """
     if dataflow not in DATAFLOWS:
         raise bad("dataflow", dataflow, f"choose one of: {', '.join(DATAFLOWS)}")
@@ -133,11 +134,14 @@ def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio") -
         rows_needed = wl.seq_q * heads
         a = min(a, rows_needed)
         a -= a % heads  # whole positions per head
-        b = max(1, min(hw.macs // a, hw.kv_ring_depth // 2)) if a < hw.macs else 1
+        # The array holds one row per MAC line (its MACs split the columns), so a tile with
+        # fewer rows than lines takes several keys per step to keep the lines busy.
+        lines = hw.mac_lines
+        b = max(1, min(lines // a, hw.kv_ring_depth // 2)) if a < lines else 1
         if b > 1 and hw.sram_bytes is not None:
             a2 = min(a, attenio_rows_eq14(m, d, b))
             a2 -= a2 % heads
-            b = max(1, min(hw.macs // a2, hw.kv_ring_depth // 2))
+            b = max(1, min(lines // a2, hw.kv_ring_depth // 2))
             a = a2
         return Tiling("attenio", rows=a, keys_per_step=b, heads_per_tile=heads, kv_block=1,
                       notes=f"a={a}, b={b}" + (f", {heads} heads per tile" if heads > 1 else ""))

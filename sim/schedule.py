@@ -8,12 +8,16 @@
   request (or when the channel frees) and takes ``⌈bytes / rate⌉`` cycles, ``rate =
   min(dram_bytes_per_cycle, AXI bytes)``. Bursts split at 256 beats and 4 KB boundaries.
 * **DMA write**: the same for writes; a burst's response returns ``dram_latency`` after its data.
-* **PE array**: per step of b keys over the tile's r rows, ``QK`` and ``PV`` each take
-  ``⌈r·b/P⌉·d`` cycles; order ``QK0, QK1, PV0, QK2, PV1, …`` so the softmax of key j hides behind
-  ``QK(j+1)``.
-* **EXP**: ``⌈r·b/lanes⌉`` cycles per step, ``Timing.exp_latency`` to the first p.
-* **Finalize**: reciprocals at one row per cycle plus ``Timing.recip_latency``, then one O column
-  per row group per cycle (``⌈r/P⌉·d``) while the PE array is held.
+* **PE array**: ``mac_lines = p`` lines of ``macs_per_line = q`` MACs; a line owns one query
+  row, its MACs ``q`` columns (one memory word). Per step of b keys over the tile's r rows,
+  ``QK`` and ``PV`` each issue ``⌈r·b/p⌉·⌈d/q⌉`` (row group, word) pairs, one per cycle, and
+  last at least ``Timing.min_phase`` cycles; order ``QK0, QK1, PV0, QK2, PV1, …`` so the
+  softmax of key j hides behind ``QK(j+1)``.
+* **EXP**: a pipeline fed by the ``QK`` step, one row group per cycle; a step's p values are
+  ready ``Timing.p_ready_latency`` cycles after its last ``QK`` issue.
+* **Finalize**: ``Timing.pv_drain`` cycles after the last ``PV``, one output word (q elements of
+  one row) per cycle into a FIFO that the paired ``STORE_O`` drains; the core is free for the
+  next tile when the last word has left.
 * **Fetch and dispatch**: a separate instruction read port fetches chunks of
   ``Timing.fetch_chunk`` instructions, two chunks ahead; instructions dispatch in order into
   queues of depth ``Timing.queue_depth``.
@@ -50,8 +54,10 @@ STEADY_STATE_SKIP = True
 class Timing:
     """Microarchitectural latencies the RTL implements (docs/architecture.md)."""
 
-    exp_latency: int = 6
-    recip_latency: int = 8
+    min_phase: int = 12          # shortest Q Kᵀ or P V step (hw/core.py MIN_PHASE)
+    p_ready_latency: int = 12    # last Q Kᵀ issue of a step → first P V issue it allows
+    pv_drain: int = 3            # last P V issue → finalize may read O
+    finalize_latency: int = 8    # finalize issue → word in the output FIFO
     fetch_chunk: int = 8
     queue_depth: int = 8
     max_outstanding: int = 16
@@ -90,18 +96,19 @@ class Layout:
 # ---- program generation -----------------------------------------------------------------------
 
 def _keys_per_step(hw: HardwareConfig, rows: int, dataflow_b: int, ring_limit: int) -> int:
-    if rows >= hw.macs:
+    if rows >= hw.mac_lines:
         return min(dataflow_b, ring_limit)
-    return max(1, min(hw.macs // rows, ring_limit))
+    return max(1, min(hw.mac_lines // rows, ring_limit))
 
 
 def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: Layout,
                   scale: ScaleParams) -> list[Instr]:
     """The instruction stream for ``wl`` under ``tiling`` (attenio, fa2, fa2-uncapped).
 
-    Per tile: ``LOAD_Q, LOAD_KV, COMPUTE, FINALIZE, STORE_O`` with tokens
-    load→compute (Q ready), compute→load (Q buffer free), compute→store (O final) and
-    store→compute (O buffer free); one ``END`` closes the program. Program length is
+    Per tile: ``LOAD_Q, LOAD_KV, COMPUTE, FINALIZE, STORE_O`` with tokens load→compute (Q
+    ready) and compute→load (Q buffer free); ``LOAD_KV`` feeds ``COMPUTE`` and ``FINALIZE``
+    feeds ``STORE_O`` through streams, paired in program order. One ``END`` closes the
+    program. Program length is
     ``5·tiles + 1`` instructions, O(N/a) per head.
     """
     eb, ob = hw.element_bytes, io.out_element_bytes(hw)
@@ -137,11 +144,10 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
                                        "keys_per_step": kps, "q_pos": p0,
                                        "diag": wl.seq_k - wl.seq_q, "c_m": scale.c_m,
                                        "c_sh": scale.c_sh},
-                          pop_prev=True, pop_next=t > 0, push_prev=t < last))
-        prog.append(Instr(Op.FINALIZE, dict(common), push_next=True))
-        prog.append(Instr(Op.STORE_O, {**common, "addr": o_addr, "row_stride": d * ob,
-                                       "head_stride": wl.seq_q * d * ob},
                           pop_prev=True, push_prev=t < last))
+        prog.append(Instr(Op.FINALIZE, dict(common)))
+        prog.append(Instr(Op.STORE_O, {**common, "addr": o_addr, "row_stride": d * ob,
+                                       "head_stride": wl.seq_q * d * ob}))
     prog.append(Instr(Op.END))
     return prog
 
@@ -234,13 +240,19 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
     b = comp.keys_per_step
     keys = comp.keys
     steps = _cdiv(keys, b)
-    macs, lanes = hw.macs, hw.exp_lanes
+    lanes = hw.exp_lanes
     ck = max(1, ring_rows // b)
     row_bytes = d * eb
     contiguous = kv.row_stride == row_bytes
 
+    words = _cdiv(d, hw.macs_per_line)
+
+    def pe_ops(nk):
+        # row groups of mac_lines rows (nk keys side by side when rows < lines) × words of d
+        return _cdiv(rows * nk, hw.mac_lines) * words
+
     def pe_cycles(nk):
-        return _cdiv(rows * nk, macs) * d
+        return max(pe_ops(nk), timing.min_phase)
 
     def exp_cycles(nk):
         return _cdiv(rows * nk, lanes)
@@ -264,12 +276,12 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
     pe_free = pe_start
     exp_free = pe_start
     exp_first = None
-    mem_stall = exp_stall = 0
+    mem_stall = exp_stall = pad = 0
     rd_floor = kv_start  # LOAD_KV may not request before it starts
     _, arr_k[0] = load(0, kv.k_addr, rd_floor)
 
     def do_pv(j):
-        nonlocal pe_free, mem_stall, exp_stall
+        nonlocal pe_free, mem_stall, exp_stall, pad
         st = max(pe_free, arr_v[j], p_ready[j])
         if st > pe_free:
             if arr_v[j] >= p_ready[j]:
@@ -278,7 +290,8 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
                 exp_stall += st - pe_free
         nk = min(b, keys - j * b)
         pv_end[j] = st + pe_cycles(nk)
-        stats.busy["pe"] += pe_cycles(nk)
+        stats.busy["pe"] += pe_ops(nk)
+        pad += pe_cycles(nk) - pe_ops(nk)
         pe_free = pv_end[j]
 
     seen: dict[tuple, tuple] = {}
@@ -299,7 +312,7 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
                 k = (steps - 1 - s) // period
                 if k > 0:
                     now = (stats.busy["pe"], stats.busy["exp"], rd.busy, rd.nbytes,
-                           mem_stall, exp_stall)
+                           mem_stall, exp_stall, pad)
                     deltas = [x - y for x, y in zip(now, snap, strict=True)]
                     stats.busy["pe"] += k * deltas[0]
                     stats.busy["exp"] += k * deltas[1]
@@ -307,6 +320,7 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
                     rd.nbytes += k * deltas[3]
                     mem_stall += k * deltas[4]
                     exp_stall += k * deltas[5]
+                    pad += k * deltas[6]
                     shift, di = k * dt, k * period
                     qk_end = {i + di: t + shift for i, t in qk_end.items()}
                     pv_end = {i + di: t + shift for i, t in pv_end.items()}
@@ -320,20 +334,20 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
                 skipped = True
             else:
                 seen[key] = (s, ref, (stats.busy["pe"], stats.busy["exp"], rd.busy, rd.nbytes,
-                                      mem_stall, exp_stall))
+                                      mem_stall, exp_stall, pad))
         nk = min(b, keys - s * b)
         # QK(s)
         st = max(pe_free, arr_k[s])
         mem_stall += st - pe_free
         qk_end[s] = st + pe_cycles(nk)
-        stats.busy["pe"] += pe_cycles(nk)
+        stats.busy["pe"] += pe_ops(nk)
+        pad += pe_cycles(nk) - pe_ops(nk)
         pe_free = qk_end[s]
-        # EXP(s)
-        es = max(exp_free, qk_end[s])
-        exp_first = es if exp_first is None else exp_first
-        exp_free = es + exp_cycles(nk)
+        # EXP(s): a pipeline fed by the Q Kᵀ step; never the bottleneck with one lane a line
+        exp_first = st if exp_first is None else exp_first
         stats.busy["exp"] += exp_cycles(nk)
-        p_ready[s] = exp_free + timing.exp_latency
+        p_ready[s] = st + pe_ops(nk) - 1 + timing.p_ready_latency
+        exp_free = max(exp_free, p_ready[s])
         # PV(s-1)
         if s >= 1:
             do_pv(s - 1)
@@ -353,6 +367,7 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
     do_pv(steps - 1)
     stats.stall("pe: waiting for K/V (DRAM)", mem_stall)
     stats.stall("pe: waiting for softmax (EXP)", exp_stall)
+    stats.stall("pe: padding short steps", pad)
     return rd.last_req, arr_v[steps - 1], pe_free, (exp_first, exp_free)
 
 
@@ -419,6 +434,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
     prev_q = {"load": None, "compute": "load", "store": "compute"}
     next_q = {"load": "compute", "compute": "store", "store": None}
     pending_kv: tuple[Instr, int, int] | None = None
+    pending_fin: tuple[int, int, int, int] | None = None
     last_store_resp = 0
     pe_activity_end = 0
     tile = 0
@@ -502,33 +518,43 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
                 spans.append(Span("pe", f"COMPUTE t{tile}", st, pe_end, args))
                 spans.append(Span("exp", f"softmax t{tile}", exp_span[0], exp_span[1], args))
         elif ins.op == Op.FINALIZE:
-            rows = ins.rows * ins.heads
-            dur = rows + timing.recip_latency + _cdiv(rows, hw.macs) * ins.d
-            end = st + dur
-            stats.busy["finalize"] += dur
-            stats.stall("pe: finalize", end - pe_activity_end)
-            pe_activity_end = end
-            q_end[q] = end
-            push(ins, q, end)
-            if keep_spans:
-                spans.append(Span("finalize", f"FINALIZE t{tile}", st, end, args))
+            # One output word (q elements of a row) per cycle into the output FIFO; the
+            # STORE_O that pairs with it drains the FIFO, so the two are resolved together.
+            words = ins.rows * ins.heads * _cdiv(ins.d, hw.macs_per_line)
+            first = st + timing.pv_drain + timing.finalize_latency
+            stats.busy["finalize"] += words
+            pending_fin = (st, first, first + words - 1, words)
         elif ins.op == Op.STORE_O:
-            done = st
+            if pending_fin is None:
+                raise bad("program", f"instruction {k}", "STORE_O without FINALIZE")
+            f_st, first, last, words = pending_fin
+            pending_fin = None
+            done = data_end = max(st, first)
             for h in range(ins.heads):
                 base = ins.addr + h * ins.head_stride
                 if ins.row_stride == ins.d * ob:
-                    _, done = wr.transfer(st, base, ins.rows * ins.d * ob)
+                    _, done = wr.transfer(max(st, first), base, ins.rows * ins.d * ob)
                 else:
                     for r in range(ins.rows):
-                        _, done = wr.transfer(st, base + r * ins.row_stride, ins.d * ob)
+                        _, done = wr.transfer(max(st, first), base + r * ins.row_stride,
+                                              ins.d * ob)
+            # data cannot leave before the finalize unit produced it
+            data_end = max(wr.free, last + 1)
+            done = max(done, data_end + hw.dram_latency)
+            wr.free = data_end
+            fin_end = data_end + 1  # the last word has left the core: it is idle again
+            stats.stall("pe: finalize and store", fin_end - pe_activity_end)
+            pe_activity_end = fin_end
+            q_end["compute"] = fin_end
             q_end[q] = done
             last_store_resp = max(last_store_resp, done)
             push(ins, q, done)
             if keep_spans:
-                spans.append(Span("dma_write", f"STORE_O t{tile}", st, done, args))
+                spans.append(Span("finalize", f"FINALIZE t{tile}", f_st, fin_end, args))
+                spans.append(Span("dma_write", f"STORE_O t{tile}", max(st, first), done, args))
             tile += 1
     total = max(max(q_end.values()), last_store_resp, rd.free, pe_activity_end) + 1
-    stats.stall("pe: drain (last finalize and store)", total - pe_activity_end)
+    stats.stall("pe: drain (last store response)", total - pe_activity_end)
     stats.busy["dma_read"] = rd.busy
     stats.busy["dma_write"] = wr.busy
     return total, stats, rd.nbytes, wr.nbytes, spans

@@ -84,11 +84,15 @@ def test_causal_and_small_tiles_save_cycles():
     causal = S.schedule(ASP, C.Workload.square(32768, 64, causal=True, element_bytes=2),
                         keep_spans=False)
     assert causal.total_cycles <= 0.6 * full.total_cycles
-    # 8 rows on 64 MACs: 8 keys per step instead of 1 (with the bandwidth to feed them)
+    # 2 rows on 8 MAC lines: 4 keys per step instead of 1 (with the bandwidth to feed them)
     hw = C.replace(FPGA, dram_bytes_per_cycle=64, axi_data_bits=512, kv_ring_depth=64)
-    small = S.schedule(hw, C.Workload(seq_q=8, seq_k=4096, head_dim=64), keep_spans=False)
-    assert small.program[1].keys_per_step == 8
-    assert small.pe_util_mac > 0.8
+    wl = C.Workload(seq_q=2, seq_k=4096, head_dim=128)
+    small = S.schedule(hw, wl, keep_spans=False)
+    assert small.program[1].keys_per_step == 4
+    one = S.schedule(hw, wl, keep_spans=False, tiling=io.Tiling("attenio", rows=2,
+                                                                 keys_per_step=1, fixed_b=True))
+    assert small.pe_util_mac > 0.8 and one.pe_util_mac < 0.3
+    assert one.total_cycles > 3 * small.total_cycles
 
 
 def test_unknown_dataflow_and_bad_head_dim():
