@@ -225,8 +225,8 @@ class HardwareConfig(_Serializable):
     numerics: Numerics = field(default_factory=Numerics)
 
     def __post_init__(self):
-        _check_int(self, "mac_lines", 1, 1024)
-        _check_int(self, "macs_per_line", 1, 1024)
+        _check_int(self, "mac_lines", 1, 4096)
+        _check_int(self, "macs_per_line", 1, 4096)
         if self.data_bits not in SUPPORTED_DATA_BITS or isinstance(self.data_bits, bool):
             raise bad("data_bits", self.data_bits, f"supported: {SUPPORTED_DATA_BITS}")
         _check_int(self, "tile_rows", 1, 1 << 16)
