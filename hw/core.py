@@ -134,7 +134,7 @@ class ComputeCore(wiring.Component):
                                        "shift": unsigned(SHIFT_BITS)})
         acc_word = data.ArrayLayout(signed(cfg.acc_bits), q)
 
-        # ---- memories -----------------------------------------------------------------------
+        # ---- memories ----
         def banks(name, shape, depth):
             mems, rds, wrs = [], [], []
             for i in range(p):
@@ -155,7 +155,7 @@ class ComputeCore(wiring.Component):
         k_rd, k_wr = k_mem.read_port(), k_mem.write_port()
         v_rd, v_wr = v_mem.read_port(), v_mem.write_port()
 
-        # ---- command registers ----------------------------------------------------------------
+        # ---- command registers ----
         c = Signal(cmd_layout(cfg))
         groups = Signal(range(gmax + 1))
         words = Signal(range(wmax + 1))
@@ -175,7 +175,7 @@ class ComputeCore(wiring.Component):
         def lane_mask(word_idx, lane):
             return (word_idx << lq) + lane < c.d
 
-        # ---- Q loader -------------------------------------------------------------------------
+        # ---- Q loader ----
         qrow = Signal(range(cfg.tile_rows + 1))
         qw = Signal(range(wmax + 1))
         q_done = Signal()
@@ -197,7 +197,7 @@ class ComputeCore(wiring.Component):
             with m.Else():
                 m.d.sync += qw.eq(qw + 1)
 
-        # ---- K/V ring writer ------------------------------------------------------------------
+        # ---- K/V ring writer ----
         k_wr_n = Signal(range(cfg.max_seq_len + 1))   # K rows fully written
         v_wr_n = Signal(range(cfg.max_seq_len + 1))
         k_free = Signal(range(cfg.max_seq_len + 1))   # K rows the PE array is done with
@@ -232,7 +232,7 @@ class ComputeCore(wiring.Component):
             with m.Else():
                 m.d.sync += kvw.eq(kvw + 1)
 
-        # ---- step sequencer -------------------------------------------------------------------
+        # ---- step sequencer ----
         running = Signal()
         ph = Signal(range(2 * cfg.max_seq_len + 1))
         cnt = Signal.like(plen)
@@ -286,7 +286,7 @@ class ComputeCore(wiring.Component):
             m.d.comb += [q_rd[i].addr.eq(g * wmax + w)]
         m.d.comb += [k_rd.addr.eq(kslot_rd * wmax + w), v_rd.addr.eq(kslot_rd * wmax + w)]
 
-        # ---- Q Kᵀ pipeline ----------------------------------------------------------------------
+        # ---- Q Kᵀ pipeline ----
         qk_issue = issue & is_qk
         v1 = Signal()
         g1, g2, g3 = (Signal.like(g, name=f"qk_g{k}") for k in (1, 2, 3))
@@ -329,7 +329,7 @@ class ComputeCore(wiring.Component):
             row = (g4 << lp) + i
             m.d.comb += vis[i].eq(~c.causal | (k4 <= row + c.q_pos + c.diag))
 
-        # ---- softmax ------------------------------------------------------------------------------
+        # ---- softmax ----
         m.submodules.softmax = sm = SoftmaxUnit(cfg)
         m.d.comb += [sm.c_m.eq(c.c_m), sm.c_sh.eq(c.c_sh), sm.i.valid.eq(sv4)]
         m.d.comb += [sm.i.payload.visible.eq(vis), sm.i.payload.first.eq(k4 == 0)]
@@ -355,7 +355,7 @@ class ComputeCore(wiring.Component):
         with m.If(sm.o.valid & (tg == groups - 1)):
             m.d.sync += exp_done.eq(tk + 1)
 
-        # ---- P V pipeline ---------------------------------------------------------------------------
+        # ---- P V pipeline ----
         pv_issue = issue & ~is_qk
         for i in range(p):
             m.d.comb += pb_rd[i].addr.eq(Mux(key[0], gmax, 0) + g)
@@ -383,7 +383,7 @@ class ComputeCore(wiring.Component):
             for lane in range(q):
                 m.d.comb += o_wr[i].data[lane].eq(o_sh[i][lane] + o_pv[i][lane])
 
-        # ---- finalize ---------------------------------------------------------------------------------
+        # ---- finalize ----
         m.submodules.fin = fin = Finalize(cfg)
         m.submodules.ofifo = ofifo = fifo.SyncFIFOBuffered(
             width=len(self.o.payload.as_value()), depth=OUT_FIFO_DEPTH)
@@ -445,7 +445,7 @@ class ComputeCore(wiring.Component):
                     "inflight": inflight, "drain": drain, "g": g, "w": w, "ops": ops,
                     "plen": plen, "qrow": qrow, "kvw": kvw, "turn_k": turn_k}
 
-        # ---- tile start and end ----------------------------------------------------------------------
+        # ---- tile start and end ----
         with m.If(q_done & ~running & self.busy & ~f_all):
             m.d.sync += running.eq(1)
         done = Signal()

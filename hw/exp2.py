@@ -44,7 +44,8 @@ class Exp2(wiring.Component):
         rbits = f - sbits
         lut = [int(x) for x in exp_table(n)]
         base = Array(Const(v, unsigned(pf + 2)) for v in lut[:-1])
-        delta = Array(Const(b - a, unsigned(pf + 1)) for a, b in zip(lut[:-1], lut[1:]))
+        delta = Array(Const(b - a, unsigned(pf + 1))
+                      for a, b in zip(lut[:-1], lut[1:], strict=True))
         y = self.i.payload
         # stage 1: integer part → output shift (saturated at PF+2), table lookup
         v1 = Signal()

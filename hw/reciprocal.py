@@ -76,7 +76,7 @@ class Reciprocal(wiring.Component):
         # stage 4: one Newton step
         m.d.sync += [
             self.o.valid.eq(v3),
-            self.o.payload.r.eq(((r03 * ((2 << rf) - xr3)) >> rf)),
+            self.o.payload.r.eq((r03 * ((2 << rf) - xr3)) >> rf),
             self.o.payload.e.eq(e3),
             self.o.payload.zero.eq(z3),
         ]

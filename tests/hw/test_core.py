@@ -38,3 +38,27 @@ def test_core_full_scale_inputs():
     np.testing.assert_array_equal(rtl_core(TINY, q, k, v, sp, seed=7, p_idle=0.5,
                                            p_backpressure=0.5),
                                   ref_core(TINY, q, k, v, sp))
+
+
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
+@pytest.mark.parametrize("field,value,match", [
+    ("mac_lines", 3, r"mac_lines=3 .*power of two"),
+    ("softmax_block", 2, r"softmax_block=2"),
+    ("exp_lanes", 2, r"exp_lanes=2"),
+])
+def test_unsupported_parameters_are_refused(field, value, match):
+    from attenio.hw.core import ComputeCore
+
+    cfg = C.replace(TINY, **{field: value})
+    if field == "mac_lines":
+        cfg = C.replace(cfg, exp_lanes=3)
+    with pytest.raises(C.ConfigError, match=match):
+        ComputeCore(cfg)
+
+
+def test_core_converts_to_verilog():
+    from attenio.hw.build import to_verilog
+    from attenio.hw.core import ComputeCore
+
+    text = to_verilog(ComputeCore(TINY), "attenio_core")
+    assert "module attenio_core" in text and "kv__payload" in text

@@ -1,6 +1,7 @@
 """Softmax unit against the model's scale, running_max, exp2 and ℓ update (ref/rtl pair)."""
 
 import numpy as np
+import pytest
 
 from attenio import config as C
 from attenio.hw.softmax import SoftmaxUnit
@@ -66,8 +67,7 @@ def test_softmax_unit_matches_model():
             assert rtl_softmax(cfg, items, sp) == ref_softmax(cfg, items, sp)
 
 
+@pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
 def test_unsupported_lane_count_is_refused():
-    import pytest
-
     with pytest.raises(C.ConfigError, match=r"exp_lanes=3.*mac_lines \(4\)"):
         SoftmaxUnit(C.replace(C.tiny(), exp_lanes=3))
