@@ -63,6 +63,8 @@ def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:
         "causal": unsigned(1),
         "q_pos": unsigned(24),
         "diag": signed(25),
+        # keys per step = 2**kps_log2; with more than one, rows·2**kps_log2 ≤ mac_lines
+        "kps_log2": unsigned(max(1, (cfg.mac_lines.bit_length() - 1).bit_length())),
     })
 
 
@@ -149,11 +151,16 @@ class ComputeCore(wiring.Component):
         o_rd, o_wr = banks("obuf", acc_word, gmax * wmax)
         ml_rd, ml_wr = banks("ml", ml_layout, gmax)
         pb_rd, pb_wr = banks("pbuf", pb_layout, 2 * gmax)
-        k_mem = Memory(shape=wl, depth=ring * wmax, init=[])
-        v_mem = Memory(shape=wl, depth=ring * wmax, init=[])
-        m.submodules.kring, m.submodules.vring = k_mem, v_mem
-        k_rd, k_wr = k_mem.read_port(), k_mem.write_port()
-        v_rd, v_wr = v_mem.read_port(), v_mem.write_port()
+        # The rings are replicated once per key a step can take, so a step reads the words of
+        # all its keys in the same cycle (the rings are small: ring·⌈max_head_dim/q⌉ words).
+        copies = min(p, ring) if _is_pow2(min(p, ring)) else 1
+        k_rd, k_wr, v_rd, v_wr = [], [], [], []
+        for cpy in range(copies):
+            for name, rds, wrs in (("kring", k_rd, k_wr), ("vring", v_rd, v_wr)):
+                mem = Memory(shape=wl, depth=ring * wmax, init=[])
+                m.submodules[f"{name}{cpy}"] = mem
+                rds.append(mem.read_port())
+                wrs.append(mem.write_port())
 
         # ---- command registers ----
         c = Signal(cmd_layout(cfg))
@@ -163,9 +170,12 @@ class ComputeCore(wiring.Component):
         plen = Signal(range(max(gmax * wmax, MIN_PHASE) + 1))
         keys = c.keys
         m.d.comb += self.cmd.ready.eq(~self.busy)
+        blog = c.kps_log2
+        bmask = Signal(range(p + 1))
+        m.d.comb += bmask.eq((1 << blog) - 1)
         with m.If(self.cmd.valid & self.cmd.ready):
             cm = self.cmd.payload
-            g_new = (cm.rows + (p - 1)) >> lp
+            g_new = ((cm.rows << cm.kps_log2) + (p - 1)) >> lp
             w_new = (cm.d + (q - 1)) >> lq
             m.d.sync += [c.eq(cm), groups.eq(g_new), words.eq(w_new), self.busy.eq(1)]
         # ops and the step length follow one cycle later (the core is loading Q by then)
@@ -181,9 +191,12 @@ class ComputeCore(wiring.Component):
         q_done = Signal()
         m.d.comb += self.q.ready.eq(self.busy & ~q_done)
         for i in range(p):
+            # b = 1: row ρ lives in bank ρ mod p; b > 1 (one row group): row ρ is copied into
+            # the b lines ρ·b … ρ·b+b−1 that take its b keys of a step
+            mine = Mux(blog == 0, (qrow[:lp] == i) if lp else 1, (i >> blog) == qrow)
             m.d.comb += [
                 q_wr[i].addr.eq((qrow >> lp) * wmax + qw),
-                q_wr[i].en.eq(self.q.valid & self.q.ready & (qrow[:lp] == i if lp else 1)),
+                q_wr[i].en.eq(self.q.valid & self.q.ready & mine),
             ]
             for lane in range(q):
                 m.d.comb += q_wr[i].data[lane].eq(
@@ -216,41 +229,57 @@ class ComputeCore(wiring.Component):
             v_slot.eq(v_wr_n % ring if not _is_pow2(ring) else v_wr_n[:_log2(ring)]),
         ]
         take = self.kv.valid & self.kv.ready
-        for mem_wr, slot, sel in ((k_wr, k_slot, write_k), (v_wr, v_slot, ~write_k)):
-            m.d.comb += [mem_wr.addr.eq(slot * wmax + kvw), mem_wr.en.eq(take & sel)]
-            for lane in range(q):
-                m.d.comb += mem_wr.data[lane].eq(
-                    Mux(lane_mask(kvw, lane), self.kv.payload[lane], 0))
+        for wrs, slot, sel in ((k_wr, k_slot, write_k), (v_wr, v_slot, ~write_k)):
+            for mem_wr in wrs:
+                m.d.comb += [mem_wr.addr.eq(slot * wmax + kvw), mem_wr.en.eq(take & sel)]
+                for lane in range(q):
+                    m.d.comb += mem_wr.data[lane].eq(
+                        Mux(lane_mask(kvw, lane), self.kv.payload[lane], 0))
+        k_next = Signal.like(k_wr_n)
+        v_next = Signal.like(v_wr_n)
+        m.d.comb += [k_next.eq(k_wr_n + 1), v_next.eq(v_wr_n + 1)]
         with m.If(take):
             with m.If(kvw == words - 1):
                 m.d.sync += kvw.eq(0)
                 with m.If(write_k):
-                    # K0 is followed by K1 (the PE array computes QK1 before PV0)
-                    m.d.sync += [k_wr_n.eq(k_wr_n + 1), turn_k.eq(k_wr_n == 0)]
+                    m.d.sync += k_wr_n.eq(k_next)
+                    # a step's K rows done: K(0) is followed by K(1), later steps by a V step
+                    with m.If(((k_next & bmask) == 0) | (k_next == keys)):
+                        m.d.sync += turn_k.eq(k_next <= (1 << blog))
                 with m.Else():
-                    m.d.sync += [v_wr_n.eq(v_wr_n + 1), turn_k.eq(1)]
+                    m.d.sync += v_wr_n.eq(v_next)
+                    with m.If(((v_next & bmask) == 0) | (v_next == keys)):
+                        m.d.sync += turn_k.eq(1)
             with m.Else():
                 m.d.sync += kvw.eq(kvw + 1)
 
         # ---- step sequencer ----
+        # A step takes b = 2**kps_log2 keys: steps = ⌈keys/b⌉, step st covers keys st·b ….
+        steps = Signal(range(cfg.max_seq_len + 1))
+        m.d.comb += steps.eq((keys + bmask) >> blog)
         running = Signal()
         ph = Signal(range(2 * cfg.max_seq_len + 1))
         cnt = Signal.like(plen)
         g = Signal(range(gmax + 1))
         w = Signal(range(wmax + 1))
-        exp_done = Signal(range(cfg.max_seq_len + 1))
+        exp_done = Signal(range(cfg.max_seq_len + 1))   # steps whose softmax is written
         last_ph = Signal()
         is_qk = Signal()
-        key = Signal(range(cfg.max_seq_len + 1))
+        st = Signal(range(cfg.max_seq_len + 1))         # the current step
+        kbase = Signal(range(cfg.max_seq_len + 1))      # its first key
+        kend = Signal(range(cfg.max_seq_len + 1))       # one past its last key
         m.d.comb += [
-            last_ph.eq(ph == (keys << 1) - 1),
+            last_ph.eq(ph == (steps << 1) - 1),
             is_qk.eq((ph == 0) | (ph[0] & ~last_ph)),
-            key.eq(Mux(last_ph, keys - 1, Mux(is_qk, (ph + 1) >> 1, (ph >> 1) - 1))),
+            st.eq(Mux(last_ph, steps - 1, Mux(is_qk, (ph + 1) >> 1, (ph >> 1) - 1))),
+            kbase.eq(st << blog),
+            kend.eq(Mux(kbase + (1 << blog) < keys, kbase + (1 << blog), keys)),
         ]
         steps_left = Signal()
-        m.d.comb += steps_left.eq(running & (ph < (keys << 1)))
+        m.d.comb += steps_left.eq(running & (ph < (steps << 1)))
         can_start = Signal()
-        m.d.comb += can_start.eq(Mux(is_qk, k_wr_n > key, (v_wr_n > key) & (exp_done > key)))
+        m.d.comb += can_start.eq(Mux(is_qk, k_wr_n >= kend,
+                                     (v_wr_n >= kend) & (exp_done > st)))
         active = Signal()
         m.d.comb += active.eq(steps_left & ((cnt != 0) | can_start))
         issue = Signal()
@@ -264,13 +293,13 @@ class ComputeCore(wiring.Component):
             with m.If(cnt == plen - 1):
                 m.d.sync += [cnt.eq(0), ph.eq(ph + 1), g.eq(0), w.eq(0)]
                 with m.If(is_qk):
-                    m.d.sync += k_free.eq(k_free + 1)
+                    m.d.sync += k_free.eq(kend)
                 with m.Else():
-                    m.d.sync += v_free.eq(v_free + 1)
+                    m.d.sync += v_free.eq(kend)
             with m.Else():
                 m.d.sync += cnt.eq(cnt + 1)
         with m.If(steps_left & ~active):
-            with m.If(is_qk | (v_wr_n <= key)):
+            with m.If(is_qk | (v_wr_n < kend)):
                 m.d.sync += self.pe_wait_kv.eq(self.pe_wait_kv + 1)
             with m.Else():
                 m.d.sync += self.pe_wait_exp.eq(self.pe_wait_exp + 1)
@@ -279,21 +308,43 @@ class ComputeCore(wiring.Component):
         with m.If(issue):
             m.d.sync += self.pe_busy.eq(self.pe_busy + 1)
 
-        slot_of = (lambda x: x[:_log2(ring)]) if _is_pow2(ring) else (lambda x: x % ring)
-        kslot_rd = slot_of(key)
-        # memory read addresses (c0)
+        def slot_of(x):
+            return x[:_log2(ring)] if _is_pow2(ring) else x % ring
+
+        # memory read addresses (c0): ring copy s reads key kbase + s
         for i in range(p):
             m.d.comb += [q_rd[i].addr.eq(g * wmax + w)]
-        m.d.comb += [k_rd.addr.eq(kslot_rd * wmax + w), v_rd.addr.eq(kslot_rd * wmax + w)]
+        for cpy in range(copies):
+            addr = slot_of(kbase + cpy) * wmax + w
+            m.d.comb += [k_rd[cpy].addr.eq(addr), v_rd[cpy].addr.eq(addr)]
+
+        def lane_copy(rds, i, name):
+            """The ring word line i uses: copy (i mod b)."""
+            if copies == 1:
+                return rds[0].data
+            sel = Signal(wl, name=f"{name}_sel{i}")
+            idx = Signal(range(copies), name=f"{name}_idx{i}")
+            m.d.comb += idx.eq(i & bmask)
+            with m.Switch(idx):
+                for cpy in range(copies):
+                    with m.Case(cpy):
+                        m.d.comb += sel.eq(rds[cpy].data)
+            return sel
+
+        def row_of_line(i, name):
+            """The bank (row ρ) whose state line i's chain starts from: i >> log2(b)."""
+            sel = Signal(range(p), name=f"{name}_row{i}")
+            m.d.comb += sel.eq(Mux(blog == 0, i, i >> blog))
+            return sel
 
         # ---- Q Kᵀ pipeline ----
         qk_issue = issue & is_qk
         v1 = Signal()
         g1, g2, g3 = (Signal.like(g, name=f"qk_g{k}") for k in (1, 2, 3))
-        k1, k2, k3 = (Signal.like(key, name=f"qk_key{k}") for k in (1, 2, 3))
+        k1, k2, k3 = (Signal.like(st, name=f"qk_st{k}") for k in (1, 2, 3))
         first1, first2 = Signal(), Signal()
         last1, last2 = Signal(), Signal()
-        m.d.sync += [v1.eq(qk_issue), g1.eq(g), k1.eq(key), first1.eq(w == 0),
+        m.d.sync += [v1.eq(qk_issue), g1.eq(g), k1.eq(st), first1.eq(w == 0),
                      last1.eq(w == words - 1)]
         prod_bits = 2 * cfg.data_bits
         prods = [[Signal(signed(prod_bits), name=f"qk_p{i}_{lane}") for lane in range(q)]
@@ -301,8 +352,9 @@ class ComputeCore(wiring.Component):
         v2 = Signal()
         m.d.sync += [v2.eq(v1), g2.eq(g1), k2.eq(k1), first2.eq(first1), last2.eq(last1)]
         for i in range(p):
+            kword = lane_copy(k_rd, i, "k")
             for lane in range(q):
-                m.d.sync += prods[i][lane].eq(q_rd[i].data[lane] * k_rd.data[lane])
+                m.d.sync += prods[i][lane].eq(q_rd[i].data[lane] * kword[lane])
         sums = [Signal(signed(prod_bits + lq + 1), name=f"qk_sum{i}") for i in range(p)]
         v3, first3, last3 = Signal(), Signal(), Signal()
         m.d.sync += [v3.eq(v2), g3.eq(g2), k3.eq(k2), first3.eq(first2), last3.eq(last2)]
@@ -313,7 +365,7 @@ class ComputeCore(wiring.Component):
             m.d.sync += sums[i].eq(total)
         accs = [Signal(signed(cfg.score_bits), name=f"qk_acc{i}") for i in range(p)]
         sv4 = Signal()  # accs hold a finished group of scores
-        g4, k4 = Signal.like(g), Signal.like(key)
+        g4, k4 = Signal.like(g), Signal.like(st)
         with m.If(v3):
             for i in range(p):
                 m.d.sync += accs[i].eq(Mux(first3, sums[i], accs[i] + sums[i]))
@@ -323,19 +375,29 @@ class ComputeCore(wiring.Component):
         fin_ml_addr = Signal(range(gmax + 1))
         for i in range(p):
             m.d.comb += ml_rd[i].addr.eq(Mux(fin_mode, fin_ml_addr, g3))
-        # causal visibility of key k4 to the rows of group g4
+        # visibility of key (k4·b + slot) to the row of each line: causal mask and, in the
+        # last step, keys past the end
         vis = Signal(p)
         for i in range(p):
-            row = (g4 << lp) + i
-            m.d.comb += vis[i].eq(~c.causal | (k4 <= row + c.q_pos + c.diag))
+            row = Mux(blog == 0, (g4 << lp) + i, i >> blog)
+            key_i = (k4 << blog) + (i & bmask)
+            m.d.comb += vis[i].eq((key_i < keys)
+                                  & (~c.causal | (key_i <= row + c.q_pos + c.diag)))
 
         # ---- softmax ----
         m.submodules.softmax = sm = SoftmaxUnit(cfg)
-        m.d.comb += [sm.c_m.eq(c.c_m), sm.c_sh.eq(c.c_sh), sm.i.valid.eq(sv4)]
+        m.d.comb += [sm.c_m.eq(c.c_m), sm.c_sh.eq(c.c_sh), sm.chain_log2.eq(blog),
+                     sm.i.valid.eq(sv4)]
         m.d.comb += [sm.i.payload.visible.eq(vis), sm.i.payload.first.eq(k4 == 0)]
+        ml_data = [ml_rd[i].data for i in range(p)]
         for i in range(p):
-            m.d.comb += [sm.i.payload.s[i].eq(accs[i]), sm.i.payload.m[i].eq(ml_rd[i].data.m),
-                         sm.i.payload.l[i].eq(ml_rd[i].data.l)]
+            src = Signal(ml_layout, name=f"ml_src{i}")
+            with m.Switch(row_of_line(i, "ml")):
+                for j in range(p):
+                    with m.Case(j):
+                        m.d.comb += src.eq(ml_data[j])
+            m.d.comb += [sm.i.payload.s[i].eq(accs[i]), sm.i.payload.m[i].eq(src.m),
+                         sm.i.payload.l[i].eq(src.l)]
         # tags through the softmax pipeline
         tg, tk = g4, k4
         for stage in range(sm.latency):
@@ -345,9 +407,17 @@ class ComputeCore(wiring.Component):
         with m.If(sm.i.valid):
             m.d.sync += self.exp_busy.eq(self.exp_busy + 1)
         for i in range(p):
+            # row ρ's new m, ℓ come from the last line of its chain: ρ·b + b − 1
+            fin_line = Signal(range(p), name=f"ml_from{i}")
+            m.d.comb += fin_line.eq(Mux(blog == 0, i, (i << blog) + bmask))
+            res = Signal(ml_layout, name=f"ml_res{i}")
+            with m.Switch(fin_line):
+                for j in range(p):
+                    with m.Case(j):
+                        m.d.comb += [res.m.eq(sm.o.payload.m[j]), res.l.eq(sm.o.payload.l[j])]
             m.d.comb += [
                 ml_wr[i].addr.eq(tg), ml_wr[i].en.eq(sm.o.valid),
-                ml_wr[i].data.m.eq(sm.o.payload.m[i]), ml_wr[i].data.l.eq(sm.o.payload.l[i]),
+                ml_wr[i].data.eq(res),
                 pb_wr[i].addr.eq(Mux(tk[0], gmax, 0) + tg), pb_wr[i].en.eq(sm.o.valid),
                 pb_wr[i].data.p.eq(sm.o.payload.p[i]),
                 pb_wr[i].data.shift.eq(sm.o.payload.shift[i]),
@@ -356,32 +426,57 @@ class ComputeCore(wiring.Component):
             m.d.sync += exp_done.eq(tk + 1)
 
         # ---- P V pipeline ----
+        # c0: read O, V and p/shift; c1: products and the routed O words; c2: the chain
+        # O = (O >> shift) + p·v over each row's lines, written back from its last line.
         pv_issue = issue & ~is_qk
         for i in range(p):
-            m.d.comb += pb_rd[i].addr.eq(Mux(key[0], gmax, 0) + g)
+            m.d.comb += pb_rd[i].addr.eq(Mux(st[0], gmax, 0) + g)
         pv1 = Signal()
         addr1 = Signal(range(gmax * wmax + 1))
         zero1 = Signal()
         pv_addr = Signal(range(gmax * wmax + 1))
         m.d.comb += pv_addr.eq(g * wmax + w)
-        m.d.sync += [pv1.eq(pv_issue), addr1.eq(pv_addr), zero1.eq(key == 0)]
+        m.d.sync += [pv1.eq(pv_issue), addr1.eq(pv_addr), zero1.eq(st == 0)]
         pv2 = Signal()
         addr2 = Signal.like(addr1)
-        m.d.sync += [pv2.eq(pv1), addr2.eq(addr1)]
-        o_sh = [[Signal(signed(cfg.acc_bits), name=f"pv_o{i}_{lane}") for lane in range(q)]
-                for i in range(p)]
+        zero2 = Signal()
+        m.d.sync += [pv2.eq(pv1), addr2.eq(addr1), zero2.eq(zero1)]
+        o_old = [Signal(acc_word, name=f"pv_o{i}") for i in range(p)]
         o_pv = [[Signal(signed(cfg.pv_bits + 1), name=f"pv_p{i}_{lane}") for lane in range(q)]
                 for i in range(p)]
+        sh2 = [Signal(unsigned(SHIFT_BITS), name=f"pv_sh{i}") for i in range(p)]
+        head2 = Signal(p)
         for i in range(p):
             pbv = pb_rd[i].data
+            vword = lane_copy(v_rd, i, "v")
+            src = Signal(acc_word, name=f"o_src{i}")
+            with m.Switch(row_of_line(i, "o")):
+                for j in range(p):
+                    with m.Case(j):
+                        m.d.comb += src.eq(o_rd[j].data)
+            m.d.sync += [o_old[i].eq(src), sh2[i].eq(pbv.shift),
+                         head2[i].eq((i & bmask) == 0)]
             for lane in range(q):
-                m.d.sync += [
-                    o_sh[i][lane].eq(Mux(zero1, 0, o_rd[i].data[lane] >> pbv.shift)),
-                    o_pv[i][lane].eq(pbv.p * v_rd.data[lane]),
-                ]
-            m.d.comb += [o_wr[i].addr.eq(addr2), o_wr[i].en.eq(pv2)]
+                m.d.sync += o_pv[i][lane].eq(pbv.p * vword[lane])
+        chain = []
+        for i in range(p):
+            out = Signal(acc_word, name=f"pv_new{i}")
             for lane in range(q):
-                m.d.comb += o_wr[i].data[lane].eq(o_sh[i][lane] + o_pv[i][lane])
+                start = Mux(zero2, 0, o_old[i][lane])
+                prev = chain[i - 1][lane] if i else start
+                m.d.comb += out[lane].eq((Mux(head2[i], start, prev) >> sh2[i])
+                                         + o_pv[i][lane])
+            chain.append(out)
+        for i in range(p):
+            fin_line = Signal(range(p), name=f"o_from{i}")
+            m.d.comb += fin_line.eq(Mux(blog == 0, i, (i << blog) + bmask))
+            with m.Switch(fin_line):
+                for j in range(p):
+                    with m.Case(j):
+                        m.d.comb += o_wr[i].data.eq(chain[j])
+            # with b > 1 only the banks of real rows (ρ < p/b) take the result
+            m.d.comb += [o_wr[i].addr.eq(addr2),
+                         o_wr[i].en.eq(pv2 & ((blog == 0) | ((i << blog) < p)))]
 
         # ---- finalize ----
         m.submodules.fin = fin = Finalize(cfg)
@@ -439,7 +534,7 @@ class ComputeCore(wiring.Component):
         ]
 
         # internal state, for tests and debugging
-        self.dbg = {"ph": ph, "cnt": cnt, "key": key, "k_wr": k_wr_n, "v_wr": v_wr_n,
+        self.dbg = {"ph": ph, "cnt": cnt, "step": st, "k_wr": k_wr_n, "v_wr": v_wr_n,
                     "k_free": k_free, "v_free": v_free, "exp_done": exp_done,
                     "running": running, "q_done": q_done, "f_all": f_all, "frow": frow,
                     "inflight": inflight, "drain": drain, "g": g, "w": w, "ops": ops,

@@ -54,6 +54,10 @@ class SoftmaxUnit(wiring.Component):
     o : stream of ``softmax_out_layout``, valid ``latency`` cycles after ``i``.
     c_m, c_sh : the softmax multiplier (held for the tile).
 
+    ``chain_log2``: lanes form chains of ``2**chain_log2`` (several keys of one row per step);
+    a lane continues from the previous lane's m and ℓ instead of its own inputs, so a chain
+    computes exactly what the model's key-by-key loop does. 0 means independent lanes.
+
     Latency ``3 + Exp2.latency + 1`` = 7; throughput one row group per cycle (lanes =
     ``exp_lanes`` = ``mac_lines``).
     """
@@ -70,6 +74,7 @@ class SoftmaxUnit(wiring.Component):
             "o": Out(stream.Signature(softmax_out_layout(cfg), always_ready=True)),
             "c_m": In(unsigned(cfg.numerics.scale_mult_bits)),
             "c_sh": In(unsigned(6)),
+            "chain_log2": In(range(max(2, cfg.mac_lines.bit_length()))),
         })
 
     def elaborate(self, platform):
@@ -107,17 +112,26 @@ class SoftmaxUnit(wiring.Component):
         l_in = delay(i.l, 2, "l_in")
         vis = delay(i.visible, 2, "vis")
         first = delay(i.first, 2, "first")
-        # stage 3: running max and shift
+        # stage 3: running max and shift. Lanes form chains of 2**chain_log2 consecutive keys of
+        # one row (several keys per step): each lane continues from the previous lane's m, so
+        # the chain computes exactly what one key after another would.
         v3 = Signal()
         m3 = [Signal(signed(mb), name=f"m_new{k}") for k in range(p)]
         sh3 = [Signal(unsigned(SHIFT_BITS), name=f"shift{k}") for k in range(p)]
         y3 = [Signal(signed(y_bits(cfg)), name=f"y{k}") for k in range(p)]
         l3 = [Signal(unsigned(cfg.row_sum_bits), name=f"l_old{k}") for k in range(p)]
+        head3 = Signal(p)  # lanes that start a chain
         vis3 = Signal(p)
+        chain_mask = Signal(range(p + 1))
+        m.d.comb += chain_mask.eq((1 << self.chain_log2) - 1)
         m.d.sync += [v3.eq(v2), vis3.eq(vis)]
+        prev_m = None
         for k in range(p):
+            head = Signal(name=f"head{k}")
+            m.d.comb += head.eq((k & chain_mask) == 0)
             m_old = Signal(signed(mb), name=f"m_old{k}")
-            m.d.comb += m_old.eq(Mux(first, m_init, m_in[k]))
+            m.d.comb += m_old.eq(Mux(head, Mux(first, m_init, m_in[k]),
+                                     prev_m if prev_m is not None else m_in[k]))
             floor_t = t2[k] >> f
             m_new = Signal(signed(mb), name=f"m_cand{k}")
             m.d.comb += m_new.eq(Mux(vis[k] & (floor_t > m_old), floor_t, m_old))
@@ -128,7 +142,9 @@ class SoftmaxUnit(wiring.Component):
                 sh3[k].eq(Mux(diff > MAX_SHIFT, MAX_SHIFT, diff)),
                 y3[k].eq(Mux(vis[k], t2[k] - (m_new << f), -(1 << (y_bits(cfg) - 2)))),
                 l3[k].eq(Mux(first, 0, l_in[k])),
+                head3[k].eq(head),
             ]
+            prev_m = m_new
         # stages 4-6: exp2
         p_out = []
         for k in range(p):
@@ -138,18 +154,25 @@ class SoftmaxUnit(wiring.Component):
             p_out.append(ex.o.payload)
         v6 = delay(v3, Exp2.latency, "v")
         vis6 = delay(vis3, Exp2.latency, "vis6")
+        head6 = delay(head3, Exp2.latency, "head6")
         m6 = [delay(m3[k], Exp2.latency, f"m{k}") for k in range(p)]
         sh6 = [delay(sh3[k], Exp2.latency, f"sh{k}") for k in range(p)]
         l6 = [delay(l3[k], Exp2.latency, f"l{k}") for k in range(p)]
-        # stage 7: ℓ' = (ℓ >> shift) + p
+        # stage 7: ℓ' = (ℓ >> shift) + p, chained like m
         m.d.sync += self.o.valid.eq(v6)
         o = self.o.payload
+        prev_l = None
         for k in range(p):
             pk = Mux(vis6[k], p_out[k], 0)
+            l_old = Signal(unsigned(cfg.row_sum_bits), name=f"l_chain{k}")
+            m.d.comb += l_old.eq(Mux(head6[k], l6[k], prev_l if prev_l is not None else l6[k]))
+            l_new = Signal(unsigned(cfg.row_sum_bits), name=f"l_new{k}")
+            m.d.comb += l_new.eq((l_old >> sh6[k]) + pk)
             m.d.sync += [
                 o.m[k].eq(m6[k]),
                 o.shift[k].eq(sh6[k]),
                 o.p[k].eq(pk),
-                o.l[k].eq((l6[k] >> sh6[k]) + pk),
+                o.l[k].eq(l_new),
             ]
+            prev_l = l_new
         return m

@@ -105,6 +105,16 @@ class Tiling:
         return self.rows // self.heads_per_tile
 
 
+def keys_per_step(lines: int, rows: int, ring_half: int) -> int:
+    """Keys the array takes per step: the largest power of two ``b`` with ``rows·b ≤ lines``
+    and ``b ≤ ring_half`` (1 when the tile has at least as many rows as MAC lines). A power
+    of two, so the hardware splits lines into chains with shifts."""
+    b = 1
+    while rows * b * 2 <= lines and b * 2 <= max(1, ring_half):
+        b *= 2
+    return b
+
+
 def attenio_rows(hw: HardwareConfig, d: int) -> int:
     """Query rows our buffers hold for head dim ``d``: Eq. 14 on the unified budget, or the
     physical Q/O capacity (``tile_rows``), whichever is smaller."""
@@ -119,7 +129,7 @@ def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio") -
     """The tiling a dataflow uses for ``wl`` on ``hw`` (see the module table).
 
     For ``attenio``: ``a`` from :func:`attenio_rows`; when ``a`` is below the number of MAC
-    lines the array takes ``b = ⌊lines/a⌋`` keys per step (capped by half the K/V ring),
+    lines the array takes ``b`` keys per step (:func:`keys_per_step`),
     re-solving Eq. 14 for that ``b`` on a unified budget; GQA packs the group's heads into one
     tile when ``a ≥ group``.
     """
@@ -137,11 +147,11 @@ def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio") -
         # The array holds one row per MAC line (its MACs split the columns), so a tile with
         # fewer rows than lines takes several keys per step to keep the lines busy.
         lines = hw.mac_lines
-        b = max(1, min(lines // a, hw.kv_ring_depth // 2)) if a < lines else 1
+        b = keys_per_step(lines, a, hw.kv_ring_depth // 2)
         if b > 1 and hw.sram_bytes is not None:
             a2 = min(a, attenio_rows_eq14(m, d, b))
             a2 -= a2 % heads
-            b = max(1, min(lines // a2, hw.kv_ring_depth // 2))
+            b = keys_per_step(lines, a2, hw.kv_ring_depth // 2)
             a = a2
         return Tiling("attenio", rows=a, keys_per_step=b, heads_per_tile=heads, kv_block=1,
                       notes=f"a={a}, b={b}" + (f", {heads} heads per tile" if heads > 1 else ""))

@@ -168,7 +168,7 @@ def decode(data: bytes) -> list[Instr]:
     raise ProgramError(len(data), ErrorCode.PROGRAM_OVERRUN, "no END instruction")
 
 
-def validate(program: list[Instr], hw: HardwareConfig) -> None:
+def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True) -> None:
     """Check fields against the hardware and token usage as the controller does; raise
     :class:`ProgramError` for the first violation (offset of the instruction at fault).
 
@@ -176,6 +176,9 @@ def validate(program: list[Instr], hw: HardwareConfig) -> None:
     producer queue has reached END with the counter at zero is an underflow, a push to a
     counter at ``TOKEN_MAX`` an overflow. Statically, with queues running decoupled, that is
     checked on the counts in program order (a valid program never depends on timing).
+    ``rtl=False`` skips the limits of this RTL's step geometry (a power-of-two
+    ``keys_per_step`` whose keys fit the MAC lines), for baseline dataflows that only the
+    model runs.
     """
     tokens = {(a, b): 0 for a in QUEUES for b in QUEUES if a != b}
     pending_kv: list[Instr] = []
@@ -199,9 +202,15 @@ def validate(program: list[Instr], hw: HardwareConfig) -> None:
         if ins.op in (Op.LOAD_KV, Op.COMPUTE):
             if ins.keys < (1 if ins.op == Op.LOAD_KV else 0):
                 fail(k, ErrorCode.FIELD_RANGE, "LOAD_KV with keys=0")
-            if not 1 <= ins.keys_per_step <= max(1, hw.kv_ring_depth // 2):
-                fail(k, ErrorCode.FIELD_RANGE, f"keys_per_step={ins.keys_per_step} outside "
+            kps = ins.keys_per_step
+            if not 1 <= kps <= max(1, hw.kv_ring_depth // 2) or (rtl and kps & (kps - 1)):
+                fail(k, ErrorCode.FIELD_RANGE, f"keys_per_step={kps}: a power of two in "
                      f"[1, {max(1, hw.kv_ring_depth // 2)}] (half the K/V ring)")
+            if (rtl and ins.op == Op.COMPUTE and kps > 1
+                    and ins.rows * ins.heads * kps > hw.mac_lines):
+                fail(k, ErrorCode.FIELD_RANGE, f"keys_per_step={kps} with "
+                     f"{ins.rows * ins.heads} rows needs rows·keys_per_step ≤ mac_lines "
+                     f"({hw.mac_lines})")
         if ins.op in (Op.LOAD_Q, Op.STORE_O, Op.LOAD_KV):
             for a in ("addr", "k_addr", "v_addr", "row_stride", "head_stride"):
                 if a in ins.args and ins.args[a] % eb:

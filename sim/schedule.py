@@ -98,7 +98,7 @@ class Layout:
 def _keys_per_step(hw: HardwareConfig, rows: int, dataflow_b: int, ring_limit: int) -> int:
     if rows >= hw.mac_lines:
         return min(dataflow_b, ring_limit)
-    return max(1, min(hw.mac_lines // rows, ring_limit))
+    return io.keys_per_step(hw.mac_lines, rows, ring_limit)
 
 
 def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: Layout,
@@ -599,7 +599,10 @@ def schedule(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *,
     layout = Layout.packed(hw, wl, len(probe) * 32)
     program = build_program(hw, wl, tiling, layout, scale)
     ring = None if dataflow == "attenio" else tiling.keys_per_step
-    validate(program, hw if ring is None else _with_ring(hw, 2 * ring, tiling.rows))
+    if ring is None:
+        validate(program, hw)
+    else:
+        validate(program, _with_ring(hw, 2 * ring, tiling.rows), rtl=False)
     total, stats, rb, wb, spans = simulate_program(hw, wl, program, timing, ring, keep_spans)
     return Schedule(hw, wl, dataflow, tiling, program, total, stats.busy, stats.stalls,
                     stats.useful_macs, rb, wb, spans, timing)

@@ -28,7 +28,7 @@ def ref_core(cfg, q, k, v, sp, causal=False):
 
 
 def rtl_core(cfg, q, k, v, sp, causal=False, seed=0, p_idle=0.2, p_backpressure=0.2,
-             stats=None, max_cycles=2_000_000):
+             stats=None, max_cycles=2_000_000, keys_per_step=1):
     """Run every tile of one head through the core; return the outputs (nq, d)."""
     nq, d = q.shape
     nk = k.shape[0]
@@ -36,14 +36,27 @@ def rtl_core(cfg, q, k, v, sp, causal=False, seed=0, p_idle=0.2, p_backpressure=
     dut = ComputeCore(cfg)
     tiles = tiles_for(cfg, nq, nk, causal)
     cmds, q_beats, kv_beats = [], [], []
+    b = keys_per_step
+    assert b & (b - 1) == 0, "keys per step is a power of two"
     for p0, r, keys in tiles:
+        assert b == 1 or r * b <= cfg.mac_lines, "several keys per step need rows·b ≤ lines"
         cmds.append({"rows": r, "d": d, "keys": keys, "c_m": sp.c_m, "c_sh": sp.c_sh,
-                     "causal": int(causal), "q_pos": p0, "diag": nk - nq})
+                     "causal": int(causal), "q_pos": p0, "diag": nk - nq,
+                     "kps_log2": b.bit_length() - 1})
         for row in q[p0:p0 + r]:
             q_beats += _words(row, qw)
-        order = ([("k", 0)] + [x for s in range(keys) for x in
-                               ([("k", s + 1)] if s + 1 < keys else []) + [("v", s)]]
-                 if keys else [])
+        steps = -(-keys // b)
+
+        def rows_of(st, keys=keys):
+            return range(st * b, min(keys, st * b + b))
+
+        order = []
+        if steps:
+            order += [("k", j) for j in rows_of(0)]
+            for st in range(steps):
+                if st + 1 < steps:
+                    order += [("k", j) for j in rows_of(st + 1)]
+                order += [("v", j) for j in rows_of(st)]
         for which, j in order:
             kv_beats += _words((k if which == "k" else v)[j], qw)
     words_per_row = -(-d // qw)

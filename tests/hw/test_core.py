@@ -33,6 +33,30 @@ def test_core_bit_exact(nq, nk, d, causal, seed):
                                   ref_core(TINY, q, k, v, sp, causal))
 
 
+@pytest.mark.parametrize("nq,nk,d,b,causal,seed", [
+    (1, 9, 5, 4, False, 11),     # decode-like: one row, four keys per step, partial last step
+    (2, 16, 8, 2, True, 12),
+    (1, 30, 16, 2, False, 13),
+    (2, 3, 3, 2, False, 14),     # fewer keys than one step
+])
+def test_core_several_keys_per_step(nq, nk, d, b, causal, seed):
+    q, k, v, sp = data(nq, nk, d, seed)
+    np.testing.assert_array_equal(rtl_core(TINY, q, k, v, sp, causal, seed=seed,
+                                           keys_per_step=b),
+                                  ref_core(TINY, q, k, v, sp, causal))
+
+
+def test_several_keys_per_step_is_faster():
+    q, k, v, sp = data(1, 64, 16, 15)
+    one, four = {}, {}
+    rtl_core(TINY, q, k, v, sp, seed=1, p_idle=0, p_backpressure=0, stats=one)
+    rtl_core(TINY, q, k, v, sp, seed=1, p_idle=0, p_backpressure=0, stats=four,
+             keys_per_step=4)
+    # the same MAC work in a quarter of the steps (each step padded to MIN_PHASE cycles)
+    assert four["pe_busy"] * 4 == one["pe_busy"]
+    assert four["cycles"] < 0.4 * one["cycles"]
+
+
 def test_core_full_scale_inputs():
     q, k, v, sp = data(12, 20, 9, 7, "pm1")
     np.testing.assert_array_equal(rtl_core(TINY, q, k, v, sp, seed=7, p_idle=0.5,
