@@ -186,6 +186,16 @@ def _workload_options(fn):
     return fn
 
 
+def _write_csv(path: str, rows: list[dict]) -> None:
+    import csv
+
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    click.echo(f"wrote {path}")
+
+
 def _fmt_bytes(n: float) -> str:
     for unit in ("B", "KB", "MB", "GB", "TB"):
         if abs(n) < 1000 or unit == "TB":
@@ -322,13 +332,7 @@ def dataflows_cmd(preset, config_file, ns, ds, causal, csv_path, bandwidth_sweep
                 click.echo(f"  {bw:>7} {a:>12,}" + "".join(f" {res[f] / a:>11.2f}x"
                                                             for f in flows))
     if csv_path:
-        import csv
-
-        with open(csv_path, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
-        click.echo(f"\nwrote {csv_path}")
+        _write_csv(csv_path, rows)
 
 
 @main.command("compare")
@@ -394,13 +398,7 @@ def compare_cmd(preset, config_file, gpu_csv, ns, ds, causal, dtype, gpu_peak_tf
                    f"{max(r['proj_equal_peak_speedup'] for r in short):.2f}x "
                    "(paper: 2.4-3.4x over an H100 at N = 1K-8K)")
     if csv_path:
-        import csv
-
-        with open(csv_path, "w", newline="") as fh:
-            w = csv.DictWriter(fh, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
-        click.echo(f"wrote {csv_path}")
+        _write_csv(csv_path, rows)
     if plot_path:
         G.roofline_plot(rows, hw, plot_path, gpu_peak_tflops, gpu_bandwidth_tbs)
         click.echo(f"wrote {plot_path}")
