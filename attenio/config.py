@@ -198,6 +198,10 @@ class HardwareConfig(_Serializable):
         Clock frequency used to turn cycles into time.
     max_seq_len
         Longest query or key sequence; sizes ℓ and the O accumulator so they cannot overflow.
+    max_keys_per_step
+        Most keys the PE array takes per step when a tile has fewer rows than MAC lines (a power
+        of two, at most ``mac_lines`` and half the K/V ring). The RTL builds chains and routing
+        for this many; 1 builds none.
     softmax_block
         Keys that share one running-max update. The integer model and the RTL both group keys
         into aligned blocks of this many (from key 0), so results do not depend on tiling.
@@ -221,6 +225,7 @@ class HardwareConfig(_Serializable):
     clock_mhz: float = 100.0
     max_seq_len: int = 65536
     softmax_block: int = 1
+    max_keys_per_step: int = 1
     sram_bytes: int | None = None
     numerics: Numerics = field(default_factory=Numerics)
 
@@ -243,6 +248,11 @@ class HardwareConfig(_Serializable):
         if self.softmax_block > self.max_seq_len:
             raise bad("softmax_block", self.softmax_block,
                       f"must not exceed max_seq_len={self.max_seq_len}")
+        _check_int(self, "max_keys_per_step", 1, 4096)
+        kmax = min(self.mac_lines, max(1, self.kv_ring_depth // 2))
+        if not _is_pow2(self.max_keys_per_step) or self.max_keys_per_step > kmax:
+            raise bad("max_keys_per_step", self.max_keys_per_step,
+                      f"must be a power of two ≤ min(mac_lines, kv_ring_depth/2) = {kmax}")
         if self.sram_bytes is not None:
             _check_int(self, "sram_bytes", 1, 1 << 40)
         if not isinstance(self.numerics, Numerics):
@@ -409,7 +419,8 @@ def tiny() -> HardwareConfig:
     return HardwareConfig(
         mac_lines=4, macs_per_line=4, data_bits=8, tile_rows=64, max_head_dim=64,
         kv_ring_depth=8, exp_lanes=4, axi_data_bits=32, dram_latency=20,
-        dram_bytes_per_cycle=4, clock_mhz=100.0, max_seq_len=4096, softmax_block=1)
+        dram_bytes_per_cycle=4, clock_mhz=100.0, max_seq_len=4096, softmax_block=1,
+        max_keys_per_step=4)
 
 
 def fpga() -> HardwareConfig:
@@ -417,7 +428,8 @@ def fpga() -> HardwareConfig:
     return HardwareConfig(
         mac_lines=8, macs_per_line=8, data_bits=8, tile_rows=512, max_head_dim=128,
         kv_ring_depth=16, exp_lanes=8, axi_data_bits=64, dram_latency=100,
-        dram_bytes_per_cycle=8, clock_mhz=100.0, max_seq_len=65536, softmax_block=1)
+        dram_bytes_per_cycle=8, clock_mhz=100.0, max_seq_len=65536, softmax_block=1,
+        max_keys_per_step=1)
 
 
 def asplos26() -> HardwareConfig:
@@ -428,7 +440,7 @@ def asplos26() -> HardwareConfig:
         mac_lines=64, macs_per_line=32, data_bits=16, tile_rows=8192, max_head_dim=256,
         kv_ring_depth=64, exp_lanes=128, axi_data_bits=1024, dram_latency=100,
         dram_bytes_per_cycle=128, clock_mhz=1000.0, max_seq_len=1 << 20, softmax_block=1,
-        sram_bytes=512 * 1024, numerics=Numerics(out_frac_bits=0))
+        max_keys_per_step=32, sram_bytes=512 * 1024, numerics=Numerics(out_frac_bits=0))
 
 
 PRESETS = {"tiny": tiny, "fpga": fpga, "asplos26": asplos26}

@@ -63,8 +63,9 @@ def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:
         "causal": unsigned(1),
         "q_pos": unsigned(24),
         "diag": signed(25),
-        # keys per step = 2**kps_log2; with more than one, rows·2**kps_log2 ≤ mac_lines
-        "kps_log2": unsigned(max(1, (cfg.mac_lines.bit_length() - 1).bit_length())),
+        # keys per step = 2**kps_log2 ≤ max_keys_per_step; with more than one,
+        # rows·2**kps_log2 ≤ mac_lines
+        "kps_log2": unsigned(max(1, (cfg.max_keys_per_step.bit_length() - 1).bit_length())),
     })
 
 
@@ -153,7 +154,8 @@ class ComputeCore(wiring.Component):
         pb_rd, pb_wr = banks("pbuf", pb_layout, 2 * gmax)
         # The rings are replicated once per key a step can take, so a step reads the words of
         # all its keys in the same cycle (the rings are small: ring·⌈max_head_dim/q⌉ words).
-        copies = min(p, ring) if _is_pow2(min(p, ring)) else 1
+        lkmax = _log2(cfg.max_keys_per_step)
+        copies = cfg.max_keys_per_step
         k_rd, k_wr, v_rd, v_wr = [], [], [], []
         for cpy in range(copies):
             for name, rds, wrs in (("kring", k_rd, k_wr), ("vring", v_rd, v_wr)):
@@ -170,7 +172,10 @@ class ComputeCore(wiring.Component):
         plen = Signal(range(max(gmax * wmax, MIN_PHASE) + 1))
         keys = c.keys
         m.d.comb += self.cmd.ready.eq(~self.busy)
-        blog = c.kps_log2
+        # log2(keys per step); a constant 0 when the config allows one key per step, so
+        # synthesis drops the chains and the routing between lines
+        blog = Signal(range(lkmax + 1))
+        m.d.comb += blog.eq(c.kps_log2)
         bmask = Signal(range(p + 1))
         m.d.comb += bmask.eq((1 << blog) - 1)
         with m.If(self.cmd.valid & self.cmd.ready):
@@ -318,24 +323,33 @@ class ComputeCore(wiring.Component):
             addr = slot_of(kbase + cpy) * wmax + w
             m.d.comb += [k_rd[cpy].addr.eq(addr), v_rd[cpy].addr.eq(addr)]
 
+        def pick(name, shape, sources):
+            """``sources[k]`` when b = 2**k (k ≤ log2 max_keys_per_step): a small mux."""
+            out = Signal(shape, name=name)
+            if lkmax == 0:
+                m.d.comb += out.eq(sources[0])
+                return out
+            with m.Switch(blog):
+                for k_, src in sources.items():
+                    with m.Case(k_):
+                        m.d.comb += out.eq(src)
+            return out
+
         def lane_copy(rds, i, name):
             """The ring word line i uses: copy (i mod b)."""
-            if copies == 1:
-                return rds[0].data
-            sel = Signal(wl, name=f"{name}_sel{i}")
-            idx = Signal(range(copies), name=f"{name}_idx{i}")
-            m.d.comb += idx.eq(i & bmask)
-            with m.Switch(idx):
-                for cpy in range(copies):
-                    with m.Case(cpy):
-                        m.d.comb += sel.eq(rds[cpy].data)
-            return sel
+            return pick(f"{name}_word{i}", wl,
+                        {k_: rds[i & ((1 << k_) - 1)].data for k_ in range(lkmax + 1)})
 
-        def row_of_line(i, name):
-            """The bank (row ρ) whose state line i's chain starts from: i >> log2(b)."""
-            sel = Signal(range(p), name=f"{name}_row{i}")
-            m.d.comb += sel.eq(Mux(blog == 0, i, i >> blog))
-            return sel
+        def from_row_bank(datas, shape, i, name):
+            """Line i's chain starts from the state of row i >> log2(b), kept in that bank."""
+            return pick(f"{name}_src{i}", shape,
+                        {k_: datas[i >> k_] for k_ in range(lkmax + 1)})
+
+        def from_chain_end(outs, shape, i, name):
+            """Bank i (row i) takes the result of its chain's last line, i·b + b − 1."""
+            return pick(f"{name}_res{i}", shape,
+                        {k_: outs[min(p - 1, (i << k_) + (1 << k_) - 1)]
+                         for k_ in range(lkmax + 1)})
 
         # ---- Q Kᵀ pipeline ----
         qk_issue = issue & is_qk
@@ -391,11 +405,7 @@ class ComputeCore(wiring.Component):
         m.d.comb += [sm.i.payload.visible.eq(vis), sm.i.payload.first.eq(k4 == 0)]
         ml_data = [ml_rd[i].data for i in range(p)]
         for i in range(p):
-            src = Signal(ml_layout, name=f"ml_src{i}")
-            with m.Switch(row_of_line(i, "ml")):
-                for j in range(p):
-                    with m.Case(j):
-                        m.d.comb += src.eq(ml_data[j])
+            src = from_row_bank(ml_data, ml_layout, i, "ml")
             m.d.comb += [sm.i.payload.s[i].eq(accs[i]), sm.i.payload.m[i].eq(src.m),
                          sm.i.payload.l[i].eq(src.l)]
         # tags through the softmax pipeline
@@ -406,15 +416,14 @@ class ComputeCore(wiring.Component):
             tg, tk = ng, nk
         with m.If(sm.i.valid):
             m.d.sync += self.exp_busy.eq(self.exp_busy + 1)
+        sm_ml = []
+        for j in range(p):
+            v = Signal(ml_layout, name=f"sm_ml{j}")
+            m.d.comb += [v.m.eq(sm.o.payload.m[j]), v.l.eq(sm.o.payload.l[j])]
+            sm_ml.append(v)
         for i in range(p):
             # row ρ's new m, ℓ come from the last line of its chain: ρ·b + b − 1
-            fin_line = Signal(range(p), name=f"ml_from{i}")
-            m.d.comb += fin_line.eq(Mux(blog == 0, i, (i << blog) + bmask))
-            res = Signal(ml_layout, name=f"ml_res{i}")
-            with m.Switch(fin_line):
-                for j in range(p):
-                    with m.Case(j):
-                        m.d.comb += [res.m.eq(sm.o.payload.m[j]), res.l.eq(sm.o.payload.l[j])]
+            res = from_chain_end(sm_ml, ml_layout, i, "ml")
             m.d.comb += [
                 ml_wr[i].addr.eq(tg), ml_wr[i].en.eq(sm.o.valid),
                 ml_wr[i].data.eq(res),
@@ -449,11 +458,7 @@ class ComputeCore(wiring.Component):
         for i in range(p):
             pbv = pb_rd[i].data
             vword = lane_copy(v_rd, i, "v")
-            src = Signal(acc_word, name=f"o_src{i}")
-            with m.Switch(row_of_line(i, "o")):
-                for j in range(p):
-                    with m.Case(j):
-                        m.d.comb += src.eq(o_rd[j].data)
+            src = from_row_bank([o_rd[j].data for j in range(p)], acc_word, i, "o")
             m.d.sync += [o_old[i].eq(src), sh2[i].eq(pbv.shift),
                          head2[i].eq((i & bmask) == 0)]
             for lane in range(q):
@@ -468,12 +473,7 @@ class ComputeCore(wiring.Component):
                                          + o_pv[i][lane])
             chain.append(out)
         for i in range(p):
-            fin_line = Signal(range(p), name=f"o_from{i}")
-            m.d.comb += fin_line.eq(Mux(blog == 0, i, (i << blog) + bmask))
-            with m.Switch(fin_line):
-                for j in range(p):
-                    with m.Case(j):
-                        m.d.comb += o_wr[i].data.eq(chain[j])
+            m.d.comb += o_wr[i].data.eq(from_chain_end(chain, acc_word, i, "o"))
             # with b > 1 only the banks of real rows (ρ < p/b) take the result
             m.d.comb += [o_wr[i].addr.eq(addr2),
                          o_wr[i].en.eq(pv2 & ((blog == 0) | ((i << blog) < p)))]

@@ -147,11 +147,12 @@ def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio") -
         # The array holds one row per MAC line (its MACs split the columns), so a tile with
         # fewer rows than lines takes several keys per step to keep the lines busy.
         lines = hw.mac_lines
-        b = keys_per_step(lines, a, hw.kv_ring_depth // 2)
+        cap = min(hw.kv_ring_depth // 2, hw.max_keys_per_step)
+        b = keys_per_step(lines, a, cap)
         if b > 1 and hw.sram_bytes is not None:
             a2 = min(a, attenio_rows_eq14(m, d, b))
             a2 -= a2 % heads
-            b = keys_per_step(lines, a2, hw.kv_ring_depth // 2)
+            b = keys_per_step(lines, a2, cap)
             a = a2
         return Tiling("attenio", rows=a, keys_per_step=b, heads_per_tile=heads, kv_block=1,
                       notes=f"a={a}, b={b}" + (f", {heads} heads per tile" if heads > 1 else ""))

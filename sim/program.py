@@ -206,6 +206,9 @@ def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True) -> N
             if not 1 <= kps <= max(1, hw.kv_ring_depth // 2) or (rtl and kps & (kps - 1)):
                 fail(k, ErrorCode.FIELD_RANGE, f"keys_per_step={kps}: a power of two in "
                      f"[1, {max(1, hw.kv_ring_depth // 2)}] (half the K/V ring)")
+            if rtl and kps > hw.max_keys_per_step:
+                fail(k, ErrorCode.FIELD_RANGE, f"keys_per_step={kps} above max_keys_per_step "
+                     f"({hw.max_keys_per_step})")
             if (rtl and ins.op == Op.COMPUTE and kps > 1
                     and ins.rows * ins.heads * kps > hw.mac_lines):
                 fail(k, ErrorCode.FIELD_RANGE, f"keys_per_step={kps} with "

@@ -98,7 +98,7 @@ class Layout:
 def _keys_per_step(hw: HardwareConfig, rows: int, dataflow_b: int, ring_limit: int) -> int:
     if rows >= hw.mac_lines:
         return min(dataflow_b, ring_limit)
-    return io.keys_per_step(hw.mac_lines, rows, ring_limit)
+    return io.keys_per_step(hw.mac_lines, rows, min(ring_limit, hw.max_keys_per_step))
 
 
 def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: Layout,

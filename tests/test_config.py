@@ -40,6 +40,7 @@ BAD_HW = [
     ("clock_mhz", 0), ("clock_mhz", float("nan")), ("clock_mhz", "fast"),
     ("max_seq_len", 0), ("max_seq_len", 1 << 30),
     ("softmax_block", 0),
+    ("max_keys_per_step", 3), ("max_keys_per_step", 8),
     ("sram_bytes", 0),
     ("numerics", {"exp_frac_bits": 16}),
 ]

@@ -103,8 +103,11 @@ def test_small_tiles_take_several_keys_per_step():
     # one row per MAC line: 1007 rows fill the 64 lines, so b stays 1 (the paper's tile)
     t = io.choose_tiling(HW, C.Workload.square(8192, 128, element_bytes=2))
     assert (t.rows, t.keys_per_step) == (1007, 1)
-    t1 = io.choose_tiling(C.fpga(), C.Workload(seq_q=2, seq_k=64, head_dim=64))  # 2 rows, 8 lines
+    fpga4 = C.replace(C.fpga(), max_keys_per_step=4)
+    t1 = io.choose_tiling(fpga4, C.Workload(seq_q=2, seq_k=64, head_dim=64))  # 2 rows, 8 lines
     assert t1.keys_per_step == 4
+    # the preset builds no chains: one key per step
+    assert io.choose_tiling(C.fpga(), C.Workload(seq_q=2, seq_k=64, head_dim=64)).keys_per_step == 1
 
 
 def test_unknown_dataflow():

@@ -85,7 +85,8 @@ def test_causal_and_small_tiles_save_cycles():
                         keep_spans=False)
     assert causal.total_cycles <= 0.6 * full.total_cycles
     # 2 rows on 8 MAC lines: 4 keys per step instead of 1 (with the bandwidth to feed them)
-    hw = C.replace(FPGA, dram_bytes_per_cycle=64, axi_data_bits=512, kv_ring_depth=64)
+    hw = C.replace(FPGA, dram_bytes_per_cycle=64, axi_data_bits=512, kv_ring_depth=64,
+                   max_keys_per_step=4)
     wl = C.Workload(seq_q=2, seq_k=4096, head_dim=128)
     small = S.schedule(hw, wl, keep_spans=False)
     assert small.program[1].keys_per_step == 4
