@@ -459,8 +459,10 @@ class ComputeCore(wiring.Component):
             pbv = pb_rd[i].data
             vword = lane_copy(v_rd, i, "v")
             src = from_row_bank([o_rd[j].data for j in range(p)], acc_word, i, "o")
-            m.d.sync += [o_old[i].eq(src), sh2[i].eq(pbv.shift),
-                         head2[i].eq((i & bmask) == 0)]
+            # combinational from the command (constant during a tile): with one key per step
+            # it is a constant and synthesis drops the chain
+            m.d.comb += head2[i].eq((i & bmask) == 0)
+            m.d.sync += [o_old[i].eq(src), sh2[i].eq(pbv.shift)]
             for lane in range(q):
                 m.d.sync += o_pv[i][lane].eq(pbv.p * vword[lane])
         chain = []

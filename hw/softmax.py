@@ -120,14 +120,16 @@ class SoftmaxUnit(wiring.Component):
         sh3 = [Signal(unsigned(SHIFT_BITS), name=f"shift{k}") for k in range(p)]
         y3 = [Signal(signed(y_bits(cfg)), name=f"y{k}") for k in range(p)]
         l3 = [Signal(unsigned(cfg.row_sum_bits), name=f"l_old{k}") for k in range(p)]
-        head3 = Signal(p)  # lanes that start a chain
+        # lanes that start a chain: combinational from chain_log2, which is held for a tile
+        # (registering them would keep the chains alive in synthesis when chain_log2 is 0)
+        heads = Signal(p)
         vis3 = Signal(p)
         chain_mask = Signal(range(p + 1))
         m.d.comb += chain_mask.eq((1 << self.chain_log2) - 1)
         m.d.sync += [v3.eq(v2), vis3.eq(vis)]
         prev_m = None
         for k in range(p):
-            head = Signal(name=f"head{k}")
+            head = heads[k]
             m.d.comb += head.eq((k & chain_mask) == 0)
             m_old = Signal(signed(mb), name=f"m_old{k}")
             m.d.comb += m_old.eq(Mux(head, Mux(first, m_init, m_in[k]),
@@ -142,7 +144,6 @@ class SoftmaxUnit(wiring.Component):
                 sh3[k].eq(Mux(diff > MAX_SHIFT, MAX_SHIFT, diff)),
                 y3[k].eq(Mux(vis[k], t2[k] - (m_new << f), -(1 << (y_bits(cfg) - 2)))),
                 l3[k].eq(Mux(first, 0, l_in[k])),
-                head3[k].eq(head),
             ]
             prev_m = m_new
         # stages 4-6: exp2
@@ -154,7 +155,6 @@ class SoftmaxUnit(wiring.Component):
             p_out.append(ex.o.payload)
         v6 = delay(v3, Exp2.latency, "v")
         vis6 = delay(vis3, Exp2.latency, "vis6")
-        head6 = delay(head3, Exp2.latency, "head6")
         m6 = [delay(m3[k], Exp2.latency, f"m{k}") for k in range(p)]
         sh6 = [delay(sh3[k], Exp2.latency, f"sh{k}") for k in range(p)]
         l6 = [delay(l3[k], Exp2.latency, f"l{k}") for k in range(p)]
@@ -165,7 +165,7 @@ class SoftmaxUnit(wiring.Component):
         for k in range(p):
             pk = Mux(vis6[k], p_out[k], 0)
             l_old = Signal(unsigned(cfg.row_sum_bits), name=f"l_chain{k}")
-            m.d.comb += l_old.eq(Mux(head6[k], l6[k], prev_l if prev_l is not None else l6[k]))
+            m.d.comb += l_old.eq(Mux(heads[k], l6[k], prev_l if prev_l is not None else l6[k]))
             l_new = Signal(unsigned(cfg.row_sum_bits), name=f"l_new{k}")
             m.d.comb += l_new.eq((l_old >> sh6[k]) + pk)
             m.d.sync += [
