@@ -37,8 +37,8 @@ def main() -> int:
                       out / f"core_{args.preset}.v")
     stat = out / f"stat_{args.preset}.txt"
     t0 = time.perf_counter()
-    subprocess.run([yosys, "-q", "-p", f"read_verilog {v.name}; synth_ecp5 -top attenio_core; "
-                    f"tee -o {stat.name} stat"], cwd=out, check=True)
+    script = f"read_verilog {v.name}; synth_ecp5 -top attenio_core; tee -o {stat.name} stat"
+    subprocess.run([yosys, "-q", "-p", script], cwd=out, check=True)
     text = stat.read_text()
     print(f"compute core, preset {args.preset}, synth_ecp5 in {time.perf_counter() - t0:.0f} s")
     for cell in CELLS:
