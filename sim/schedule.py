@@ -106,7 +106,7 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
     """The instruction stream for ``wl`` under ``tiling`` (attenio, fa2, fa2-uncapped).
 
     Per tile: ``LOAD_Q, LOAD_KV, COMPUTE, FINALIZE, STORE_O`` with tokens load→compute (Q
-    ready) and compute→load (Q buffer free); ``LOAD_KV`` feeds ``COMPUTE`` and ``FINALIZE``
+    ready, pushed by ``LOAD_Q``) and compute→load (Q buffer free, pushed by ``FINALIZE``); ``LOAD_KV`` feeds ``COMPUTE`` and ``FINALIZE``
     feeds ``STORE_O`` through streams, paired in program order. One ``END`` closes the
     program. Program length is
     ``5·tiles + 1`` instructions, O(N/a) per head.
@@ -144,8 +144,10 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
                                        "keys_per_step": kps, "q_pos": p0,
                                        "diag": wl.seq_k - wl.seq_q, "c_m": scale.c_m,
                                        "c_sh": scale.c_sh},
-                          pop_prev=True, push_prev=t < last))
-        prog.append(Instr(Op.FINALIZE, dict(common)))
+                          pop_prev=True))
+        # The Q buffer is released when the core is idle again (after FINALIZE), as the RTL
+        # takes the next tile's command and Q rows only then.
+        prog.append(Instr(Op.FINALIZE, dict(common), push_prev=t < last))
         prog.append(Instr(Op.STORE_O, {**common, "addr": o_addr, "row_stride": d * ob,
                                        "head_stride": wl.seq_q * d * ob}))
     prog.append(Instr(Op.END))
@@ -434,7 +436,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
     prev_q = {"load": None, "compute": "load", "store": "compute"}
     next_q = {"load": "compute", "compute": "store", "store": None}
     pending_kv: tuple[Instr, int, int] | None = None
-    pending_fin: tuple[int, int, int, int] | None = None
+    pending_fin: tuple[int, int, int, int, Instr] | None = None
     last_store_resp = 0
     pe_activity_end = 0
     tile = 0
@@ -523,11 +525,11 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
             words = ins.rows * ins.heads * _cdiv(ins.d, hw.macs_per_line)
             first = st + timing.pv_drain + timing.finalize_latency
             stats.busy["finalize"] += words
-            pending_fin = (st, first, first + words - 1, words)
+            pending_fin = (st, first, first + words - 1, words, ins)
         elif ins.op == Op.STORE_O:
             if pending_fin is None:
                 raise bad("program", f"instruction {k}", "STORE_O without FINALIZE")
-            f_st, first, last, words = pending_fin
+            f_st, first, last, words, fin_ins = pending_fin
             pending_fin = None
             done = data_end = max(st, first)
             for h in range(ins.heads):
@@ -546,6 +548,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
             stats.stall("pe: finalize and store", fin_end - pe_activity_end)
             pe_activity_end = fin_end
             q_end["compute"] = fin_end
+            push(fin_ins, "compute", fin_end)  # FINALIZE's tokens go out when it ends
             q_end[q] = done
             last_store_resp = max(last_store_resp, done)
             push(ins, q, done)
