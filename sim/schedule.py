@@ -106,10 +106,10 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
     """The instruction stream for ``wl`` under ``tiling`` (attenio, fa2, fa2-uncapped).
 
     Per tile: ``LOAD_Q, LOAD_KV, COMPUTE, FINALIZE, STORE_O`` with tokens load→compute (Q
-    ready, pushed by ``LOAD_Q``) and compute→load (Q buffer free, pushed by ``FINALIZE``); ``LOAD_KV`` feeds ``COMPUTE`` and ``FINALIZE``
-    feeds ``STORE_O`` through streams, paired in program order. One ``END`` closes the
-    program. Program length is
-    ``5·tiles + 1`` instructions, O(N/a) per head.
+    ready, pushed by ``LOAD_Q``) and compute→load (Q buffer free, pushed by ``FINALIZE``);
+    ``LOAD_KV`` feeds ``COMPUTE`` and ``FINALIZE`` feeds ``STORE_O`` through streams, paired in
+    program order. One ``END`` closes the program. Program length is ``5·tiles + 1``
+    instructions, O(N/a) per head.
     """
     eb, ob = hw.element_bytes, io.out_element_bytes(hw)
     d = wl.head_dim
