@@ -128,6 +128,26 @@ def golden_check(hw: C.HardwareConfig, wl: C.Workload, dist: str = "gaussian", s
     return m
 
 
+@main.command("registers")
+@preset_option
+@config_option
+@click.option("--header", "header_path", default=None, metavar="FILE",
+              help="Write the C header of the register map.")
+@_friendly
+def registers_cmd(preset, config_file, header_path):
+    """Print the AXI4-Lite register map (docs/registers.md) or write its C header."""
+    from attenio.hw import csr
+
+    hw = _load_hw(preset, config_file)
+    if header_path:
+        Path(header_path).write_text(csr.c_header(hw))
+        click.echo(f"wrote {header_path}")
+        return
+    for r in csr.registers(hw):
+        value = f" = 0x{r.value:08X}" if r.kind == "const" else ""
+        click.echo(f"  0x{r.offset:03X}  {r.name:<16} {r.kind:<6} {r.doc}{value}")
+
+
 @main.command("golden")
 @preset_option
 @config_option

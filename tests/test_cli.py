@@ -82,3 +82,11 @@ def test_infeasible_memory_is_one_line(tmp_path):
     C.save_toml(cfg, C.replace(C.asplos26(), sram_bytes=600))
     r = run("schedule", "--config", str(cfg), "--n", "64", "--d", "128")
     assert r.exit_code == 2 and "at least" in r.output and "elements" in r.output
+
+
+def test_registers_table_and_header(tmp_path):
+    r = run("registers", "--preset", "fpga")
+    assert r.exit_code == 0 and "0x024  STATUS" in r.output
+    h = tmp_path / "regs.h"
+    assert run("registers", "--preset", "tiny", "--header", str(h)).exit_code == 0
+    assert "#define ATTENIO_STATUS_OFFSET 0x024u" in h.read_text()
