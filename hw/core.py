@@ -365,10 +365,8 @@ class ComputeCore(wiring.Component):
                  for i in range(p)]
         v2 = Signal()
         m.d.sync += [v2.eq(v1), g2.eq(g1), k2.eq(k1), first2.eq(first1), last2.eq(last1)]
-        for i in range(p):
-            kword = lane_copy(k_rd, i, "k")
-            for lane in range(q):
-                m.d.sync += prods[i][lane].eq(q_rd[i].data[lane] * kword[lane])
+        kwords = [lane_copy(k_rd, i, "k") for i in range(p)]
+        # the products are formed in the P V section: one multiplier per MAC serves both steps
         sums = [Signal(signed(prod_bits + lq + 1), name=f"qk_sum{i}") for i in range(p)]
         v3, first3, last3 = Signal(), Signal(), Signal()
         m.d.sync += [v3.eq(v2), g3.eq(g2), k3.eq(k2), first3.eq(first2), last3.eq(last2)]
@@ -464,7 +462,13 @@ class ComputeCore(wiring.Component):
             m.d.comb += head2[i].eq((i & bmask) == 0)
             m.d.sync += [o_old[i].eq(src), sh2[i].eq(pbv.shift)]
             for lane in range(q):
-                m.d.sync += o_pv[i][lane].eq(pbv.p * vword[lane])
+                # One multiplier per MAC for both steps (a step is Q Kᵀ or P V, never both):
+                # q·k (B × B signed) or p·v (PF+1 unsigned × B signed) fits one 18×18 DSP.
+                a = Mux(v1, q_rd[i].data[lane], pbv.p)
+                b = Mux(v1, kwords[i][lane], vword[lane])
+                prod = Signal(signed(cfg.pv_bits + 1), name=f"mac{i}_{lane}")
+                m.d.comb += prod.eq(a * b)
+                m.d.sync += [prods[i][lane].eq(prod), o_pv[i][lane].eq(prod)]
         chain = []
         for i in range(p):
             out = Signal(acc_word, name=f"pv_new{i}")
