@@ -25,7 +25,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
-from attenio.sim.program import ErrorCode
+from attenio.errors import ErrorCode
 
 MAGIC = 0x4154494F  # "ATIO"
 VERSION = (0, 1)

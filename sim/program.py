@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from attenio.config import HardwareConfig
-from attenio.errors import ConfigError
+from attenio.errors import ConfigError, ErrorCode
 
 INSTR_BYTES = 32
 INSTR_BITS = INSTR_BYTES * 8
@@ -36,22 +36,6 @@ QUEUES = ("load", "compute", "store")
 # Neighbours in the token chain load ↔ compute ↔ store.
 PREV = {"load": None, "compute": "load", "store": "compute"}
 NEXT = {"load": "compute", "compute": "store", "store": None}
-
-
-class ErrorCode(IntEnum):
-    """Values of the status register's error field (docs/registers.md)."""
-
-    NONE = 0
-    ILLEGAL_OPCODE = 1
-    RESERVED_BITS = 2
-    FIELD_RANGE = 3
-    TOKEN_OVERFLOW = 4
-    TOKEN_UNDERFLOW = 5
-    ADDRESS_RANGE = 6
-    AXI_READ = 7
-    AXI_WRITE = 8
-    PROGRAM_OVERRUN = 9
-    TIMEOUT = 10
 
 
 # Field layouts: name -> (lsb, width). Bits 0-7 are common to all instructions.
