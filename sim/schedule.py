@@ -481,13 +481,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
         args = {"tile": tile, **ins.args}
         if ins.op == Op.LOAD_Q:
             issue_end, done = st, st
-            for h in range(ins.heads):
-                base = ins.addr + h * ins.head_stride
-                if ins.row_stride == ins.d * eb:
-                    issue_end, done = rd.transfer(st, base, ins.rows * ins.d * eb)
-                else:
-                    for r in range(ins.rows):
-                        issue_end, done = rd.transfer(st, base + r * ins.row_stride, ins.d * eb)
+            issue_end, done = _tile_transfer(rd, st, ins, eb)
             q_end[q] = issue_end + 1
             push(ins, q, done)
             if keep_spans:
@@ -513,7 +507,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
             q_end[q] = pe_end
             pe_activity_end = pe_end
             push(ins, q, pe_end)
-            stats.useful_macs += 2 * ins.d * _visible_pairs(ins, wl)
+            stats.useful_macs += 2 * ins.d * _visible_pairs(ins)
             if keep_spans:
                 spans.append(Span("dma_read", f"LOAD_KV t{tile}", kv_st, kv_done,
                                   {"tile": tile, **kv.args}))
@@ -532,14 +526,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
             f_st, first, last, words, fin_ins = pending_fin
             pending_fin = None
             done = data_end = max(st, first)
-            for h in range(ins.heads):
-                base = ins.addr + h * ins.head_stride
-                if ins.row_stride == ins.d * ob:
-                    _, done = wr.transfer(max(st, first), base, ins.rows * ins.d * ob)
-                else:
-                    for r in range(ins.rows):
-                        _, done = wr.transfer(max(st, first), base + r * ins.row_stride,
-                                              ins.d * ob)
+            _, done = _tile_transfer(wr, max(st, first), ins, ob)
             # data cannot leave before the finalize unit produced it
             data_end = max(wr.free, last + 1)
             done = max(done, data_end + hw.dram_latency)
@@ -563,7 +550,21 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
     return total, stats, rd.nbytes, wr.nbytes, spans
 
 
-def _visible_pairs(ins: Instr, wl: Workload) -> int:
+def _tile_transfer(ch: Channel, ready: int, ins: Instr, elem_bytes: int) -> tuple[int, int]:
+    """Move a tile's rows (``LOAD_Q`` or ``STORE_O``): one transfer per head when its rows are
+    contiguous, else one per row. Returns (last request, completion)."""
+    out = (ready, ready)
+    for h in range(ins.heads):
+        base = ins.addr + h * ins.head_stride
+        if ins.row_stride == ins.d * elem_bytes:
+            out = ch.transfer(ready, base, ins.rows * ins.d * elem_bytes)
+        else:
+            for r in range(ins.rows):
+                out = ch.transfer(ready, base + r * ins.row_stride, ins.d * elem_bytes)
+    return out
+
+
+def _visible_pairs(ins: Instr) -> int:
     """(query row, key) pairs of a COMPUTE that the mask keeps (all of them without causal)."""
     if not ins.causal:
         return ins.rows * ins.heads * ins.keys
