@@ -30,3 +30,4 @@ class ErrorCode(IntEnum):
     AXI_WRITE = 8
     PROGRAM_OVERRUN = 9
     TIMEOUT = 10
+    ABORTED = 11

@@ -53,6 +53,25 @@ def word_layout(cfg: HardwareConfig) -> data.ArrayLayout:
     return data.ArrayLayout(signed(cfg.data_bits), cfg.macs_per_line)
 
 
+def _kps_bits(cfg: HardwareConfig) -> int:
+    return max(1, (cfg.max_keys_per_step.bit_length() - 1).bit_length())
+
+
+def qcmd_layout(cfg: HardwareConfig) -> data.StructLayout:
+    """What the Q loader needs (from ``LOAD_Q``): rows, head dim, log2 keys per step."""
+    return data.StructLayout({
+        "rows": unsigned((cfg.tile_rows).bit_length()),
+        "d": unsigned((cfg.max_head_dim).bit_length()),
+        "kps_log2": unsigned(_kps_bits(cfg)),
+    })
+
+
+def kv_beat_layout(cfg: HardwareConfig) -> data.StructLayout:
+    """One K/V beat: a word, which ring it goes to, the last word of its row, the last beat of
+    the tile (the loader tags them, so the ring writer needs no command)."""
+    return data.StructLayout({"data": word_layout(cfg), "v": 1, "last": 1, "end": 1})
+
+
 def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:
     return data.StructLayout({
         "rows": unsigned((cfg.tile_rows).bit_length()),
@@ -65,7 +84,7 @@ def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:
         "diag": signed(25),
         # keys per step = 2**kps_log2 ≤ max_keys_per_step; with more than one,
         # rows·2**kps_log2 ≤ mac_lines
-        "kps_log2": unsigned(max(1, (cfg.max_keys_per_step.bit_length() - 1).bit_length())),
+        "kps_log2": unsigned(_kps_bits(cfg)),
     })
 
 
@@ -74,12 +93,21 @@ class ComputeCore(wiring.Component):
 
     Ports
     -----
-    cmd : stream of ``cmd_layout``: taken when the core is idle; starts a tile.
+    qcmd : stream of ``qcmd_layout`` (from ``LOAD_Q``): taken when the core is idle and its Q
+        buffer is not already loaded; opens the ``q`` stream for that many rows.
+    cmd : stream of ``cmd_layout`` (from ``COMPUTE``): taken when the core is idle; the tile
+        starts once its Q rows are in.
     q : stream of words (``q`` elements): the tile's rows, row-major, ``⌈d/q⌉`` beats a row
         (lanes past ``d`` are ignored).
-    kv : stream of words: K and V rows in the order ``K0, K1, V0, K2, V1, …, V(n−1)``,
-        ``⌈d/q⌉`` beats a row. Rows go into a K ring and a V ring of ``kv_ring_depth/2`` rows
-        each; the stream is back-pressured when the next row's ring is full.
+    kv : stream of ``kv_beat_layout``: K and V rows in the order ``K0, K1, V0, K2, V1, …``,
+        ``⌈d/q⌉`` beats a row, each beat tagged with its ring, the last word of a row and the
+        tile's last beat. Rows go into a K ring and a V ring of ``kv_ring_depth/2`` rows
+        each; the stream is back-pressured when the row's ring is full, and closed from the
+        tile's last beat until the tile ends.
+    steps_done : high once the tile's last ``P V`` step has issued, until it ends.
+    k_free, v_free : K and V rows of the tile the PE array is done with (the loader's ring
+        credits: it requests K row j only when ``j < k_free + kv_ring_depth/2``).
+    active : the PE array or the finalize unit issued work this cycle (for a watchdog).
     o : stream of output words (``q`` outputs of ``out_bits``), the tile's rows row-major.
     busy : high from the accepted command until the last output word has been taken.
     pe_busy, pe_wait_kv, pe_wait_exp, pe_pad, exp_busy, fin_busy : cycle counters
@@ -109,11 +137,16 @@ class ComputeCore(wiring.Component):
                       f"this RTL needs exp_lanes == mac_lines ({cfg.mac_lines})")
         self.cfg = cfg
         super().__init__({
+            "qcmd": In(stream.Signature(qcmd_layout(cfg))),
             "cmd": In(stream.Signature(cmd_layout(cfg))),
             "q": In(stream.Signature(word_layout(cfg))),
-            "kv": In(stream.Signature(word_layout(cfg))),
+            "kv": In(stream.Signature(kv_beat_layout(cfg))),
             "o": Out(stream.Signature(out_word_layout(cfg))),
             "busy": Out(1),
+            "steps_done": Out(1),
+            "k_free": Out(range(cfg.max_seq_len + 1)),
+            "v_free": Out(range(cfg.max_seq_len + 1)),
+            "active": Out(1),
             "pe_busy": Out(COUNTER_BITS),
             "pe_wait_kv": Out(COUNTER_BITS),
             "pe_wait_exp": Out(COUNTER_BITS),
@@ -187,46 +220,56 @@ class ComputeCore(wiring.Component):
         m.d.sync += ops.eq(groups * words)
         m.d.sync += plen.eq(Mux(groups * words > MIN_PHASE, groups * words, MIN_PHASE))
 
-        def lane_mask(word_idx, lane):
-            return (word_idx << lq) + lane < c.d
-
-        # ---- Q loader ----
+        # ---- Q loader (configured by qcmd, independent of the compute command) ----
         qrow = Signal(range(cfg.tile_rows + 1))
         qw = Signal(range(wmax + 1))
+        q_loading = Signal()
         q_done = Signal()
-        m.d.comb += self.q.ready.eq(self.busy & ~q_done)
+        qc = Signal(qcmd_layout(cfg))
+        q_words = Signal(range(wmax + 1))
+        qblog = Signal(range(lkmax + 1))
+        m.d.comb += qblog.eq(qc.kps_log2)
+        m.d.comb += self.qcmd.ready.eq(~self.busy & ~q_loading & ~q_done)
+        with m.If(self.qcmd.valid & self.qcmd.ready):
+            m.d.sync += [qc.eq(self.qcmd.payload), q_loading.eq(1), qrow.eq(0), qw.eq(0),
+                         q_words.eq((self.qcmd.payload.d + (q - 1)) >> lq)]
+        m.d.comb += self.q.ready.eq(q_loading)
+
+        def q_lane_mask(word_idx, lane):
+            return (word_idx << lq) + lane < qc.d
+
         for i in range(p):
             # b = 1: row ρ lives in bank ρ mod p; b > 1 (one row group): row ρ is copied into
             # the b lines ρ·b … ρ·b+b−1 that take its b keys of a step
-            mine = Mux(blog == 0, (qrow[:lp] == i) if lp else 1, (i >> blog) == qrow)
+            mine = Mux(qblog == 0, (qrow[:lp] == i) if lp else 1, (i >> qblog) == qrow)
             m.d.comb += [
                 q_wr[i].addr.eq((qrow >> lp) * wmax + qw),
                 q_wr[i].en.eq(self.q.valid & self.q.ready & mine),
             ]
             for lane in range(q):
                 m.d.comb += q_wr[i].data[lane].eq(
-                    Mux(lane_mask(qw, lane), self.q.payload[lane], 0))
+                    Mux(q_lane_mask(qw, lane), self.q.payload[lane], 0))
         with m.If(self.q.valid & self.q.ready):
-            with m.If(qw == words - 1):
+            with m.If(qw == q_words - 1):
                 m.d.sync += qw.eq(0)
                 m.d.sync += qrow.eq(qrow + 1)
-                with m.If(qrow == c.rows - 1):
-                    m.d.sync += q_done.eq(1)
+                with m.If(qrow == qc.rows - 1):
+                    m.d.sync += [q_done.eq(1), q_loading.eq(0)]
             with m.Else():
                 m.d.sync += qw.eq(qw + 1)
 
-        # ---- K/V ring writer ----
+        # ---- K/V ring writer (driven by the beats' tags) ----
         k_wr_n = Signal(range(cfg.max_seq_len + 1))   # K rows fully written
         v_wr_n = Signal(range(cfg.max_seq_len + 1))
         k_free = Signal(range(cfg.max_seq_len + 1))   # K rows the PE array is done with
         v_free = Signal(range(cfg.max_seq_len + 1))
-        turn_k = Signal(init=1)
+        kv_closed = Signal()                          # the tile's last beat is in
         kvw = Signal(range(wmax + 1))
+        beat = self.kv.payload
         write_k = Signal()
-        m.d.comb += write_k.eq(turn_k & (k_wr_n < keys))
+        m.d.comb += write_k.eq(~beat.v)
         room = Mux(write_k, k_wr_n - k_free < ring, v_wr_n - v_free < ring)
-        more = (k_wr_n < keys) | (v_wr_n < keys)
-        m.d.comb += self.kv.ready.eq(self.busy & more & room)
+        m.d.comb += self.kv.ready.eq(room & ~kv_closed)
         k_slot = Signal(range(ring))
         v_slot = Signal(range(ring))
         m.d.comb += [
@@ -238,25 +281,19 @@ class ComputeCore(wiring.Component):
             for mem_wr in wrs:
                 m.d.comb += [mem_wr.addr.eq(slot * wmax + kvw), mem_wr.en.eq(take & sel)]
                 for lane in range(q):
-                    m.d.comb += mem_wr.data[lane].eq(
-                        Mux(lane_mask(kvw, lane), self.kv.payload[lane], 0))
-        k_next = Signal.like(k_wr_n)
-        v_next = Signal.like(v_wr_n)
-        m.d.comb += [k_next.eq(k_wr_n + 1), v_next.eq(v_wr_n + 1)]
+                    # lanes past d come in as zeros (the loader pads the row's last word)
+                    m.d.comb += mem_wr.data[lane].eq(beat.data[lane])
         with m.If(take):
-            with m.If(kvw == words - 1):
+            with m.If(beat.last):
                 m.d.sync += kvw.eq(0)
                 with m.If(write_k):
-                    m.d.sync += k_wr_n.eq(k_next)
-                    # a step's K rows done: K(0) is followed by K(1), later steps by a V step
-                    with m.If(((k_next & bmask) == 0) | (k_next == keys)):
-                        m.d.sync += turn_k.eq(k_next <= (1 << blog))
+                    m.d.sync += k_wr_n.eq(k_wr_n + 1)
                 with m.Else():
-                    m.d.sync += v_wr_n.eq(v_next)
-                    with m.If(((v_next & bmask) == 0) | (v_next == keys)):
-                        m.d.sync += turn_k.eq(1)
+                    m.d.sync += v_wr_n.eq(v_wr_n + 1)
             with m.Else():
                 m.d.sync += kvw.eq(kvw + 1)
+            with m.If(beat.end):
+                m.d.sync += kv_closed.eq(1)
 
         # ---- step sequencer ----
         # A step takes b = 2**kps_log2 keys: steps = ⌈keys/b⌉, step st covers keys st·b ….
@@ -544,7 +581,10 @@ class ComputeCore(wiring.Component):
                     "k_free": k_free, "v_free": v_free, "exp_done": exp_done,
                     "running": running, "q_done": q_done, "f_all": f_all, "frow": frow,
                     "inflight": inflight, "drain": drain, "g": g, "w": w, "ops": ops,
-                    "plen": plen, "qrow": qrow, "kvw": kvw, "turn_k": turn_k}
+                    "plen": plen, "qrow": qrow, "kvw": kvw, "kv_closed": kv_closed}
+
+        m.d.comb += [self.steps_done.eq(running & ~steps_left), self.k_free.eq(k_free),
+                     self.v_free.eq(v_free), self.active.eq(issue | f_issue)]
 
         # ---- tile start and end ----
         with m.If(q_done & ~running & self.busy & ~f_all):
@@ -554,8 +594,8 @@ class ComputeCore(wiring.Component):
         with m.If(done):
             m.d.sync += [
                 self.busy.eq(0), running.eq(0), q_done.eq(0), f_all.eq(0), drain.eq(0),
-                qrow.eq(0), qw.eq(0), frow.eq(0), fw.eq(0), ph.eq(0), cnt.eq(0), g.eq(0),
+                frow.eq(0), fw.eq(0), ph.eq(0), cnt.eq(0), g.eq(0),
                 w.eq(0), exp_done.eq(0), k_wr_n.eq(0), v_wr_n.eq(0), k_free.eq(0),
-                v_free.eq(0), turn_k.eq(1), kvw.eq(0),
+                v_free.eq(0), kv_closed.eq(0), kvw.eq(0),
             ]
         return m

@@ -42,7 +42,8 @@ NEXT = {"load": "compute", "compute": "store", "store": None}
 HEADER = {"opcode": (0, 4), "pop_prev": (4, 1), "pop_next": (5, 1), "push_prev": (6, 1),
           "push_next": (7, 1)}
 LAYOUTS: dict[Op, dict[str, tuple[int, int]]] = {
-    Op.LOAD_Q: {"rows": (16, 16), "heads": (32, 8), "d": (40, 12), "addr": (64, 48),
+    Op.LOAD_Q: {"rows": (16, 16), "heads": (32, 8), "d": (40, 12), "keys_per_step": (52, 8),
+                "addr": (64, 48),
                 "row_stride": (112, 32), "head_stride": (144, 32)},
     Op.LOAD_KV: {"keys": (16, 24), "d": (40, 12), "keys_per_step": (52, 8),
                  "k_addr": (64, 48), "v_addr": (112, 48), "row_stride": (160, 32)},

@@ -133,7 +133,8 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
         o_addr = layout.o + ((b * wl.heads + h0) * wl.seq_q + p0) * d * ob
         kv_off = (b * wl.kv_heads + hk) * wl.seq_k * d * eb
         common = {"rows": rows, "heads": g, "d": d}
-        prog.append(Instr(Op.LOAD_Q, {**common, "addr": q_addr, "row_stride": d * eb,
+        prog.append(Instr(Op.LOAD_Q, {**common, "keys_per_step": kps, "addr": q_addr,
+                                      "row_stride": d * eb,
                                       "head_stride": wl.seq_q * d * eb},
                           pop_next=t > 0, push_next=True))
         if keys > 0:

@@ -35,7 +35,7 @@ def rtl_core(cfg, q, k, v, sp, causal=False, seed=0, p_idle=0.2, p_backpressure=
     qw = cfg.macs_per_line
     dut = ComputeCore(cfg)
     tiles = tiles_for(cfg, nq, nk, causal)
-    cmds, q_beats, kv_beats = [], [], []
+    cmds, qcmds, q_beats, kv_beats = [], [], [], []
     b = keys_per_step
     assert b & (b - 1) == 0, "keys per step is a power of two"
     for p0, r, keys in tiles:
@@ -43,6 +43,7 @@ def rtl_core(cfg, q, k, v, sp, causal=False, seed=0, p_idle=0.2, p_backpressure=
         cmds.append({"rows": r, "d": d, "keys": keys, "c_m": sp.c_m, "c_sh": sp.c_sh,
                      "causal": int(causal), "q_pos": p0, "diag": nk - nq,
                      "kps_log2": b.bit_length() - 1})
+        qcmds.append({"rows": r, "d": d, "kps_log2": b.bit_length() - 1})
         for row in q[p0:p0 + r]:
             q_beats += _words(row, qw)
         steps = -(-keys // b)
@@ -57,8 +58,14 @@ def rtl_core(cfg, q, k, v, sp, causal=False, seed=0, p_idle=0.2, p_backpressure=
                 if st + 1 < steps:
                     order += [("k", j) for j in rows_of(st + 1)]
                 order += [("v", j) for j in rows_of(st)]
+        tile_beats = []
         for which, j in order:
-            kv_beats += _words((k if which == "k" else v)[j], qw)
+            ws = _words((k if which == "k" else v)[j], qw)
+            tile_beats += [{"data": w, "v": int(which == "v"), "last": int(i == len(ws) - 1),
+                            "end": 0} for i, w in enumerate(ws)]
+        if tile_beats:
+            tile_beats[-1]["end"] = 1
+        kv_beats += tile_beats
     words_per_row = -(-d // qw)
     total_out = nq * words_per_row
     got = []
@@ -80,6 +87,9 @@ def rtl_core(cfg, q, k, v, sp, causal=False, seed=0, p_idle=0.2, p_backpressure=
 
     async def drive_cmd(ctx):
         await drive(ctx, dut.cmd, cmds, "cmd")
+
+    async def drive_qcmd(ctx):
+        await drive(ctx, dut.qcmd, qcmds, "qcmd")
 
     async def drive_q(ctx):
         await drive(ctx, dut.q, q_beats, "q")
@@ -110,7 +120,7 @@ def rtl_core(cfg, q, k, v, sp, causal=False, seed=0, p_idle=0.2, p_backpressure=
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
-    for tb in (drive_cmd, drive_q, drive_kv):
+    for tb in (drive_cmd, drive_qcmd, drive_q, drive_kv):
         sim.add_testbench(tb, background=True)
     sim.add_testbench(consume)
     sim.run()
