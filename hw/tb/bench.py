@@ -1,0 +1,149 @@
+"""The cocotb host flow: load DRAM, program the registers, start, wait for done, read back.
+
+Run by :mod:`attenio.hw.tb.runner` with ``ATTENIO_CASE`` naming a JSON case file (the memory
+image, register values, DRAM timing, faults to inject); writes ``result.json`` and the output
+bytes next to it. Checking against the golden model happens in the runner, outside the
+simulator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import warnings
+from pathlib import Path
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge, Timer, with_timeout
+
+from attenio.hw.csr import python_map
+from attenio.hw.tb.dram import Dram
+
+warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"cocotbext\.axi")
+PERIOD_NS = 10
+
+
+class Host:
+    def __init__(self, dut, regs):
+        from cocotbext.axi import AxiLiteBus, AxiLiteMaster
+
+        self.dut = dut
+        self.regs = regs
+        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)
+
+    async def write(self, name, value):
+        await self.axil.write_dword(self.regs[name]["offset"], value & 0xFFFFFFFF)
+
+    async def read(self, name):
+        return await self.axil.read_dword(self.regs[name]["offset"])
+
+    async def read64(self, name):
+        lo = await self.read(f"{name}_LO")
+        hi = await self.read(f"{name}_HI")
+        return lo | hi << 32
+
+    async def setup(self, case):
+        await self.write("PROG_BASE_LO", case["prog_base"])
+        await self.write("PROG_BASE_HI", case["prog_base"] >> 32)
+        await self.write("PROG_LEN", case["prog_len"])
+        win_base, win_size = case.get("window") or (0, 0)
+        await self.write("WIN_BASE_LO", win_base)
+        await self.write("WIN_BASE_HI", win_base >> 32)
+        await self.write("WIN_SIZE_LO", win_size)
+        await self.write("WIN_SIZE_HI", win_size >> 32)
+        await self.write("IRQ_ENABLE", 1)
+
+    async def start(self):
+        await self.write("CTRL", 1)
+
+
+async def _reset(dut, cycles=4):
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, cycles)
+    dut.rst.value = 0
+    await RisingEdge(dut.clk)
+
+
+async def _progress(path: Path, expect: int, c0: int):
+    """Write the simulated cycle count to ``path`` every 1/100 of the expected run (the CLI
+    draws its progress bar from it)."""
+    while True:
+        await Timer(max(1, expect // 100) * PERIOD_NS, unit="ns")
+        cyc = int(cocotb.utils.get_sim_time("ns") // PERIOD_NS) - c0
+        path.write_text(f"{cyc} {expect}\n")
+
+
+@cocotb.test()
+async def run_case(dut):
+    case = json.loads(Path(os.environ["ATTENIO_CASE"]).read_text())
+    out_dir = Path(case["out_dir"])
+    Clock(dut.clk, PERIOD_NS, unit="ns").start()
+    dram = Dram(dut, case["mem_size"], latency=case["latency"], rate=case["rate"],
+                axi_bytes=case["axi_bytes"], period_ns=PERIOD_NS, p_stall=case["p_stall"],
+                seed=case["seed"], errors=[tuple(e) for e in case.get("errors", [])])
+    image = Path(case["image"]).read_bytes()
+    dram.write(0, image)
+    for s in ("m_axi_arready", "m_axi_rvalid", "m_axi_awready", "m_axi_wready",
+              "m_axi_bvalid", "m_axi_insn_arready", "m_axi_insn_rvalid"):
+        getattr(dut, s).value = 0
+    for s in ("m_axi_rdata", "m_axi_rresp", "m_axi_rlast", "m_axi_bresp", "m_axi_insn_rdata",
+              "m_axi_insn_rresp", "m_axi_insn_rlast"):
+        getattr(dut, s).value = 0
+    await _reset(dut)
+    cocotb.start_soon(dram.run())
+    host = Host(dut, python_map_for(case))
+    await host.setup(case)
+    t0 = time.perf_counter()
+    c0 = dram.cycle()
+    if case.get("progress"):
+        cocotb.start_soon(_progress(out_dir / "progress", case.get("expect_cycles") or 100_000,
+                                    c0))
+    result = {"events": []}
+    await host.start()
+    if case.get("start_twice"):
+        await host.start()
+        result["status_after_second_start"] = await host.read("STATUS")
+    if case.get("reset_at"):
+        # reset in the middle of the run: everything returns to idle; then run again
+        await ClockCycles(dut.clk, case["reset_at"])
+        result["events"].append(["reset", dram.cycle() - c0])
+        await _reset(dut)
+        dram.reset()
+        dram.write(case["o_addr"], bytes(case["o_bytes"]))
+        result["status_after_reset"] = await host.read("STATUS")
+        await host.setup(case)
+        c0 = dram.cycle()
+        await host.start()
+    if case.get("abort_at"):
+        await ClockCycles(dut.clk, case["abort_at"])
+        await host.write("CTRL", 2)
+    limit = case["max_cycles"] * PERIOD_NS
+    timed_out = False
+    if not int(dut.irq.value):
+        try:
+            await with_timeout(RisingEdge(dut.irq), limit, "ns")
+        except cocotb.triggers.SimTimeoutError:
+            timed_out = True
+    wall = time.perf_counter() - t0
+    sim_cycles = dram.cycle() - c0
+    result.update({"timed_out": timed_out, "wall_s": wall, "sim_cycles": sim_cycles,
+                   "status": await host.read("STATUS")})
+    for name in ("CYCLES", "PE_BUSY", "PE_WAIT_KV", "PE_WAIT_EXP", "EXP_BUSY", "FIN_BUSY",
+                 "DMA_RD_BUSY", "DMA_WR_BUSY", "BYTES_RD", "BYTES_WR"):
+        result[name.lower()] = await host.read64(name)
+    result["irq_status"] = await host.read("IRQ_STATUS")
+    await host.write("IRQ_STATUS", 1)
+    result["irq_after_clear"] = int(dut.irq.value)
+    result["dram_bytes_read"] = dram.rd.bytes
+    result["dram_bytes_written"] = dram.bytes_written
+    dram.halted = True
+    (out_dir / "o.bin").write_bytes(dram.read(case["o_addr"], case["o_bytes"]))
+    (out_dir / "result.json").write_text(json.dumps(result))
+
+
+def python_map_for(case):
+    from attenio import config as C
+
+    return python_map(C.HardwareConfig.from_dict(case["hw"]))

