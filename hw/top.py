@@ -584,7 +584,11 @@ class _Engine(Elaboratable):
                          s_contig.eq(contig), sb.beats.eq(Mux(contig, rows * wd_shead, wd_shead))]
         m.submodules.wq = wq = fifo.SyncFIFOBuffered(width=9, depth=MAX_OUTSTANDING)
         s_want = Signal()
-        m.d.comb += s_want.eq(s_busy & ~s_wait & ~stop & (wr_out < MAX_OUTSTANDING) & wq.w_rdy)
+        s_first = Signal()   # the instruction's first burst: it waits for the first output word
+        with m.If(s_start):
+            m.d.sync += s_first.eq(1)
+        m.d.comb += s_want.eq(s_busy & ~s_wait & ~stop & (wr_out < MAX_OUTSTANDING) & wq.w_rdy
+                              & (~s_first | core.o.valid))
         s_bad_addr = outside(sb.addr, sb.len)
         with m.If(s_want & s_bad_addr):
             fail(ErrorCode.ADDRESS_RANGE)
@@ -593,6 +597,8 @@ class _Engine(Elaboratable):
             a["awlen"].eq(sb.len - 1), a["awsize"].eq(lab), a["awburst"].eq(1),
         ]
         aw = a["awvalid"] & a["awready"]
+        with m.If(aw):
+            m.d.sync += s_first.eq(0)
         s_rows = fld(sraw, Op.STORE_O, "rows")
         s_unit_done = sb.last & (s_contig | (s_trow == s_rows - 1))
         with m.If(aw):

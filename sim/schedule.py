@@ -57,11 +57,18 @@ class Timing:
     min_phase: int = 12          # shortest Q Kᵀ or P V step (hw/core.py MIN_PHASE)
     p_ready_latency: int = 12    # last Q Kᵀ issue of a step → first P V issue it allows
     pv_drain: int = 3            # last P V issue → finalize may read O
-    finalize_latency: int = 8    # finalize issue → word in the output FIFO
+    finalize_latency: int = 10   # finalize issue → word readable at the output FIFO's head
     fetch_chunk: int = 8
     queue_depth: int = 8
     max_outstanding: int = 16
     max_burst_beats: int = 256
+    # controller hand-offs (hw/top.py): each FIFO (fetch buffer, queues, W queue) delivers a
+    # word written in cycle t in cycle t + fifo_latency
+    fifo_latency: int = 2
+    request_delay: int = 1       # a load or store instruction starts → its first AXI request
+    cmd_latency: int = 2         # COMPUTE starts → the PE array may issue
+    idle_latency: int = 2        # the last output beat → the compute queue moves on
+    done_latency: int = 3        # the last event → done (the run's end)
 
 
 @dataclass(frozen=True)
@@ -170,6 +177,7 @@ class Channel:
         self.max_burst = min(4096, timing.max_burst_beats * hw.axi_data_bytes)
         self.max_out = timing.max_outstanding
         self.write = write
+        self.data_delay = timing.fifo_latency if write else 0  # W follows AW through a FIFO
         self.free = 0          # data channel busy until
         self.last_req = -1     # cycle of the last request
         self.done = deque()    # completion (response) times of the last max_out bursts
@@ -192,7 +200,7 @@ class Channel:
             if len(self.done) == self.max_out:
                 req = max(req, self.done[0])
             self.last_req = req
-            start = max(req if self.write else req + self.latency, self.free)
+            start = max(req + self.data_delay if self.write else req + self.latency, self.free)
             dur = _cdiv(chunk, self.rate)
             self.free = start + dur
             end = self.free + self.latency if self.write else self.free
@@ -438,18 +446,27 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
     next_q = {"load": "compute", "compute": "store", "store": None}
     pending_kv: tuple[Instr, int, int] | None = None
     pending_fin: tuple[int, int, int, int, Instr] | None = None
+    last_pe_end = 0
     last_store_resp = 0
     pe_activity_end = 0
     tile = 0
 
     def fetch_chunk(c: int) -> int:
+        """Cycle of the chunk's first data beat."""
         if c not in chunk_arrival:
             ready = 0
             if c >= 2:  # two chunks of fetch buffer: chunk c waits for chunk c-2 to dispatch
-                ready = dispatch[min(n, (c - 1) * chunk) - 1]
+                ready = dispatch[min(n, (c - 1) * chunk) - 1] + 1
             nbytes = min(chunk, n - c * chunk) * 32
-            _, chunk_arrival[c] = fetch.transfer(ready, c * chunk * 32, nbytes)
+            _, end = fetch.transfer(ready, c * chunk * 32, nbytes)
+            chunk_arrival[c] = end - _cdiv(nbytes, fetch.rate)
         return chunk_arrival[c]
+
+    def arrival(k: int) -> int:
+        """Instruction k can dispatch: its last beat, then the fetch buffer's latency."""
+        i = k % chunk
+        return fetch_chunk(k // chunk) + _cdiv((i + 1) * 32, fetch.rate) - 1 + \
+            timing.fifo_latency
 
     def pop_time(ins: Instr, q: str) -> int:
         t = 0
@@ -464,7 +481,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
                 tokens.setdefault((q, other), deque()).append(when)
 
     for k, ins in enumerate(program):
-        arrive = fetch_chunk(k // chunk)
+        arrive = arrival(k)
         disp = max(arrive, dispatch[k - 1] + 1 if k else 0)
         if ins.op == Op.END:
             dispatch[k] = disp
@@ -474,15 +491,14 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
             disp = max(disp, qstarts[q][-timing.queue_depth])
         dispatch[k] = disp
         tok = pop_time(ins, q)
-        st = max(disp, q_end[q], tok)
+        st = max(disp + timing.fifo_latency, q_end[q], tok)
         start[k] = st
         qstarts[q].append(st)
         if len(qstarts[q]) > timing.queue_depth:
             qstarts[q].pop(0)
         args = {"tile": tile, **ins.args}
         if ins.op == Op.LOAD_Q:
-            issue_end, done = st, st
-            issue_end, done = _tile_transfer(rd, st, ins, eb)
+            issue_end, done = _tile_transfer(rd, st + timing.request_delay, ins, eb)
             q_end[q] = issue_end + 1
             push(ins, q, done)
             if keep_spans:
@@ -490,24 +506,27 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
         elif ins.op == Op.LOAD_KV:
             pending_kv = (ins, st, k)
         elif ins.op == Op.COMPUTE:
-            gap = st - pe_activity_end
+            gap = st + timing.cmd_latency - pe_activity_end
             if gap > 0:
                 stats.stall("pe: fetch/dispatch" if disp >= tok
                             else "pe: waiting for Q load or O store", gap)
             if ins.keys == 0:  # a causal tile that sees no key: O = 0, nothing to stream
-                q_end[q] = pe_activity_end = max(st, pe_activity_end)
-                push(ins, q, st)
+                last_pe_end = pe_activity_end = st + timing.cmd_latency
+                q_end[q] = last_pe_end + 1
+                push(ins, q, q_end[q])
                 continue
             if pending_kv is None:
                 raise bad("program", f"instruction {k}", "COMPUTE without LOAD_KV")
             kv, kv_st, _ = pending_kv
             pending_kv = None
             issue_end, kv_done, pe_end, exp_span = _tile_loop(
-                hw, timing, rd, stats, kv, ins, kv_st, st, ring, eb)
+                hw, timing, rd, stats, kv, ins, kv_st + timing.request_delay,
+                st + timing.cmd_latency, ring, eb)
             q_end["load"] = max(q_end["load"], issue_end + 1)
-            q_end[q] = pe_end
-            pe_activity_end = pe_end
-            push(ins, q, pe_end)
+            # the compute queue sees the last step end in cycle pe_end and moves on after it
+            q_end[q] = pe_end + 1
+            last_pe_end = pe_activity_end = pe_end
+            push(ins, q, pe_end + 1)
             stats.useful_macs += 2 * ins.d * _visible_pairs(ins)
             if keep_spans:
                 spans.append(Span("dma_read", f"LOAD_KV t{tile}", kv_st, kv_done,
@@ -518,7 +537,8 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
             # One output word (q elements of a row) per cycle into the output FIFO; the
             # STORE_O that pairs with it drains the FIFO, so the two are resolved together.
             words = ins.rows * ins.heads * _cdiv(ins.d, hw.macs_per_line)
-            first = st + timing.pv_drain + timing.finalize_latency
+            # the core finalizes on its own once the last P V step is done
+            first = last_pe_end + timing.pv_drain + timing.finalize_latency
             stats.busy["finalize"] += words
             pending_fin = (st, first, first + words - 1, words, ins)
         elif ins.op == Op.STORE_O:
@@ -526,13 +546,13 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
                 raise bad("program", f"instruction {k}", "STORE_O without FINALIZE")
             f_st, first, last, words, fin_ins = pending_fin
             pending_fin = None
-            done = data_end = max(st, first)
-            _, done = _tile_transfer(wr, max(st, first), ins, ob)
-            # data cannot leave before the finalize unit produced it
-            data_end = max(wr.free, last + 1)
+            _, done = _tile_transfer(wr, max(st + timing.request_delay, first), ins, ob)
+            # data cannot leave before the finalize unit produced it (a word is several beats)
+            data_end = max(wr.free, last + _cdiv(hw.macs_per_line * ob, hw.axi_data_bytes))
             done = max(done, data_end + hw.dram_latency)
             wr.free = data_end
-            fin_end = data_end + 1  # the last word has left the core: it is idle again
+            # the last word has left the core: it is idle again, and the compute queue sees it
+            fin_end = data_end + timing.idle_latency
             stats.stall("pe: finalize and store", fin_end - pe_activity_end)
             pe_activity_end = fin_end
             q_end["compute"] = fin_end
@@ -544,7 +564,8 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
                 spans.append(Span("finalize", f"FINALIZE t{tile}", f_st, fin_end, args))
                 spans.append(Span("dma_write", f"STORE_O t{tile}", max(st, first), done, args))
             tile += 1
-    total = max(max(q_end.values()), last_store_resp, rd.free, pe_activity_end) + 1
+    total = max(max(q_end.values()), last_store_resp, rd.free, pe_activity_end) + \
+        timing.done_latency
     stats.stall("pe: drain (last store response)", total - pe_activity_end)
     stats.busy["dma_read"] = rd.busy
     stats.busy["dma_write"] = wr.busy

@@ -97,6 +97,8 @@ async def run_case(dut):
     await host.setup(case)
     t0 = time.perf_counter()
     c0 = dram.cycle()
+    if case.get("trace"):
+        dram.log = []
     if case.get("progress"):
         cocotb.start_soon(_progress(out_dir / "progress", case.get("expect_cycles") or 100_000,
                                     c0))
@@ -138,6 +140,9 @@ async def run_case(dut):
     result["irq_after_clear"] = int(dut.irq.value)
     result["dram_bytes_read"] = dram.rd.bytes
     result["dram_bytes_written"] = dram.bytes_written
+    result["dram_awake_cycles"] = dram.steps
+    if dram.log is not None:
+        result["trace"] = [(k - c0, *rest) for k, *rest in dram.log]
     dram.halted = True
     (out_dir / "o.bin").write_bytes(dram.read(case["o_addr"], case["o_bytes"]))
     (out_dir / "result.json").write_text(json.dumps(result))

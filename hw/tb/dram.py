@@ -28,6 +28,7 @@ DECERR = 3
 class _ReadChannel:
     def __init__(self, dram, prefix):
         d = dram.dut
+        self.name = "i" if "insn" in prefix else ""
         self.dram = dram
         self.arvalid = getattr(d, f"{prefix}arvalid")
         self.arready = getattr(d, f"{prefix}arready")
@@ -85,6 +86,8 @@ class _ReadChannel:
         self.last_arvalid = av
         if av and int(self.arready.value):
             self.pending.append((k, int(self.araddr.value), int(self.arlen.value) + 1))
+            if dr.log is not None:
+                dr.log.append((k, f"{self.name}ar", self.pending[-1][1], self.pending[-1][2]))
         if self.driving and int(self.rready.value):
             cur = self.cur
             cur[2] += 1
@@ -92,6 +95,8 @@ class _ReadChannel:
             if cur[2] == cur[1]:
                 self.cur = None
                 self.free = k + 1
+                if dr.log is not None:
+                    dr.log.append((k, f"{self.name}rlast", cur[0], cur[1]))
             else:
                 cur[3] = k + dr.beat_gap
 
@@ -131,6 +136,8 @@ class Dram:
         self.last_awvalid = 0
         self.bytes_written = 0
         self.halted = False
+        self.steps = 0             # cycles the model was awake (simulation speed diagnostics)
+        self.log = None            # a list to record (cycle, event, address) in, if set
 
     # ---- storage ----
     def read(self, addr: int, n: int) -> bytes:
@@ -169,7 +176,7 @@ class Dram:
         """None if something may happen next cycle, else the cycle of the next event
         (or -1: nothing scheduled, wait for a valid)."""
         if self.rd.last_arvalid or self.insn.last_arvalid or self.last_awvalid \
-                or self.last_wvalid or self.aw or self.rd.driving or self.insn.driving \
+                or self.last_wvalid or self.rd.driving or self.insn.driving \
                 or self.b_driving:
             return None
         events = [e for e in (self.rd.next_event(), self.insn.next_event(),
@@ -185,12 +192,13 @@ class Dram:
             if nxt is not None:
                 k = self.cycle()
                 trig = [RisingEdge(self.rd.arvalid), RisingEdge(self.insn.arvalid),
-                        RisingEdge(self.awvalid)]
+                        RisingEdge(self.awvalid), RisingEdge(self.wvalid)]
                 if nxt < 0:
                     await First(*trig)
                 elif nxt - k > 2:
                     await First(*trig, Timer((nxt - k - 1) * self.period, unit="ns"))
             await fe
+            self.steps += 1
             k = self.cycle()
             self._drive(k)
             await ro
@@ -217,6 +225,8 @@ class Dram:
         if av and int(self.awready.value):
             addr, beats = int(self.awaddr.value), int(self.awlen.value) + 1
             self.aw.append([addr, beats, 0, self.resp_for(addr, beats)])
+            if self.log is not None:
+                self.log.append((k, "aw", addr, beats))
         wv = int(self.wvalid.value)
         self.last_wvalid = wv
         if wv and int(self.wready.value) and self.aw:
@@ -234,5 +244,9 @@ class Dram:
             if cur[2] == cur[1]:
                 self.aw.popleft()
                 self.b.append((k + self.latency, cur[3]))
+                if self.log is not None:
+                    self.log.append((k, "wlast", cur[0], cur[1]))
         if self.b_driving and int(self.bready.value):
             self.b.popleft()
+            if self.log is not None:
+                self.log.append((k, "b", 0, 0))

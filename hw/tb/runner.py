@@ -27,6 +27,7 @@ from attenio.errors import ConfigError, ErrorCode, bad
 
 SIMULATORS = ("verilator", "icarus")
 TOP = "attenio_top"
+BUILD_FLAGS = "O2"  # part of the build key: change it to force a rebuild
 BUILD_ROOT = Path(os.environ.get("ATTENIO_BUILD", "build")) / "sim"
 
 
@@ -61,7 +62,7 @@ def build(hw: HardwareConfig, sim: str = "verilator", *, waves: bool = False,
 
     _tool_path(sim)
     text = to_verilog(AttenIOTop(hw), TOP, sv=True)
-    key = hashlib.sha1((text + sim + str(waves)).encode()).hexdigest()[:12]
+    key = hashlib.sha1((text + sim + str(waves) + BUILD_FLAGS).encode()).hexdigest()[:12]
     bdir = (BUILD_ROOT / f"{sim}-{key}").resolve()
     stamp = bdir / "built"
     if stamp.exists():
@@ -76,7 +77,7 @@ def build(hw: HardwareConfig, sim: str = "verilator", *, waves: bool = False,
     # designs that Verilator splits into several C++ files need it (make takes variable
     # overrides from MAKEFLAGS)
     old_makeflags = os.environ.get("MAKEFLAGS")
-    os.environ["MAKEFLAGS"] = f"{old_makeflags or ''} CFG_CXXFLAGS_PCH_I=-include".strip()
+    os.environ["MAKEFLAGS"] = f"{old_makeflags or ''} CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O2".strip()
     if sim == "verilator" and waves:
         args.append("--trace-fst")
     try:
@@ -176,7 +177,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
              window: tuple[int, int] | None = None, reset_at: int | None = None,
              abort_at: int | None = None, start_twice: bool = False,
              max_cycles: int | None = None, progress=None, log=print,
-             check: bool = True) -> SimResult:
+             check: bool = True, trace: bool = False) -> SimResult:
     """Run ``wl`` on the RTL of ``hw`` and compare with the models.
 
     ``program`` replaces the generated program bytes (fault tests); ``errors`` are DRAM byte
@@ -214,6 +215,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
             "reset_at": reset_at, "abort_at": abort_at, "start_twice": start_twice,
             "max_cycles": max_cycles or int(expect * (3 + 20 * p_stall)) + 200_000,
             "expect_cycles": expect, "progress": progress is not None, "out_dir": str(tmpd),
+            "trace": trace,
         }
         (tmpd / "case.json").write_text(json.dumps(case))
         env = {"ATTENIO_CASE": str(tmpd / "case.json"), "COCOTB_LOG_LEVEL": "WARNING",
