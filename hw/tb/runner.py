@@ -248,6 +248,15 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
             raise RuntimeError(f"the {sim} simulation ended without a result")
         res = json.loads(res_file.read_text())
         raw = (tmpd / "o.bin").read_bytes()
+        if waves:
+            dumps = [p for p in list(tmpd.iterdir()) + list(bdir.iterdir())
+                     if p.suffix in (".fst", ".vcd")]
+            if dumps:
+                wdir = BUILD_ROOT.parent / "waves"
+                wdir.mkdir(parents=True, exist_ok=True)
+                dest = wdir / f"{TOP}-{sim}-seed{seed}{dumps[0].suffix}"
+                shutil.copy(max(dumps, key=lambda p: p.stat().st_mtime), dest)
+                res["waves"] = str(dest)
     status = res["status"]
     counters = {k: res[k] for k in ("cycles", "pe_busy", "pe_wait_kv", "pe_wait_exp",
                                     "exp_busy", "fin_busy", "dma_rd_busy", "dma_wr_busy",
