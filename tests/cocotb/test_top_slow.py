@@ -1,0 +1,22 @@
+"""The fpga preset at N = 1024, d = 64 on the RTL (make test-rtl-slow, about 3 minutes): bit-exact
+output, cycles against the schedule generator, and the PE utilization target (≥ 95%)."""
+
+import pytest
+
+from attenio import config as C
+from attenio.hw.tb.runner import simulate
+
+from .test_top import check_run, workload
+
+
+@pytest.mark.slow
+def test_fpga_n1024_d64():
+    hw = C.fpga()
+    wl = workload(hw, 1024, 64)
+    r = simulate(hw, wl, seed=1, log=lambda *a: None)
+    check_run(hw, wl, r)
+    util = r.counters["pe_busy"] / r.cycles
+    print(f"\nfpga N=1024 d=64: RTL {r.cycles:,} cycles, predicted {r.predicted_cycles:,} "
+          f"({100 * r.cycle_gap:+.4f}%), PE busy {util:.2%}, simulated at "
+          f"{r.sim_rate:,.0f} cycles/s")
+    assert util >= 0.95
