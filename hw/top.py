@@ -231,6 +231,8 @@ class _Engine(Elaboratable):
                     c.append((kps > 1) & (rows_heads * kps > cfg.mac_lines))
             if opc == Op.COMPUTE:
                 c.append(fld(raw, opc, "c_sh") > 62)
+                # the core's causal mask takes one head's rows
+                c.append(fld(raw, opc, "causal") & (raw[32:40] > 1))
             return c
 
         def align_checks(opc):

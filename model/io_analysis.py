@@ -131,7 +131,7 @@ def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio") -
     For ``attenio``: ``a`` from :func:`attenio_rows`; when ``a`` is below the number of MAC
     lines the array takes ``b`` keys per step (:func:`keys_per_step`),
     re-solving Eq. 14 for that ``b`` on a unified budget; GQA packs the group's heads into one
-    tile when ``a ≥ group``.
+    tile when ``a ≥ group`` and there is no causal mask.
     """
     if dataflow not in DATAFLOWS:
         raise bad("dataflow", dataflow, f"choose one of: {', '.join(DATAFLOWS)}")
@@ -140,7 +140,9 @@ def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio") -
     if dataflow == "attenio":
         a = attenio_rows(hw, d)
         g = wl.group_size
-        heads = g if (g > 1 and a >= g) else 1
+        # (with a causal mask each head of a tile would need its own row positions; the
+        # core's mask takes one head's rows, so causal tiles hold one head)
+        heads = g if (g > 1 and a >= g and not wl.causal) else 1
         rows_needed = wl.seq_q * heads
         a = min(a, rows_needed)
         a -= a % heads  # whole positions per head

@@ -204,6 +204,9 @@ def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True) -> N
                 if a in ins.args and ins.args[a] % eb:
                     fail(k, ErrorCode.ADDRESS_RANGE, f"{a}={ins.args[a]} not a multiple of "
                          f"the element size {eb}")
+        if ins.op == Op.COMPUTE and ins.causal and ins.heads > 1:
+            fail(k, ErrorCode.FIELD_RANGE, "causal COMPUTE with heads > 1: the causal mask "
+                 "takes one head's rows (one head per tile)")
         if ins.op == Op.COMPUTE and ins.c_sh > 62:
             fail(k, ErrorCode.FIELD_RANGE, f"c_sh={ins.c_sh} above 62")
         # pops at start

@@ -38,13 +38,16 @@ def test_gqa_reads_each_kv_head_once_per_group():
 
 
 def test_several_keys_per_step_for_small_tiles():
-    """One query row on 4 MAC lines: 4 keys per step against 1 (a config without the chains)."""
+    """One query row on 4 MAC lines: 4 keys per step against 1 (a config without the chains).
+    The array does a quarter of the issue cycles; the run becomes bound by reading K/V (8 KB
+    at 4 bytes a cycle) instead of by padded one-key steps."""
     one = C.replace(TINY, max_keys_per_step=1)
     wl = workload(TINY, 1, 16, nk=256)
     r1, r4 = _run(one, wl), _run(TINY, wl)
     check_run(TINY, wl, r4)
+    check_run(one, wl, r1)
     assert r4.counters["pe_busy"] * 4 == r1.counters["pe_busy"]
-    assert r4.cycles < 0.5 * r1.cycles
+    assert r4.cycles < 0.6 * r1.cycles
 
 
 @pytest.mark.parametrize("shape", [

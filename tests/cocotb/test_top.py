@@ -185,3 +185,8 @@ def test_reset_mid_run_then_run_again():
 def test_irq_is_cleared_by_writing_one():
     r = simulate(TINY, SMALL, seed=1, log=lambda *a: None)
     assert r.extra["irq_status"] == 1 and r.extra["irq_after_clear"] == 0
+
+
+def test_causal_tile_of_several_heads_is_refused():
+    prog = [Instr(Op.COMPUTE, _tile(heads=2, keys=0, keys_per_step=1, causal=1)), Instr(Op.END)]
+    _fault(ErrorCode.FIELD_RANGE, program=encode(prog))
