@@ -360,7 +360,6 @@ class _Engine(Elaboratable):
         l_kbase = Signal(ADDR_BITS)
         l_vbase = Signal(ADDR_BITS)
         l_on_v = Signal()          # the current unit is a V block
-        l_tag = Signal(8)          # push flags of the running instruction
         m.d.comb += l_wd.eq(words_of(lraw[40:52]))
 
         lhead = lq.r_data

@@ -77,7 +77,8 @@ def build(hw: HardwareConfig, sim: str = "verilator", *, waves: bool = False,
     # designs that Verilator splits into several C++ files need it (make takes variable
     # overrides from MAKEFLAGS)
     old_makeflags = os.environ.get("MAKEFLAGS")
-    os.environ["MAKEFLAGS"] = f"{old_makeflags or ''} CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O2".strip()
+    extra = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O2"
+    os.environ["MAKEFLAGS"] = f"{old_makeflags or ''} {extra}".strip()
     if sim == "verilator" and waves:
         args.append("--trace-fst")
     try:
