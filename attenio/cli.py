@@ -529,3 +529,43 @@ def _pairs(wl: C.Workload) -> int:
     if not wl.causal:
         return wl.seq_q * wl.seq_k
     return sum(max(0, min(wl.seq_k, i + 1 + wl.seq_k - wl.seq_q)) for i in range(wl.seq_q))
+
+
+@main.command("synth")
+@preset_option
+@config_option
+@click.option("--target", default="ecp5-85k", show_default=True,
+              help="ecp5-85k, ecp5-45k (yosys + nextpnr), xc7, xcup (yosys estimates only).")
+@click.option("--freq", type=float, default=100.0, show_default=True,
+              help="Clock target for place and route, MHz.")
+@click.option("--no-place", is_flag=True, help="Synthesize only (no nextpnr).")
+@click.option("--json", "json_path", default=None, metavar="FILE", help="Write the report.")
+@click.option("--out", default="build", show_default=True, help="Work directory root.")
+@_friendly
+def synth_cmd(preset, config_file, target, freq, no_place, json_path, out):
+    """Synthesize the whole accelerator for an FPGA and report resources and Fmax."""
+    from attenio.hw.synth import synthesize
+
+    hw = _load_hw(preset, config_file)
+    name = config_file or preset or "fpga"
+    r = synthesize(hw, target, preset=name, out=out, freq_mhz=freq, place=not no_place,
+                   log=lambda msg: click.echo(f"  {msg}"))
+    click.echo(f"synth: preset={name} target={target}"
+               + ("  (yosys estimates, no timing)" if r.estimate_only else ""))
+    for cell, n in r.cells.items():
+        share = r.utilization.get(cell)
+        click.echo(f"  {cell:<16} {n:>9,}" + (f"  {share:7.1%} of the device"
+                                               if share is not None else ""))
+    if r.fmax_mhz is not None:
+        click.echo(f"  Fmax             {r.fmax_mhz:>9.1f} MHz  (target {freq:g} MHz; critical "
+                   f"path {r.critical_from} -> {r.critical_to})")
+        click.echo(f"  peak             {hw.macs * r.fmax_mhz / 1000:>9.2f} GMAC/s "
+                   f"({hw.macs} MACs at Fmax)")
+    click.echo("  time             " + ", ".join(f"{k} {v:.0f} s" for k, v in r.seconds.items()))
+    if json_path:
+        Path(json_path).write_text(r.to_json())
+        click.echo(f"wrote {json_path}")
+    if r.utilization and not r.fits():
+        over = ", ".join(f"{k} {v:.0%}" for k, v in r.utilization.items() if v > 1)
+        raise ConfigError(f"preset={name!r} is invalid for target={target!r}: it does not fit "
+                          f"({over} of the device)")

