@@ -90,3 +90,25 @@ def test_registers_table_and_header(tmp_path):
     h = tmp_path / "regs.h"
     assert run("registers", "--preset", "tiny", "--header", str(h)).exit_code == 0
     assert "#define ATTENIO_STATUS_OFFSET 0x024u" in h.read_text()
+
+
+def test_simulate_and_verilog_bad_input_is_one_line(tmp_path):
+    runner = CliRunner()
+    cases = [
+        (["simulate", "--preset", "tiny", "--n", "7", "--d", "100"], "head_dim=100 is invalid"),
+        (["simulate", "--n", "7", "--d", "8", "--stall", "1.5"], "stall=1.5 is invalid"),
+        (["verilog", "--preset", "asplos26", "-o", str(tmp_path / "a.v")],
+         "axi_data_bits=1024 is invalid"),
+    ]
+    for args, msg in cases:
+        res = runner.invoke(main, args)
+        assert res.exit_code == 2, (args, res.output)
+        assert res.output.count("\n") == 1 and msg in res.output, res.output
+
+
+def test_verilog_writes_the_top(tmp_path):
+    out = tmp_path / "attenio_tiny.v"
+    res = CliRunner().invoke(main, ["verilog", "--preset", "tiny", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    text = out.read_text()
+    assert "module attenio_top" in text and "m_axi_arvalid" in text and "s_axil_awaddr" in text

@@ -220,6 +220,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
         }
         (tmpd / "case.json").write_text(json.dumps(case))
         env = {"ATTENIO_CASE": str(tmpd / "case.json"), "COCOTB_LOG_LEVEL": "WARNING",
+               "GPI_LOG_LEVEL": "WARNING",
                "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         stop = threading.Event()
 
