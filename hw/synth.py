@@ -67,6 +67,14 @@ def _tool(name: str) -> str:
     return path
 
 
+def _last_line(path: Path) -> str:
+    try:
+        lines = [x for x in path.read_text(errors="replace").splitlines() if x.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:120] if lines else ""
+
+
 def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path | str = "build",
                freq_mhz: float = 100.0, place: bool = True, log=print) -> SynthReport:
     """Synthesize ``AttenIOTop(hw)`` for ``target`` (see ``TARGETS``) and report.
@@ -114,13 +122,22 @@ def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path |
         rep_json = wdir / "nextpnr.json"
         log(f"nextpnr-ecp5: {' '.join(pnr_args)} at {freq_mhz:g} MHz, out of context")
         t0 = time.perf_counter()
-        res = subprocess.run([nextpnr, *pnr_args, "--json", netlist.name, "--freq",
-                              str(freq_mhz), "--out-of-context", "--timing-allow-fail",
-                              "--report", rep_json.name, "-q"],
-                             cwd=wdir, capture_output=True, text=True)
+        pnr_log = wdir / "nextpnr.log"
+        proc = subprocess.Popen([nextpnr, *pnr_args, "--json", netlist.name, "--freq",
+                                 str(freq_mhz), "--out-of-context", "--timing-allow-fail",
+                                 "--report", rep_json.name, "--log", pnr_log.name, "-q"],
+                                cwd=wdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True)
+        while True:  # progress: nextpnr's latest log line every 30 s
+            try:
+                proc.wait(timeout=30)
+                break
+            except subprocess.TimeoutExpired:
+                last = _last_line(pnr_log)
+                log(f"  {time.perf_counter() - t0:5.0f} s  {last}")
         seconds["place_route"] = round(time.perf_counter() - t0, 1)
-        if res.returncode:
-            raise RuntimeError(f"nextpnr failed: {res.stderr.strip()[-500:]}")
+        if proc.returncode:
+            raise RuntimeError(f"nextpnr failed (log {pnr_log}): {_last_line(pnr_log)}")
         pr = json.loads(rep_json.read_text())
         fm = pr.get("fmax", {})
         if fm:
