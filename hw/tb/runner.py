@@ -79,8 +79,6 @@ def build(hw: HardwareConfig, sim: str = "verilator", *, waves: bool = False,
     old_makeflags = os.environ.get("MAKEFLAGS")
     extra = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O2"
     os.environ["MAKEFLAGS"] = f"{old_makeflags or ''} {extra}".strip()
-    if sim == "verilator" and waves:
-        args.append("--trace-fst")
     try:
         get_runner(sim).build(sources=[src], hdl_toplevel=TOP, build_dir=bdir, always=True,
                               timescale=("1ns", "1ps"), build_args=args, waves=waves)
