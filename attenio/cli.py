@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import click
-import numpy as np
 
 from attenio import config as C
 from attenio.errors import ConfigError
@@ -96,16 +95,6 @@ def config_save(preset, config_file, output):
     click.echo(f"wrote {output}")
 
 
-def make_inputs(wl: C.Workload, dist: str, seed: int):
-    """Random float Q, K, V for a workload (Gaussian or uniform in [-1, 1])."""
-    rng = np.random.default_rng(seed)
-    shapes = [(wl.batch, wl.heads, wl.seq_q, wl.head_dim)] + \
-        [(wl.batch, wl.kv_heads, wl.seq_k, wl.head_dim)] * 2
-    if dist == "gaussian":
-        return [rng.standard_normal(s) for s in shapes]
-    return [rng.uniform(-1.0, 1.0, s) for s in shapes]
-
-
 def golden_check(hw: C.HardwareConfig, wl: C.Workload, dist: str = "gaussian", seed: int = 0,
                  stepwise: bool = False) -> dict:
     """Quantize random inputs, run the integer model and the float64 reference, compare."""
@@ -113,7 +102,7 @@ def golden_check(hw: C.HardwareConfig, wl: C.Workload, dist: str = "gaussian", s
     from attenio.model import reference as ref
 
     hw.check_workload(wl)
-    q, k, v = make_inputs(wl, dist, seed)
+    q, k, v = ref.random_inputs(wl, dist, seed)
     qi, sq = nm.quantize(q, hw.data_bits)
     ki, sk = nm.quantize(k, hw.data_bits)
     vi, sv = nm.quantize(v, hw.data_bits)
@@ -500,7 +489,6 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     ok_err = (r.errors.get("max_rel", 1) <= MAX_REL_BOUND
               and r.errors.get("mean_rel", 1) <= MEAN_REL_BOUND)
     c = r.counters
-    useful = 2 * d * _pairs(wl) * wl.batch * wl.heads
     click.echo(f"  status               done={int(r.done)} error={r.error.name}")
     click.echo(f"  output               {'bit-exact' if r.bit_exact else 'MISMATCH'} with the "
                f"integer model ({r.mismatches} of {r.out.size} elements differ)")
@@ -511,7 +499,7 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
                f"({100 * r.cycle_gap:+.3f}%)")
     click.echo(f"  PE array             busy {c['pe_busy']:,} cycles = "
                f"{c['pe_busy'] / max(1, c['cycles']):.2%} by time, "
-               f"{useful / (hw.macs * max(1, c['cycles'])):.2%} by MAC; waiting for K/V "
+               f"{r.useful_macs / (hw.macs * max(1, c['cycles'])):.2%} by MAC; waiting for K/V "
                f"{c['pe_wait_kv']:,}, for softmax {c['pe_wait_exp']:,}")
     click.echo(f"  DRAM                 read {_fmt_bytes(c['bytes_rd'])} (closed form "
                f"{_fmt_bytes(traffic.read_bytes)}), written {_fmt_bytes(c['bytes_wr'])} "
@@ -524,12 +512,6 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     click.echo(f"  result               {'PASS' if good else 'FAIL'}")
     sys.exit(0 if good else 1)
 
-
-def _pairs(wl: C.Workload) -> int:
-    """Visible (query, key) pairs of one head."""
-    if not wl.causal:
-        return wl.seq_q * wl.seq_k
-    return sum(max(0, min(wl.seq_k, i + 1 + wl.seq_k - wl.seq_q)) for i in range(wl.seq_q))
 
 
 @main.command("synth")

@@ -333,6 +333,18 @@ class _Engine(Elaboratable):
             return (self.win_size != 0) & ((lo < self.win_base)
                                            | (hi > self.win_base + self.win_size))
 
+        def request(ch: str, want, bursts: _Bursts):
+            """Drive an AXI address channel (``ar``/``aw``) with the next burst of ``bursts``
+            when ``want``; a burst outside the window fails instead. Returns the handshake."""
+            bad_addr = outside(bursts.addr, bursts.len)
+            with m.If(want & bad_addr):
+                fail(ErrorCode.ADDRESS_RANGE)
+            m.d.comb += [
+                a[f"{ch}valid"].eq(want & ~bad_addr), a[f"{ch}addr"].eq(bursts.addr),
+                a[f"{ch}len"].eq(bursts.len - 1), a[f"{ch}size"].eq(lab), a[f"{ch}burst"].eq(1),
+            ]
+            return a[f"{ch}valid"] & a[f"{ch}ready"]
+
         words_of = lambda d: (d + (q - 1)) >> _log2(q)  # noqa: E731
 
         # ---- load engine (LOAD_Q, LOAD_KV) ----
@@ -419,14 +431,7 @@ class _Engine(Elaboratable):
         m.submodules.tags = tags = fifo.SyncFIFOBuffered(width=32, depth=MAX_OUTSTANDING)
         l_want = Signal()
         m.d.comb += l_want.eq(lbusy & ~stop & credit & (rd_out < MAX_OUTSTANDING) & tags.w_rdy)
-        l_bad_addr = outside(lb.addr, lb.len)
-        with m.If(l_want & l_bad_addr):
-            fail(ErrorCode.ADDRESS_RANGE)
-        m.d.comb += [
-            a["arvalid"].eq(l_want & ~l_bad_addr), a["araddr"].eq(lb.addr),
-            a["arlen"].eq(lb.len - 1), a["arsize"].eq(lab), a["arburst"].eq(1),
-        ]
-        ar = a["arvalid"] & a["arready"]
+        ar = request("ar", l_want, lb)
         # which unit comes next (K/V: K(ks) if ks < steps and ks ≤ vs + 1, else V(vs))
         unit_done = Signal()
         instr_done = Signal()
@@ -590,14 +595,7 @@ class _Engine(Elaboratable):
             m.d.sync += s_first.eq(1)
         m.d.comb += s_want.eq(s_busy & ~s_wait & ~stop & (wr_out < MAX_OUTSTANDING) & wq.w_rdy
                               & (~s_first | core.o.valid))
-        s_bad_addr = outside(sb.addr, sb.len)
-        with m.If(s_want & s_bad_addr):
-            fail(ErrorCode.ADDRESS_RANGE)
-        m.d.comb += [
-            a["awvalid"].eq(s_want & ~s_bad_addr), a["awaddr"].eq(sb.addr),
-            a["awlen"].eq(sb.len - 1), a["awsize"].eq(lab), a["awburst"].eq(1),
-        ]
-        aw = a["awvalid"] & a["awready"]
+        aw = request("aw", s_want, sb)
         with m.If(aw):
             m.d.sync += s_first.eq(0)
         s_rows = fld(sraw, Op.STORE_O, "rows")

@@ -94,6 +94,17 @@ def attention(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
     return out
 
 
+def random_inputs(wl, dist: str = "gaussian", seed: int = 0) -> list[np.ndarray]:
+    """Random float Q, K, V for a workload (``gaussian`` or ``uniform`` in [-1, 1]), shapes
+    ``[batch, heads, seq_q, d]`` and ``[batch, kv_heads, seq_k, d]``."""
+    rng = np.random.default_rng(seed)
+    shapes = [(wl.batch, wl.heads, wl.seq_q, wl.head_dim)] + \
+        [(wl.batch, wl.kv_heads, wl.seq_k, wl.head_dim)] * 2
+    if dist == "gaussian":
+        return [rng.standard_normal(s) for s in shapes]
+    return [rng.uniform(-1.0, 1.0, s) for s in shapes]
+
+
 def error_metrics(approx, exact, v) -> dict[str, float]:
     """Errors of ``approx`` against ``exact``, absolute and relative to V's value range.
 

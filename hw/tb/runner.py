@@ -107,6 +107,7 @@ class SimResult:
     predicted_read: int
     predicted_write: int
     pe_busy_model: int
+    useful_macs: int                 # MACs the workload needs (the model's count)
     wall_s: float
     sim_cycles: int
     errors: dict[str, float] = field(default_factory=dict)
@@ -145,15 +146,13 @@ def prepare(hw: HardwareConfig, wl: Workload, *, dist: str = "gaussian", seed: i
     """Quantized inputs, the program and the DRAM image for a run. Returns a dict."""
     from attenio.model import io_analysis as io
     from attenio.model import numerics as nm
+    from attenio.model import reference as ref
     from attenio.sim.program import encode
     from attenio.sim.schedule import Layout, schedule
 
     hw.check_workload(wl)
-    rng = np.random.default_rng(seed)
-    shapes = [(wl.batch, wl.heads, wl.seq_q, wl.head_dim)] + \
-        [(wl.batch, wl.kv_heads, wl.seq_k, wl.head_dim)] * 2
-    draw = rng.standard_normal if dist == "gaussian" else (lambda s: rng.uniform(-1, 1, s))
-    (qi, sq), (ki, sk), (vi, sv) = (nm.quantize(draw(s), hw.data_bits) for s in shapes)
+    (qi, sq), (ki, sk), (vi, sv) = (nm.quantize(x, hw.data_bits)
+                                    for x in ref.random_inputs(wl, dist, seed))
     sp = nm.softmax_scale(hw, sq, sk, wl.head_dim)
     sched = schedule(hw, wl, scale=sp, keep_spans=False)
     program = encode(sched.program)
@@ -275,5 +274,6 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
         timed_out=res["timed_out"], out=out, golden=golden, counters=counters,
         predicted_cycles=expect, predicted_read=sched.read_bytes,
         predicted_write=sched.write_bytes, pe_busy_model=sched.busy["pe"],
+        useful_macs=sched.useful_macs,
         wall_s=res["wall_s"], sim_cycles=res["sim_cycles"], errors=metrics,
         extra={k: v for k, v in res.items() if k not in counters})
