@@ -18,7 +18,9 @@ MEAN_REL_BOUND = 1e-4
 
 
 def _friendly(fn):
-    """Turn a user-caused error into one line on stderr and exit status 2 (no traceback)."""
+    """Turn a user-caused error into one line on stderr and exit status 2, and a failed tool
+    run (simulator, yosys, nextpnr: RuntimeError) into one line and exit status 1; no
+    traceback either way."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -27,6 +29,9 @@ def _friendly(fn):
         except ConfigError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(2)
+        except RuntimeError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(1)
 
     return wrapper
 

@@ -7,12 +7,27 @@ from pathlib import Path
 from amaranth.back import rtlil, verilog
 
 
-def to_verilog(component, name: str, *, sv: bool = False) -> str:
+def to_verilog(component, name: str, *, sv: bool = False, muxes: bool = False) -> str:
     """Verilog text of ``component`` with top module ``name``.
 
     ``sv=True`` emits SystemVerilog (always_comb/always_ff), which Icarus needs to see the
     initial values of Amaranth's combinational processes (toolchain-notes.md, gotcha a).
+
+    ``muxes=True`` (for Icarus) lowers every combinational process to multiplexers and
+    continuous assignments. Icarus makes an ``always_comb`` sensitive to a whole vector when
+    it reads one constant bit range of it, and Amaranth's processes assign a default and then
+    override it; together they make zero-delay events that never settle at time 0 in the
+    core with four keys per step. Continuous assignments have neither problem.
     """
+    if muxes:
+        from amaranth._toolchain.yosys import find_yosys
+
+        text = rtlil.convert(component, name=name, emit_src=False)
+        script = "\n".join([f"read_rtlil <<rtlil\n{text}\nrtlil", "proc -norom",
+                             "memory_collect", "opt_clean",
+                             "write_verilog -noattr -sv"])
+        return find_yosys(lambda ver: ver >= (0, 40)).run(["-q", "-"], script,
+                                                          ignore_warnings=True)
     if not sv:
         return verilog.convert(component, name=name, emit_src=False)
     text = rtlil.convert(component, name=name, emit_src=False)

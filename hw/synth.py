@@ -125,6 +125,7 @@ def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path |
         pnr_log = wdir / "nextpnr.log"
         proc = subprocess.Popen([nextpnr, *pnr_args, "--json", netlist.name, "--freq",
                                  str(freq_mhz), "--out-of-context", "--timing-allow-fail",
+                                 "--placer", "heap", "--router", "router2",
                                  "--report", rep_json.name, "--log", pnr_log.name, "-q"],
                                 cwd=wdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                 text=True)

