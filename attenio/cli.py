@@ -557,3 +557,33 @@ def synth_cmd(preset, config_file, target, freq, no_place, json_path, out):
         over = ", ".join(f"{k} {v:.0%}" for k, v in r.utilization.items() if v > 1)
         raise ConfigError(f"preset={name!r} is invalid for target={target!r}: it does not fit "
                           f"({over} of the device)")
+
+
+@main.command("board")
+@preset_option
+@config_option
+@click.option("--board", default="ulx3s-85f", show_default=True, help="ulx3s-85f.")
+@click.option("--n", type=int, default=16, show_default=True, help="Sequence length of the "
+              "self-test (queries = keys).")
+@click.option("--d", type=int, default=8, show_default=True, help="Head dimension.")
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--clock-mhz", type=float, default=12.5, show_default=True,
+              help="Self-test clock made by the board's PLL (the tiny preset meets 12.5 MHz).")
+@click.option("--out", default="build/board", show_default=True, help="Build directory root.")
+@_friendly
+def board_cmd(preset, config_file, board, n, d, seed, clock_mhz, out):
+    """Build a bitstream of the on-chip self-test: the accelerator runs one attention from a
+    ROM and lights LED 0 when O matches the integer model bit for bit (LED 1: mismatch)."""
+    from attenio.hw.board import build_board
+
+    hw = _load_hw(preset or "tiny", config_file)
+    wl = C.Workload(seq_q=n, seq_k=n, head_dim=d)
+    hw.check_workload(wl)
+    r = build_board(hw, wl, board=board, out=out, seed=seed, clock_mhz=clock_mhz,
+                    log=lambda msg: click.echo(f"  {msg}"))
+    click.echo(f"board: {board} preset={config_file or preset or 'tiny'}")
+    click.echo(f"  bitstream        {r['bitstream']} ({r['bytes']:,} bytes)")
+    if r["fmax_mhz"] is not None:
+        click.echo(f"  Fmax             {r['fmax_mhz']:.1f} MHz (board clock {r['clock_mhz']:g} "
+                   f"MHz, speed grade of the board's part)")
+    click.echo(f"  time             {r['seconds']:.0f} s (nextpnr log {r['log']})")

@@ -1,0 +1,65 @@
+"""The board self-test (hw/board.py): the accelerator runs from a ROM and checks its own O.
+
+The fast tests simulate ``SelfTest`` in Amaranth's simulator (the same design the bitstream
+holds); the slow test builds the ULX3S-85F bitstream with the yowasp tools.
+"""
+
+import pytest
+from amaranth.sim import Simulator
+
+from attenio import config as C
+from attenio.hw import board
+
+
+def _run(dut, limit=5000):
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    seen = {}
+
+    async def bench(ctx):
+        for _ in range(limit):
+            await ctx.tick()
+            leds = ctx.get(dut.leds)
+            if leds & (board.LED_PASS | board.LED_FAIL):
+                seen.update(leds=leds, cycles=ctx.get(dut.cycles))
+                return
+        seen.update(leds=ctx.get(dut.leds), cycles=None)
+
+    sim.add_testbench(bench)
+    sim.run()
+    return seen
+
+
+@pytest.mark.parametrize("n,d", [(16, 8), (5, 12)])
+def test_selftest_passes_on_the_golden_output(n, d):
+    wl = C.Workload(seq_q=n, seq_k=n, head_dim=d)
+    dut = board.SelfTest(C.tiny(), wl)
+    seen = _run(dut)
+    assert seen["leds"] == board.LED_PASS, seen
+    # the run took about as long as the schedule says (its DRAM is slower than the ROM)
+    assert 0 < seen["cycles"] <= dut.data["predicted_cycles"]
+
+
+def test_selftest_fails_on_a_wrong_expected_word():
+    wl = C.Workload(seq_q=16, seq_k=16, head_dim=8)
+    seen = _run(board.SelfTest(C.tiny(), wl, corrupt=True))
+    assert seen["leds"] & board.LED_FAIL and seen["leds"] & board.LED_MISMATCH, seen
+    assert not seen["leds"] & board.LED_PASS
+
+
+def test_bad_board_and_too_large_workload_are_refused(tmp_path):
+    wl = C.Workload(seq_q=16, seq_k=16, head_dim=8)
+    with pytest.raises(C.ConfigError, match=r"board='de10' is invalid: choose one of"):
+        board.build_board(C.tiny(), wl, board="de10", out=tmp_path)
+    big = C.Workload(seq_q=2048, seq_k=2048, head_dim=64)
+    with pytest.raises(C.ConfigError, match=r"workload=.* is invalid: at most 65536 bytes"):
+        board.SelfTest(C.tiny(), big)
+
+
+@pytest.mark.slow
+def test_build_ulx3s_bitstream(tmp_path):
+    """Synthesis, place and route and ecppack of the self-test (tens of minutes)."""
+    wl = C.Workload(seq_q=16, seq_k=16, head_dim=8)
+    r = board.build_board(C.tiny(), wl, out=tmp_path, log=lambda *a: None)
+    assert r["bytes"] > 100_000
+    assert r["fmax_mhz"] and r["fmax_mhz"] > 0
