@@ -536,7 +536,7 @@ def synth_cmd(preset, config_file, target, freq, no_place, json_path, out):
 
     hw = _load_hw(preset, config_file)
     name = config_file or preset or "fpga"
-    r = synthesize(hw, target, preset=name, out=out, freq_mhz=freq, place=not no_place,
+    r = synthesize(hw, target, preset=Path(name).stem, out=out, freq_mhz=freq, place=not no_place,
                    log=lambda msg: click.echo(f"  {msg}"))
     click.echo(f"synth: preset={name} target={target}"
                + ("  (yosys estimates, no timing)" if r.estimate_only else ""))

@@ -321,7 +321,10 @@ def build_board(hw: HardwareConfig, wl: Workload, *, board: str = "ulx3s-85f",
         f"({len(st.data['image'])} B ROM, {len(st.data['o_bytes'])} B of O checked) at "
         f"{ecp5_pll(25.0, clock_mhz)['f_out']:g} MHz in {bdir}")
     top = BoardTop(st, clock_mhz)
-    plan = platform.prepare(top, name, nextpnr_opts=NEXTPNR_OPTS)
+    # Amaranth names the wires of a view's elements "x[1]"; in the netlist nextpnr reads that
+    # is also the name of bit 1 of x ("multiply driven" errors). Flatten, then hide them.
+    plan = platform.prepare(top, name, nextpnr_opts=NEXTPNR_OPTS,
+                            script_after_read="flatten\nrename -hide w:*]")
     plan.extract(str(bdir))
     pnr_log = bdir / f"{name}.tim"
     t0 = time.perf_counter()
