@@ -106,7 +106,8 @@ def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path |
                                                      if family == "xilinx" else "")],
                          cwd=wdir, capture_output=True, text=True)
     if res.returncode:
-        raise RuntimeError(f"yosys failed: {res.stderr.strip()[-500:]}")
+        raise RuntimeError(f"yosys failed (exit {res.returncode}): "
+                           f"{(res.stderr or res.stdout).strip()[-500:] or 'no output'}")
     seconds = {"synth": round(time.perf_counter() - t0, 1)}
     text = stat.read_text()
     names = ECP5_CELLS if family == "ecp5" else XILINX_CELLS
