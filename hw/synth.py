@@ -102,14 +102,9 @@ def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path |
     cmd += f"; tee -o {stat.name} stat" if family == "ecp5" else ""
     log(f"yosys: {script.split(' ')[0]} on {v.name} ({v.stat().st_size // 1024} KB) in {wdir}")
     t0 = time.perf_counter()
-    cmd += f"; tee -o {stat.name} stat -tech xilinx" if family == "xilinx" else ""
-    res = subprocess.run([yosys, "-q", "-p", cmd], cwd=wdir, capture_output=True, text=True)
-    if res.returncode and family == "ecp5":
-        # The WebAssembly ABC9 has ended without a message on some designs here (the tiny
-        # preset with one key per step); the classic ABC flow maps them.
-        log(f"yosys: synth_ecp5 failed (exit {res.returncode}, in ABC9); again with -noabc9")
-        cmd = cmd.replace("synth_ecp5 ", "synth_ecp5 -noabc9 ")
-        res = subprocess.run([yosys, "-q", "-p", cmd], cwd=wdir, capture_output=True, text=True)
+    res = subprocess.run([yosys, "-q", "-p", cmd + (f"; tee -o {stat.name} stat -tech xilinx"
+                                                     if family == "xilinx" else "")],
+                         cwd=wdir, capture_output=True, text=True)
     if res.returncode:
         raise RuntimeError(f"yosys failed (exit {res.returncode}): "
                            f"{(res.stderr or res.stdout).strip()[-500:] or 'no output'}")
