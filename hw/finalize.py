@@ -21,9 +21,6 @@ def out_word_layout(cfg: HardwareConfig) -> data.ArrayLayout:
     return data.ArrayLayout(signed(cfg.out_bits), cfg.macs_per_line)
 
 
-RECIP_DSP_BITS = 17  # the unsigned width an 18×18 signed multiplier takes
-
-
 def scaled_o_bits(cfg: HardwareConfig) -> int:
     # |O| ≤ ℓ·2**(B-1) plus rounding drift and ℓ < 2**(e+1), so after the shift by e − G
     # |O'| < 2**(G+B); one more bit of margin for the drift, one for the sign.
@@ -79,16 +76,8 @@ class Finalize(wiring.Component):
         vb, kb, zb = Signal(), Signal.like(ka), Signal()
         prods = [Signal(signed(ob + cfg.recip_bits + 1), name=f"prod{i}") for i in range(q)]
         m.d.sync += [vb.eq(va), kb.eq(ka), zb.eq(za)]
-        # O'·r with r split at bit 17: O'·r_lo fits 18×18 DSPs (an unsigned 17-bit operand),
-        # O'·r_hi (the few bits above) is shifts and adds in LUTs. The same product, two
-        # MULT18X18D per lane instead of four for a 21-bit r (docs/fpga.md).
-        lo_bits = min(RECIP_DSP_BITS, cfg.recip_bits)
-        r_lo, r_hi = ra[:lo_bits], ra[lo_bits:]
         for i in range(q):
-            prod = oa[i] * r_lo
-            for k in range(len(r_hi)):
-                prod = prod + Mux(r_hi[k], oa[i] << (lo_bits + k), 0)
-            m.d.sync += prods[i].eq(prod)
+            m.d.sync += prods[i].eq(oa[i] * ra)
         # stage C: round half up, saturate
         lim = 1 << (cfg.out_bits - 1)
         m.d.sync += self.o.valid.eq(vb)
