@@ -246,7 +246,10 @@ class BoardTop(Elaboratable):
         from amaranth.lib.cdc import ResetSynchronizer
 
         m = Module()
-        clk_in = platform.request(platform.default_clk)
+        from amaranth.lib import io
+
+        m.submodules.clk_buf = clk_in = io.Buffer("i", platform.request(platform.default_clk,
+                                                                         dir="-"))
         f_in = platform.default_clk_frequency / 1e6
         pll = ecp5_pll(f_in, self.clock_mhz)
         clk, locked = Signal(name="pll_clk"), Signal(name="pll_locked")
@@ -270,7 +273,8 @@ class BoardTop(Elaboratable):
         platform.add_clock_constraint(clk, pll["f_out"] * 1e6)
         m.submodules.selftest = st = self.selftest
         for i in range(8):
-            m.d.comb += platform.request("led", i).o.eq(st.leds[i])
+            m.submodules[f"led{i}"] = led = io.Buffer("o", platform.request("led", i, dir="-"))
+            m.d.comb += led.o.eq(st.leds[i])
         return m
 
 
