@@ -242,7 +242,7 @@ class BoardTop(Elaboratable):
         self.clock_mhz = clock_mhz
 
     def elaborate(self, platform):
-        from amaranth import ClockDomain, Instance, ResetSignal
+        from amaranth import ClockDomain, Instance
         from amaranth.lib.cdc import ResetSynchronizer
 
         m = Module()
