@@ -243,11 +243,10 @@ class BoardTop(Elaboratable):
 
     def elaborate(self, platform):
         from amaranth import ClockDomain, Instance
+        from amaranth.lib import io
         from amaranth.lib.cdc import ResetSynchronizer
 
         m = Module()
-        from amaranth.lib import io
-
         m.submodules.clk_buf = clk_in = io.Buffer("i", platform.request(platform.default_clk,
                                                                          dir="-"))
         f_in = platform.default_clk_frequency / 1e6
@@ -323,7 +322,7 @@ def build_board(hw: HardwareConfig, wl: Workload, *, board: str = "ulx3s-85f",
     st = SelfTest(hw, wl, seed=seed)
     log(f"board {board}: self-test of N={wl.seq_q}x{wl.seq_k} d={wl.head_dim} "
         f"({len(st.data['image'])} B ROM, {len(st.data['o_bytes'])} B of O checked) at "
-        f"{ecp5_pll(25.0, clock_mhz)['f_out']:g} MHz in {bdir}")
+        f"{ecp5_pll(platform.default_clk_frequency / 1e6, clock_mhz)['f_out']:g} MHz in {bdir}")
     top = BoardTop(st, clock_mhz)
     # Amaranth names the wires of a view's elements "x[1]"; in the netlist nextpnr reads that
     # is also the name of bit 1 of x ("multiply driven" errors). Flatten, then hide them.
