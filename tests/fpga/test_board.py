@@ -68,7 +68,7 @@ def test_build_ulx3s_bitstream(tmp_path):
 def test_pll_dividers():
     p = board.ecp5_pll(25, 12.5)  # the board default; yowasp-ecppll picks the same
     assert (p["CLKI_DIV"], p["CLKFB_DIV"], p["CLKOP_DIV"], p["f_out"]) == (2, 1, 48, 12.5)
-    for f in (12.5, 33.0, 100.0):
+    for f in (12.5, 33.3, 100.0):
         p = board.ecp5_pll(25, f)
         assert 400 <= p["f_vco"] <= 800 and abs(p["f_out"] - f) / f < 0.01
         assert 3.125 <= 25 / p["CLKI_DIV"] <= 400
