@@ -418,9 +418,6 @@ def compare_cmd(preset, config_file, gpu_csv, ns, ds, causal, dtype, gpu_peak_tf
         click.echo(f"wrote {plot_path}")
 
 
-if __name__ == "__main__":  # pragma: no cover
-    main()
-
 
 @main.command("verilog")
 @preset_option
@@ -518,7 +515,6 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     sys.exit(0 if good else 1)
 
 
-
 @main.command("synth")
 @preset_option
 @config_option
@@ -587,3 +583,7 @@ def board_cmd(preset, config_file, board, n, d, seed, clock_mhz, out):
         click.echo(f"  Fmax             {r['fmax_mhz']:.1f} MHz (board clock {r['clock_mhz']:g} "
                    f"MHz, speed grade of the board's part)")
     click.echo(f"  time             {r['seconds']:.0f} s (nextpnr log {r['log']})")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

