@@ -35,6 +35,7 @@ ADDR_BITS = 48
 MAX_OUTSTANDING = 16
 FETCH_CHUNK = 8          # instructions per fetch burst (sim/schedule.py Timing.fetch_chunk)
 FETCH_BUFFER = 16        # two chunks
+RH_BITS = 16             # rows·heads as stored beside a decoded instruction
 QUEUE_DEPTH = 8          # per queue (Timing.queue_depth)
 WATCHDOG_BITS = 16
 
@@ -155,7 +156,9 @@ class _Engine(Elaboratable):
             return raw[HEADER[name][0]]
 
         # ---- fetch ----
-        m.submodules.ififo = ififo = fifo.SyncFIFOBuffered(width=INSTR_BITS, depth=FETCH_BUFFER)
+        # the fetch buffer holds each instruction with its decode (below): bad_code and rows·heads
+        m.submodules.ififo = ififo = fifo.SyncFIFOBuffered(width=INSTR_BITS + 4 + RH_BITS,
+                                                           depth=FETCH_BUFFER)
         f_next = Signal(32)
         f_inflight = Signal(range(FETCH_BUFFER + 1))
         i_out = Signal(range(FETCH_BUFFER + 1))      # instruction bursts in flight
@@ -182,8 +185,7 @@ class _Engine(Elaboratable):
         ibeat = Signal(range(ipb))
         assembled = Cat(ibuf[ab * 8:], a["insn_rdata"]) if ipb > 1 else a["insn_rdata"]
         push_i = Signal()
-        m.d.comb += [push_i.eq(ir & (ibeat == ipb - 1)), ififo.w_en.eq(push_i),
-                     ififo.w_data.eq(assembled)]
+        m.d.comb += push_i.eq(ir & (ibeat == ipb - 1))
         with m.If(ir):
             m.d.sync += [ibuf.eq(assembled), ibeat.eq(Mux(ibeat == ipb - 1, 0, ibeat + 1))]
             with m.If(a["insn_rresp"] != 0):
@@ -196,9 +198,14 @@ class _Engine(Elaboratable):
         # ---- dispatch ----
         queues = {}
         for name in ("load", "compute", "store"):
-            queues[name] = qf = fifo.SyncFIFOBuffered(width=INSTR_BITS, depth=QUEUE_DEPTH)
+            queues[name] = qf = fifo.SyncFIFOBuffered(width=INSTR_BITS + RH_BITS,
+                                                      depth=QUEUE_DEPTH)
             m.submodules[f"{name}_queue"] = qf
-        raw = ififo.r_data
+        # Decode: the checks of an instruction are computed as it enters the fetch buffer
+        # (from the assembled word, whose tile fields come from registered beats), so the
+        # dispatch stage only reads a stored error code.
+        raw = Signal(INSTR_BITS)
+        m.d.comb += raw.eq(assembled)
         op = raw[:4]
         end_seen = Signal()
         head = Signal()
@@ -208,6 +215,8 @@ class _Engine(Elaboratable):
         dispatch = Signal()
         rows_heads = Signal(24)
         m.d.comb += rows_heads.eq(raw[16:32] * raw[32:40])   # same bits in every tile op
+        m.d.comb += [ififo.w_en.eq(push_i),
+                     ififo.w_data.eq(Cat(raw, bad_code, rows_heads[:RH_BITS]))]
         d_f = raw[40:52]
         kps_max = cfg.max_keys_per_step
 
@@ -228,7 +237,9 @@ class _Engine(Elaboratable):
                 kps = fld(raw, opc, "keys_per_step")
                 c.append(kps_bad(kps))
                 if opc != Op.LOAD_KV:
-                    c.append((kps > 1) & (rows_heads * kps > cfg.mac_lines))
+                    # rows·kps > mac_lines for a power-of-two kps > 1 (others fail above)
+                    c.append(Cat(*[(kps == (1 << k)) & (rows_heads > cfg.mac_lines >> k)
+                                   for k in range(1, 8)]).any())
             if opc == Op.COMPUTE:
                 c.append(fld(raw, opc, "c_sh") > 62)
                 # the core's causal mask takes one head's rows
@@ -266,23 +277,35 @@ class _Engine(Elaboratable):
                     for cond, code in reversed(checks):
                         with m.If(cond):
                             m.d.comb += bad_code.eq(int(code))
+            with m.Default():
+                m.d.comb += bad_code.eq(ErrorCode.ILLEGAL_OPCODE)
+        # dispatch: the fetch buffer's head, its stored error code, room in its queue
+        hraw = ififo.r_data[:INSTR_BITS]
+        h_bad = ififo.r_data[INSTR_BITS:INSTR_BITS + 4]
+        h_rh = ififo.r_data[INSTR_BITS + 4:]
+        hop = hraw[:4]
+        with m.Switch(hop):
+            for opc in Op:
+                if opc == Op.ILLEGAL:
+                    continue
+                with m.Case(int(opc)):
+                    qname = {Op.LOAD_Q: "load", Op.LOAD_KV: "load", Op.COMPUTE: "compute",
+                             Op.FINALIZE: "compute", Op.STORE_O: "store"}.get(opc)
                     if opc == Op.END:
                         m.d.comb += target_ok.eq(queues["load"].w_rdy & queues["compute"].w_rdy
                                                  & queues["store"].w_rdy)
                     else:
                         m.d.comb += target_ok.eq(queues[qname].w_rdy)
-            with m.Default():
-                m.d.comb += bad_code.eq(ErrorCode.ILLEGAL_OPCODE)
-        with m.If(head & (bad_code != 0)):
-            fail(bad_code)
-        m.d.comb += dispatch.eq(head & (bad_code == 0) & target_ok)
+        with m.If(head & (h_bad != 0)):
+            fail(h_bad)
+        m.d.comb += dispatch.eq(head & (h_bad == 0) & target_ok)
         m.d.comb += ififo.r_en.eq(dispatch | (ififo.r_rdy & (stop | end_seen)))
         for name, qf in queues.items():
             ops = {"load": (Op.LOAD_Q, Op.LOAD_KV), "compute": (Op.COMPUTE, Op.FINALIZE),
                    "store": (Op.STORE_O,)}[name]
-            mine = Cat(*[op == int(o) for o in ops + (Op.END,)]).any()
-            m.d.comb += [qf.w_data.eq(raw), qf.w_en.eq(dispatch & mine)]
-        with m.If(dispatch & (op == int(Op.END))):
+            mine = Cat(*[hop == int(o) for o in ops + (Op.END,)]).any()
+            m.d.comb += [qf.w_data.eq(Cat(hraw, h_rh)), qf.w_en.eq(dispatch & mine)]
+        with m.If(dispatch & (hop == int(Op.END))):
             m.d.sync += end_seen.eq(1)
         # the program ends without END: every instruction fetched and dispatched
         with m.If(self.go & ~end_seen & (f_next >= self.prog_len) & (f_inflight == 0)
@@ -684,8 +707,9 @@ def _sext(v, bits):
     return v[:bits] if len(v) >= bits else Cat(v, v[-1].replicate(bits - len(v)))
 
 
-def rows_heads_of(raw):
-    return (raw[16:32] * raw[32:40])[:16]
+def rows_heads_of(entry):
+    """rows·heads of a queue entry (computed at decode, stored after the instruction)."""
+    return entry[INSTR_BITS:INSTR_BITS + RH_BITS]
 
 
 def kps_log2_of(kps, kps_max: int):
