@@ -37,6 +37,9 @@ from attenio.hw.softmax import SHIFT_BITS, SoftmaxUnit, m_bits
 # row group. Steps with fewer than MIN_PHASE (group, word) pairs are padded.
 MIN_PHASE = 12
 OUT_FIFO_DEPTH = 16
+# cycles from the step sequencer's end to the first finalize read of O: the last P V write
+# (c3) is then done (sim/schedule.py Timing.pv_drain)
+PV_DRAIN = 4
 COUNTER_BITS = 40
 
 
@@ -115,7 +118,7 @@ class ComputeCore(wiring.Component):
         padding a short step, softmax unit fed, finalize issuing.
 
     Throughput: one (row group, word) per cycle in each step. Latencies: ``Q Kᵀ`` score 4
-    cycles after its last word; softmax ``SoftmaxUnit.latency``; ``P V`` writes 2 cycles after
+    cycles after its last word; softmax ``SoftmaxUnit.latency``; ``P V`` writes 3 cycles after
     its read; finalize ``Finalize.latency``.
 
     Raises
@@ -471,7 +474,8 @@ class ComputeCore(wiring.Component):
 
         # ---- P V pipeline ----
         # c0: read O, V and p/shift; c1: products and the routed O words; c2: the chain
-        # O = (O >> shift) + p·v over each row's lines, written back from its last line.
+        # heads' O >> shift; c3: O = (O >> shift) + p·v over each row's lines, written back
+        # from its last line.
         pv_issue = issue & ~is_qk
         for i in range(p):
             m.d.comb += pb_rd[i].addr.eq(Mux(st[0], gmax, 0) + g)
@@ -506,20 +510,33 @@ class ComputeCore(wiring.Component):
                 prod = Signal(signed(cfg.pv_bits + 1), name=f"mac{i}_{lane}")
                 m.d.comb += prod.eq(a * b)
                 m.d.sync += [prods[i][lane].eq(prod), o_pv[i][lane].eq(prod)]
+        # c2: a chain head's own O word, shifted (registered)
+        pv3 = Signal()
+        addr3 = Signal.like(addr1)
+        m.d.sync += [pv3.eq(pv2), addr3.eq(addr2)]
+        o_sh3 = [Signal(acc_word, name=f"pv_osh{i}") for i in range(p)]
+        sh3 = [Signal(unsigned(SHIFT_BITS), name=f"pv_sh3_{i}") for i in range(p)]
+        o_pv3 = [[Signal(signed(cfg.pv_bits + 1), name=f"pv_p3_{i}_{lane}") for lane in range(q)]
+                 for i in range(p)]
+        for i in range(p):
+            m.d.sync += sh3[i].eq(sh2[i])
+            for lane in range(q):
+                m.d.sync += [o_sh3[i][lane].eq(Mux(zero2, 0, o_old[i][lane]) >> sh2[i]),
+                             o_pv3[i][lane].eq(o_pv[i][lane])]
+        # c3: O = (O >> shift) + p·v, chained over a row's lines, written from its last line
         chain = []
         for i in range(p):
             out = Signal(acc_word, name=f"pv_new{i}")
             for lane in range(q):
-                start = Mux(zero2, 0, o_old[i][lane])
-                prev = chain[i - 1][lane] if i else start
-                m.d.comb += out[lane].eq((Mux(head2[i], start, prev) >> sh2[i])
-                                         + o_pv[i][lane])
+                src = (o_sh3[i][lane] if i == 0
+                       else Mux(head2[i], o_sh3[i][lane], chain[i - 1][lane] >> sh3[i]))
+                m.d.comb += out[lane].eq(src + o_pv3[i][lane])
             chain.append(out)
         for i in range(p):
             m.d.comb += o_wr[i].data.eq(from_chain_end(chain, acc_word, i, "o"))
             # with b > 1 only the banks of real rows (ρ < p/b) take the result
-            m.d.comb += [o_wr[i].addr.eq(addr2),
-                         o_wr[i].en.eq(pv2 & ((blog == 0) | ((i << blog) < p)))]
+            m.d.comb += [o_wr[i].addr.eq(addr3),
+                         o_wr[i].en.eq(pv3 & ((blog == 0) | ((i << blog) < p)))]
 
         # ---- finalize ----
         m.submodules.fin = fin = Finalize(cfg)
@@ -529,13 +546,13 @@ class ComputeCore(wiring.Component):
         fw = Signal(range(wmax + 1))
         f_issue = Signal()
         inflight = Signal(range(OUT_FIFO_DEPTH + 1))
-        drain = Signal(range(4))
+        drain = Signal(range(PV_DRAIN + 1))
         f_all = Signal()   # every word issued
         no_keys = Signal()
         m.d.comb += no_keys.eq(keys == 0)
         ready_fin = Signal()
-        m.d.comb += ready_fin.eq(running & ~steps_left & (drain == 3))
-        with m.If(running & ~steps_left & (drain != 3)):
+        m.d.comb += ready_fin.eq(running & ~steps_left & (drain == PV_DRAIN))
+        with m.If(running & ~steps_left & (drain != PV_DRAIN)):
             m.d.sync += drain.eq(drain + 1)
         m.d.comb += [
             fin_mode.eq(ready_fin),

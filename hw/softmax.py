@@ -58,7 +58,8 @@ class SoftmaxUnit(wiring.Component):
     a lane continues from the previous lane's m and ℓ instead of its own inputs, so a chain
     computes exactly what the model's key-by-key loop does. 0 means independent lanes.
 
-    Latency ``3 + Exp2.latency + 1`` = 7; throughput one row group per cycle (lanes =
+    Latency ``4 + Exp2.latency + 1`` = 8 (scale, round, max, shift and exponent input, exp2,
+    ℓ); throughput one row group per cycle (lanes =
     ``exp_lanes`` = ``mac_lines``).
     """
 
@@ -68,7 +69,7 @@ class SoftmaxUnit(wiring.Component):
                       f"this RTL needs exp_lanes == mac_lines ({cfg.mac_lines}): one "
                       "exponential per row of a row group per cycle")
         self.cfg = cfg
-        self.latency = 3 + Exp2.latency + 1
+        self.latency = 4 + Exp2.latency + 1
         super().__init__({
             "i": In(stream.Signature(softmax_in_layout(cfg), always_ready=True)),
             "o": Out(stream.Signature(softmax_out_layout(cfg), always_ready=True)),
@@ -112,13 +113,13 @@ class SoftmaxUnit(wiring.Component):
         l_in = delay(i.l, 2, "l_in")
         vis = delay(i.visible, 2, "vis")
         first = delay(i.first, 2, "first")
-        # stage 3: running max and shift. Lanes form chains of 2**chain_log2 consecutive keys of
-        # one row (several keys per step): each lane continues from the previous lane's m, so
-        # the chain computes exactly what one key after another would.
+        # stage 3: running max. Lanes form chains of 2**chain_log2 consecutive keys of one row
+        # (several keys per step): each lane continues from the previous lane's m, so the chain
+        # computes exactly what one key after another would.
         v3 = Signal()
         m3 = [Signal(signed(mb), name=f"m_new{k}") for k in range(p)]
-        sh3 = [Signal(unsigned(SHIFT_BITS), name=f"shift{k}") for k in range(p)]
-        y3 = [Signal(signed(y_bits(cfg)), name=f"y{k}") for k in range(p)]
+        mo3 = [Signal(signed(mb), name=f"m_prev{k}") for k in range(p)]
+        t3 = [Signal.like(t2[k], name=f"t3_{k}") for k in range(p)]
         l3 = [Signal(unsigned(cfg.row_sum_bits), name=f"l_old{k}") for k in range(p)]
         # lanes that start a chain: combinational from chain_log2, which is held for a tile
         # (registering them would keep the chains alive in synthesis when chain_log2 is 0)
@@ -137,40 +138,58 @@ class SoftmaxUnit(wiring.Component):
             floor_t = t2[k] >> f
             m_new = Signal(signed(mb), name=f"m_cand{k}")
             m.d.comb += m_new.eq(Mux(vis[k] & (floor_t > m_old), floor_t, m_old))
-            diff = Signal(signed(mb + 1), name=f"diff{k}")
-            m.d.comb += diff.eq(m_new - m_old)
-            m.d.sync += [
-                m3[k].eq(m_new),
-                sh3[k].eq(Mux(diff > MAX_SHIFT, MAX_SHIFT, diff)),
-                y3[k].eq(Mux(vis[k], t2[k] - (m_new << f), -(1 << (y_bits(cfg) - 2)))),
-                l3[k].eq(Mux(first, 0, l_in[k])),
-            ]
+            m.d.sync += [m3[k].eq(m_new), mo3[k].eq(m_old), t3[k].eq(t2[k]),
+                         l3[k].eq(Mux(first, 0, l_in[k]))]
             prev_m = m_new
-        # stages 4-6: exp2
+        # stage 4: shift = m' − m (saturated) and y = t − m'·2**F
+        v4 = Signal()
+        m4 = [Signal(signed(mb), name=f"m4_{k}") for k in range(p)]
+        sh4 = [Signal(unsigned(SHIFT_BITS), name=f"shift{k}") for k in range(p)]
+        y4 = [Signal(signed(y_bits(cfg)), name=f"y{k}") for k in range(p)]
+        l4 = [Signal(unsigned(cfg.row_sum_bits), name=f"l4_{k}") for k in range(p)]
+        vis4 = Signal(p)
+        m.d.sync += [v4.eq(v3), vis4.eq(vis3)]
+        for k in range(p):
+            diff = Signal(signed(mb + 1), name=f"diff{k}")
+            m.d.comb += diff.eq(m3[k] - mo3[k])
+            m.d.sync += [
+                m4[k].eq(m3[k]),
+                sh4[k].eq(Mux(diff > MAX_SHIFT, MAX_SHIFT, diff)),
+                y4[k].eq(Mux(vis3[k], t3[k] - (m3[k] << f), -(1 << (y_bits(cfg) - 2)))),
+                l4[k].eq(l3[k]),
+            ]
+        # stages 5-7: exp2; beside it, a chain head's ℓ >> shift (its own row state)
         p_out = []
         for k in range(p):
             ex = Exp2(cfg)
             m.submodules[f"exp2_{k}"] = ex
-            m.d.comb += [ex.i.valid.eq(v3), ex.i.payload.eq(y3[k])]
+            m.d.comb += [ex.i.valid.eq(v4), ex.i.payload.eq(y4[k])]
             p_out.append(ex.o.payload)
-        v6 = delay(v3, Exp2.latency, "v")
-        vis6 = delay(vis3, Exp2.latency, "vis6")
-        m6 = [delay(m3[k], Exp2.latency, f"m{k}") for k in range(p)]
-        sh6 = [delay(sh3[k], Exp2.latency, f"sh{k}") for k in range(p)]
-        l6 = [delay(l3[k], Exp2.latency, f"l{k}") for k in range(p)]
-        # stage 7: ℓ' = (ℓ >> shift) + p, chained like m
-        m.d.sync += self.o.valid.eq(v6)
+        lsh5 = []
+        for k in range(p):
+            x = Signal(unsigned(cfg.row_sum_bits), name=f"l_sh{k}")
+            m.d.sync += x.eq(l4[k] >> sh4[k])
+            lsh5.append(x)
+        n = Exp2.latency
+        v7 = delay(v4, n, "v")
+        vis7 = delay(vis4, n, "vis7")
+        m7 = [delay(m4[k], n, f"m{k}") for k in range(p)]
+        sh7 = [delay(sh4[k], n, f"sh{k}") for k in range(p)]
+        lsh7 = [delay(lsh5[k], n - 1, f"lsh{k}") for k in range(p)]
+        # stage 8: ℓ' = (ℓ >> shift) + p, chained like m
+        m.d.sync += self.o.valid.eq(v7)
         o = self.o.payload
         prev_l = None
         for k in range(p):
-            pk = Mux(vis6[k], p_out[k], 0)
-            l_old = Signal(unsigned(cfg.row_sum_bits), name=f"l_chain{k}")
-            m.d.comb += l_old.eq(Mux(heads[k], l6[k], prev_l if prev_l is not None else l6[k]))
+            pk = Mux(vis7[k], p_out[k], 0)
+            l_src = Signal(unsigned(cfg.row_sum_bits), name=f"l_chain{k}")
+            m.d.comb += l_src.eq(lsh7[k] if prev_l is None
+                                 else Mux(heads[k], lsh7[k], prev_l >> sh7[k]))
             l_new = Signal(unsigned(cfg.row_sum_bits), name=f"l_new{k}")
-            m.d.comb += l_new.eq((l_old >> sh6[k]) + pk)
+            m.d.comb += l_new.eq(l_src + pk)
             m.d.sync += [
-                o.m[k].eq(m6[k]),
-                o.shift[k].eq(sh6[k]),
+                o.m[k].eq(m7[k]),
+                o.shift[k].eq(sh7[k]),
                 o.p[k].eq(pk),
                 o.l[k].eq(l_new),
             ]

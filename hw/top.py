@@ -20,7 +20,7 @@ ends a run that makes no progress for ``2**WATCHDOG_BITS`` cycles with ``TIMEOUT
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Elaboratable, Module, Mux, ResetInserter, Signal, Value
+from amaranth import Cat, Const, Elaboratable, Module, Mux, ResetInserter, Signal, Value, signed
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -80,7 +80,14 @@ def check_top_config(cfg: HardwareConfig) -> None:
 
 class _Bursts:
     """Address generator shared by the load and store engines: the transfer at ``base`` of
-    ``beats`` beats is cut into INCR bursts of at most 256 beats that never cross 4 KB."""
+    ``beats`` beats is cut into INCR bursts of at most 256 beats that never cross 4 KB.
+
+    ``addr``, ``len`` and ``last`` (the next burst) are registers computed from the state
+    (``base``, ``beats``, ``off``) of the cycle before; the engine sets ``moved`` in a cycle
+    whose edge changes the state, and ``ready`` is low in the cycle after it, while they catch
+    up. So a burst can follow the previous one (or the instruction's start) two cycles later
+    (sim/schedule.py ``Timing.request_gap``).
+    """
 
     def __init__(self, m: Module, ab: int, name: str):
         self.base = Signal(ADDR_BITS, name=f"{name}_base")
@@ -89,16 +96,20 @@ class _Bursts:
         self.addr = Signal(ADDR_BITS, name=f"{name}_addr")
         self.len = Signal(9, name=f"{name}_len")           # beats of the next burst
         self.last = Signal(name=f"{name}_last")            # it ends the transfer
+        self.moved = Signal(name=f"{name}_moved")
+        self.ready = Signal(name=f"{name}_ready")
+        addr = Signal(ADDR_BITS, name=f"{name}_addr_c")
         left = Signal(24, name=f"{name}_left")
         to4k = Signal(13, name=f"{name}_to4k")
         m.d.comb += [
-            self.addr.eq(self.base + (self.off << _log2(ab))),
+            addr.eq(self.base + (self.off << _log2(ab))),
             left.eq(self.beats - self.off),
-            to4k.eq((4096 - self.addr[:12]) >> _log2(ab)),
+            to4k.eq((4096 - addr[:12]) >> _log2(ab)),
         ]
         n1 = Mux(left < 256, left, 256)
-        m.d.comb += self.len.eq(Mux(to4k < n1, to4k, n1))
-        m.d.comb += self.last.eq(self.len == left)
+        length = Mux(to4k < n1, to4k, n1)
+        m.d.sync += [self.addr.eq(addr), self.len.eq(length), self.last.eq(length == left),
+                     self.ready.eq(~self.moved)]
 
 
 class _Engine(Elaboratable):
@@ -446,19 +457,33 @@ class _Engine(Elaboratable):
                              l_rows.eq(nk0), l_contig.eq(contig), l_stride.eq(stride),
                              lb.beats.eq(Mux(contig, nk0 * wd_head, wd_head))]
         # credits for the K/V ring: block s of b keys waits until s·b + b ≤ freed + ring
+        # (the left side, less the ring, is a register: it depends on the unit only)
         cur_s = Mux(l_on_v, l_vs, l_ks)
+        need = Signal(signed(28))
+        m.d.sync += need.eq(cur_s * l_b + l_b - ring)
         credit = Signal()
         m.d.comb += credit.eq(~l_is_kv | ~l_unit_first
-                              | ((cur_s * l_b + l_b) <= (Mux(l_on_v, core.v_free, core.k_free)
-                                                         + ring)))
+                              | (need <= Mux(l_on_v, core.v_free, core.k_free)))
         m.submodules.tags = tags = fifo.SyncFIFOBuffered(width=32, depth=MAX_OUTSTANDING)
         l_want = Signal()
-        m.d.comb += l_want.eq(lbusy & ~stop & credit & (rd_out < MAX_OUTSTANDING) & tags.w_rdy)
+        m.d.comb += l_want.eq(lbusy & lb.ready & ~stop & credit & (rd_out < MAX_OUTSTANDING)
+                              & tags.w_rdy)
         ar = request("ar", l_want, lb)
-        # which unit comes next (K/V: K(ks) if ks < steps and ks ≤ vs + 1, else V(vs))
-        unit_done = Signal()
-        instr_done = Signal()
-        m.d.comb += unit_done.eq(lb.last & (l_contig | (l_trow == l_rows - 1)))
+        m.d.comb += lb.moved.eq(l_start | ar)
+        # What follows the current unit, as registers: the unit changes only with a request or
+        # the instruction's start, and the next request is two cycles later (lb.ready).
+        # K/V: K(ks) if ks < steps and ks ≤ vs + 1, else V(vs).
+        p_row_last = Signal()       # the current row is the unit's last
+        p_nks, p_nvs = Signal.like(l_ks), Signal.like(l_vs)
+        p_next_v = Signal()
+        p_kv_last = Signal()        # the next unit would be past the instruction's end
+        p_q_last = Signal()         # the current head is the last
+        p_kbase, p_vbase, p_base = (Signal(ADDR_BITS, name=f"ld_next_{x}")
+                                    for x in ("kbase", "vbase", "base"))
+        p_rows = Signal(range(kps_max + 1))
+        p_beats = Signal.like(lb.beats)
+        p_hbase = Signal(ADDR_BITS)
+        p_rowbase = Signal(ADDR_BITS)
         nks, nvs = Signal.like(l_ks), Signal.like(l_vs)
         m.d.comb += [nks.eq(l_ks + ~l_on_v), nvs.eq(l_vs + l_on_v)]
         next_v = Signal()
@@ -467,12 +492,24 @@ class _Engine(Elaboratable):
         ns = Mux(next_v, nvs, nks)
         nk_left = Signal(25)
         m.d.comb += nk_left.eq(keys_l - ns * l_b)
-        nk_rows = Mux(nk_left < l_b, nk_left, l_b)
+        nk_rows = Signal(range(kps_max + 1))   # ≤ keys per step
+        m.d.comb += nk_rows.eq(Mux(nk_left < l_b, nk_left, l_b))
         step_bytes = l_stride * l_b
         nkbase = l_kbase + Mux(l_on_v, 0, step_bytes)
         nvbase = l_vbase + Mux(l_on_v, step_bytes, 0)
-        m.d.comb += instr_done.eq(unit_done & Mux(l_is_kv, next_v & (nvs >= l_steps),
-                                                  l_h == fld(lraw, Op.LOAD_Q, "heads") - 1))
+        m.d.sync += [
+            p_row_last.eq(l_trow == l_rows - 1), p_nks.eq(nks), p_nvs.eq(nvs),
+            p_next_v.eq(next_v), p_kv_last.eq(next_v & (nvs >= l_steps)),
+            p_q_last.eq(l_h == fld(lraw, Op.LOAD_Q, "heads") - 1),
+            p_kbase.eq(nkbase), p_vbase.eq(nvbase), p_base.eq(Mux(next_v, nvbase, nkbase)),
+            p_rows.eq(nk_rows), p_beats.eq(Mux(l_contig, nk_rows * l_wd, l_wd)),
+            p_hbase.eq(l_hbase + fld(lraw, Op.LOAD_Q, "head_stride")),
+            p_rowbase.eq(lb.base + l_stride),
+        ]
+        unit_done = Signal()
+        instr_done = Signal()
+        m.d.comb += unit_done.eq(lb.last & (l_contig | p_row_last))
+        m.d.comb += instr_done.eq(unit_done & Mux(l_is_kv, p_kv_last, p_q_last))
         with m.If(ar):
             m.d.sync += [lb.off.eq(lb.off + lb.len), l_unit_first.eq(0)]
             with m.If(lb.last):
@@ -480,17 +517,15 @@ class _Engine(Elaboratable):
                 with m.If(instr_done):
                     m.d.sync += lbusy.eq(0)
                 with m.Elif(~unit_done):            # next row of the unit
-                    m.d.sync += [l_trow.eq(l_trow + 1), lb.base.eq(lb.base + l_stride)]
+                    m.d.sync += [l_trow.eq(l_trow + 1), lb.base.eq(p_rowbase)]
                 with m.Elif(~l_is_kv):                # next head
-                    hbase = l_hbase + fld(lraw, Op.LOAD_Q, "head_stride")
-                    m.d.sync += [l_h.eq(l_h + 1), l_hbase.eq(hbase), lb.base.eq(hbase),
+                    m.d.sync += [l_h.eq(l_h + 1), l_hbase.eq(p_hbase), lb.base.eq(p_hbase),
                                  l_trow.eq(0), l_unit_first.eq(1)]
                 with m.Else():                       # next K/V block
-                    m.d.sync += [l_ks.eq(nks), l_vs.eq(nvs), l_on_v.eq(next_v),
-                                 l_kbase.eq(nkbase), l_vbase.eq(nvbase),
-                                 lb.base.eq(Mux(next_v, nvbase, nkbase)), l_rows.eq(nk_rows),
-                                 lb.beats.eq(Mux(l_contig, nk_rows * l_wd, l_wd)),
-                                 l_trow.eq(0), l_unit_first.eq(1)]
+                    m.d.sync += [l_ks.eq(p_nks), l_vs.eq(p_nvs), l_on_v.eq(p_next_v),
+                                 l_kbase.eq(p_kbase), l_vbase.eq(p_vbase),
+                                 lb.base.eq(p_base), l_rows.eq(p_rows),
+                                 lb.beats.eq(p_beats), l_trow.eq(0), l_unit_first.eq(1)]
         # a tag per burst: where its beats go and what its last beat means
         d_l = lraw[40:52]
         lastlanes = d_l - ((l_wd - 1) << _log2(q))
@@ -616,25 +651,32 @@ class _Engine(Elaboratable):
         s_first = Signal()   # the instruction's first burst: it waits for the first output word
         with m.If(s_start):
             m.d.sync += s_first.eq(1)
-        m.d.comb += s_want.eq(s_busy & ~s_wait & ~stop & (wr_out < MAX_OUTSTANDING) & wq.w_rdy
+        m.d.comb += s_want.eq(s_busy & sb.ready & ~s_wait & ~stop & (wr_out < MAX_OUTSTANDING) & wq.w_rdy
                               & (~s_first | core.o.valid))
         aw = request("aw", s_want, sb)
+        m.d.comb += sb.moved.eq(s_start | aw)
         with m.If(aw):
             m.d.sync += s_first.eq(0)
-        s_rows = fld(sraw, Op.STORE_O, "rows")
-        s_unit_done = sb.last & (s_contig | (s_trow == s_rows - 1))
+        # what follows the current row, as registers (the state moves only with a request)
+        s_row_last, s_head_last = Signal(), Signal()
+        s_rowbase, s_nhbase = Signal(ADDR_BITS), Signal(ADDR_BITS)
+        m.d.sync += [
+            s_row_last.eq(s_trow == fld(sraw, Op.STORE_O, "rows") - 1),
+            s_head_last.eq(s_h == fld(sraw, Op.STORE_O, "heads") - 1),
+            s_rowbase.eq(sb.base + fld(sraw, Op.STORE_O, "row_stride")),
+            s_nhbase.eq(s_hbase + fld(sraw, Op.STORE_O, "head_stride")),
+        ]
+        s_unit_done = sb.last & (s_contig | s_row_last)
         with m.If(aw):
             m.d.sync += sb.off.eq(sb.off + sb.len)
             with m.If(sb.last):
                 m.d.sync += sb.off.eq(0)
-                with m.If(s_unit_done & (s_h == fld(sraw, Op.STORE_O, "heads") - 1)):
+                with m.If(s_unit_done & s_head_last):
                     m.d.sync += s_wait.eq(1)
                 with m.Elif(~s_unit_done):
-                    m.d.sync += [s_trow.eq(s_trow + 1),
-                                 sb.base.eq(sb.base + fld(sraw, Op.STORE_O, "row_stride"))]
+                    m.d.sync += [s_trow.eq(s_trow + 1), sb.base.eq(s_rowbase)]
                 with m.Else():
-                    hbase = s_hbase + fld(sraw, Op.STORE_O, "head_stride")
-                    m.d.sync += [s_h.eq(s_h + 1), s_hbase.eq(hbase), sb.base.eq(hbase),
+                    m.d.sync += [s_h.eq(s_h + 1), s_hbase.eq(s_nhbase), sb.base.eq(s_nhbase),
                                  s_trow.eq(0)]
         m.d.comb += [wq.w_en.eq(aw), wq.w_data.eq(sb.len)]
         # W: output words cut into beats

@@ -55,8 +55,8 @@ class Timing:
     """Microarchitectural latencies the RTL implements (docs/architecture.md)."""
 
     min_phase: int = 12          # shortest Q Kᵀ or P V step (hw/core.py MIN_PHASE)
-    p_ready_latency: int = 12    # last Q Kᵀ issue of a step → first P V issue it allows
-    pv_drain: int = 3            # last P V issue → finalize may read O
+    p_ready_latency: int = 13    # last Q Kᵀ issue of a step → first P V issue it allows
+    pv_drain: int = 4            # last P V issue → finalize may read O (hw/core.py PV_DRAIN)
     finalize_latency: int = 10   # finalize issue → word readable at the output FIFO's head
     fetch_chunk: int = 8
     queue_depth: int = 8
@@ -65,7 +65,8 @@ class Timing:
     # controller hand-offs (hw/top.py): each FIFO (fetch buffer, queues, W queue) delivers a
     # word written in cycle t in cycle t + fifo_latency
     fifo_latency: int = 2
-    request_delay: int = 1       # a load or store instruction starts → its first AXI request
+    request_delay: int = 2       # a load or store instruction starts → its first AXI request
+    request_gap: int = 2         # a data burst request → the next one (registered bursts)
     cmd_latency: int = 2         # COMPUTE starts → the PE array may issue
     idle_latency: int = 2        # the last output beat → the compute queue moves on
     done_latency: int = 3        # the last event → done (the run's end)
@@ -171,11 +172,12 @@ def _cdiv(a: int, b: int) -> int:
 class Channel:
     """One AXI direction in front of the DRAM model (see the module docstring)."""
 
-    def __init__(self, hw: HardwareConfig, timing: Timing, write: bool = False):
+    def __init__(self, hw: HardwareConfig, timing: Timing, write: bool = False, gap: int = 1):
         self.latency = hw.dram_latency
         self.rate = min(hw.dram_bytes_per_cycle, hw.axi_data_bytes)
         self.max_burst = min(4096, timing.max_burst_beats * hw.axi_data_bytes)
         self.max_out = timing.max_outstanding
+        self.gap = gap
         self.write = write
         self.data_delay = timing.fifo_latency if write else 0  # W follows AW through a FIFO
         self.free = 0          # data channel busy until
@@ -196,7 +198,7 @@ class Channel:
         Returns (last request cycle, completion cycle)."""
         end = ready
         for _, chunk in self.bursts(addr, n):
-            req = max(ready, self.last_req + 1)
+            req = max(ready, self.last_req + self.gap)
             if len(self.done) == self.max_out:
                 req = max(req, self.done[0])
             self.last_req = req
@@ -430,7 +432,9 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
     timing = timing or Timing()
     eb, ob = hw.element_bytes, io.out_element_bytes(hw)
     ring = ring_rows if ring_rows is not None else max(1, hw.kv_ring_depth // 2)
-    rd, wr, fetch = Channel(hw, timing), Channel(hw, timing, write=True), Channel(hw, timing)
+    rd = Channel(hw, timing, gap=timing.request_gap)
+    wr = Channel(hw, timing, write=True, gap=timing.request_gap)
+    fetch = Channel(hw, timing)
     stats = Stats()
     spans: list[Span] = []
     n = len(program)
