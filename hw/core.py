@@ -313,15 +313,33 @@ class ComputeCore(wiring.Component):
         st = Signal(range(cfg.max_seq_len + 1))         # the current step
         kbase = Signal(range(cfg.max_seq_len + 1))      # its first key
         kend = Signal(range(cfg.max_seq_len + 1))       # one past its last key
-        m.d.comb += [
-            last_ph.eq(ph == (steps << 1) - 1),
-            is_qk.eq((ph == 0) | (ph[0] & ~last_ph)),
-            st.eq(Mux(last_ph, steps - 1, Mux(is_qk, (ph + 1) >> 1, (ph >> 1) - 1))),
-            kbase.eq(st << blog),
-            kend.eq(Mux(kbase + (1 << blog) < keys, kbase + (1 << blog), keys)),
-        ]
+        more = Signal()                                 # ph is a step of the tile
+
+        def step_fields(x):
+            """(last_ph, is_qk, st, kbase, kend, more) of phase x."""
+            lp_ = x == (steps << 1) - 1
+            qk_ = (x == 0) | (x[0] & ~lp_)
+            st_ = Mux(lp_, steps - 1, Mux(qk_, (x + 1) >> 1, (x >> 1) - 1))
+            kb_ = st_ << blog
+            ke_ = Mux(kb_ + (1 << blog) < keys, kb_ + (1 << blog), keys)
+            return lp_, qk_, st_, kb_, ke_, x < (steps << 1)
+
+        # The phase's fields are registers (off the issue path): while idle, those of phase 0
+        # (ph is 0; the command is in one cycle before the tile runs); at a step's end, those of
+        # ph + 1, computed a cycle after ph last changed (a step lasts ≥ MIN_PHASE cycles).
+        fields = (last_ph, is_qk, st, kbase, kend, more)
+        nfields = [Signal.like(f_, name=f"next_{f_.name}") for f_ in fields]
+        step_end = Signal()
+        for f_, v in zip(nfields, step_fields(ph + 1), strict=True):
+            m.d.sync += f_.eq(v)
+        with m.If(~running):
+            for f_, v in zip(fields, step_fields(ph), strict=True):
+                m.d.sync += f_.eq(v)
+        with m.Elif(step_end):
+            for f_, v in zip(fields, nfields, strict=True):
+                m.d.sync += f_.eq(v)
         steps_left = Signal()
-        m.d.comb += steps_left.eq(running & (ph < (steps << 1)))
+        m.d.comb += steps_left.eq(running & more)
         can_start = Signal()
         m.d.comb += can_start.eq(Mux(is_qk, k_wr_n >= kend,
                                      (v_wr_n >= kend) & (exp_done > st)))
@@ -334,8 +352,11 @@ class ComputeCore(wiring.Component):
                 m.d.sync += [w.eq(0), g.eq(g + 1)]
             with m.Else():
                 m.d.sync += w.eq(w + 1)
+        plen_m1 = Signal.like(plen)
+        m.d.sync += plen_m1.eq(plen - 1)
+        m.d.comb += step_end.eq(active & (cnt == plen_m1))
         with m.If(active):  # after the issue counters: the end of a step resets them
-            with m.If(cnt == plen - 1):
+            with m.If(step_end):
                 m.d.sync += [cnt.eq(0), ph.eq(ph + 1), g.eq(0), w.eq(0)]
                 with m.If(is_qk):
                     m.d.sync += k_free.eq(kend)

@@ -36,12 +36,12 @@ class Finalize(wiring.Component):
     o : stream of q outputs (``out_bits``, saturated), valid ``latency`` cycles later.
 
     The reciprocal is recomputed for every word (one pipelined unit: no extra area over
-    computing it once per row). Latency ``Reciprocal.latency + 3``, throughput 1 word/cycle.
+    computing it once per row). Latency ``Reciprocal.latency + 4``, throughput 1 word/cycle.
     """
 
     def __init__(self, cfg: HardwareConfig):
         self.cfg = cfg
-        self.latency = Reciprocal.latency + 3
+        self.latency = Reciprocal.latency + 4
         super().__init__({
             "i": In(stream.Signature(finalize_in_layout(cfg), always_ready=True)),
             "o": Out(stream.Signature(out_word_layout(cfg), always_ready=True)),
@@ -78,13 +78,18 @@ class Finalize(wiring.Component):
         m.d.sync += [vb.eq(va), kb.eq(ka), zb.eq(za)]
         for i in range(q):
             m.d.sync += prods[i].eq(oa[i] * ra)
-        # stage C: round half up, saturate
-        lim = 1 << (cfg.out_bits - 1)
-        m.d.sync += self.o.valid.eq(vb)
+        # stage C: round half up
+        vc, zc = Signal(), Signal()
+        m.d.sync += [vc.eq(vb), zc.eq(zb)]
+        rnd = [Signal(signed(ob + cfg.recip_bits + 1), name=f"rnd{i}") for i in range(q)]
         for i in range(q):
-            rounded = Signal(signed(ob + cfg.recip_bits + 1), name=f"rnd{i}")
-            m.d.comb += rounded.eq((prods[i] + ((Const(1, 1) << kb) >> 1)) >> kb)
-            with m.If(zb):
+            m.d.sync += rnd[i].eq((prods[i] + ((Const(1, 1) << kb) >> 1)) >> kb)
+        # stage D: saturate
+        lim = 1 << (cfg.out_bits - 1)
+        m.d.sync += self.o.valid.eq(vc)
+        for i in range(q):
+            rounded = rnd[i]
+            with m.If(zc):
                 m.d.sync += self.o.payload[i].eq(0)
             with m.Elif(rounded >= lim):
                 m.d.sync += self.o.payload[i].eq(lim - 1)

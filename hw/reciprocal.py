@@ -35,11 +35,11 @@ class Reciprocal(wiring.Component):
     i : stream of unsigned ℓ (``row_sum_bits``), always ready.
     o : stream of ``{r, e, zero}``, valid ``latency`` cycles later; ``zero`` flags ℓ = 0.
 
-    Latency 4, throughput 1 per cycle: leading-one detect; normalize and seed lookup;
-    ``mn·r0``; ``r0·(2 − mn·r0)``.
+    Latency 6, throughput 1 per cycle: leading-one detect; normalize; seed lookup; ``mn·r0``;
+    ``2 − mn·r0``; ``r0·(2 − mn·r0)``.
     """
 
-    latency = 4
+    latency = 6
 
     def __init__(self, cfg: HardwareConfig):
         self.cfg = cfg
@@ -59,27 +59,34 @@ class Reciprocal(wiring.Component):
         # stage 1: leading one
         v1, l1, e1, z1 = Signal(), Signal(lw), Signal.like(e0), Signal()
         m.d.sync += [v1.eq(self.i.valid), l1.eq(lv), e1.eq(e0), z1.eq(lv == 0)]
-        # stage 2: mantissa in [2**RF, 2**(RF+1)) = floor(ℓ·2**RF / 2**e); seed
+        # stage 2: mantissa in [2**RF, 2**(RF+1)) = floor(ℓ·2**RF / 2**e)
         v2, e2, z2 = Signal(), Signal.like(e1), Signal()
         mn2 = Signal(rf + 1)
-        r02 = Signal(rf + 1)
-        mn = Signal(rf + 1)
-        m.d.comb += mn.eq((l1 << rf) >> e1)
-        m.d.sync += [v2.eq(v1), e2.eq(e1), z2.eq(z1), mn2.eq(mn),
-                     r02.eq(seeds[mn[rf - sb:rf]])]
-        # stage 3: x·r0 (≈ 2**RF)
+        m.d.sync += [v2.eq(v1), e2.eq(e1), z2.eq(z1), mn2.eq((l1 << rf) >> e1)]
+        # stage 3: seed
         v3, e3, z3 = Signal(), Signal.like(e2), Signal()
+        mn3 = Signal(rf + 1)
         r03 = Signal(rf + 1)
-        xr3 = Signal(rf + 2)
-        m.d.sync += [v3.eq(v2), e3.eq(e2), z3.eq(z2), r03.eq(r02),
-                     xr3.eq((mn2 * r02) >> rf)]
-        # stage 4: one Newton step
+        m.d.sync += [v3.eq(v2), e3.eq(e2), z3.eq(z2), mn3.eq(mn2),
+                     r03.eq(seeds[mn2[rf - sb:rf]])]
+        # stage 4: x·r0 (≈ 2**RF)
+        v4, e4, z4 = Signal(), Signal.like(e3), Signal()
+        r04 = Signal(rf + 1)
+        xr4 = Signal(rf + 2)
+        m.d.sync += [v4.eq(v3), e4.eq(e3), z4.eq(z3), r04.eq(r03),
+                     xr4.eq((mn3 * r03) >> rf)]
+        # stage 5: 2 − x·r0
+        v5, e5, z5 = Signal(), Signal.like(e4), Signal()
+        r05 = Signal(rf + 1)
+        t5 = Signal(rf + 3)
+        m.d.sync += [v5.eq(v4), e5.eq(e4), z5.eq(z4), r05.eq(r04), t5.eq((2 << rf) - xr4)]
+        # stage 6: one Newton step
         m.d.sync += [
-            self.o.valid.eq(v3),
-            self.o.payload.r.eq((r03 * ((2 << rf) - xr3)) >> rf),
-            self.o.payload.e.eq(e3),
-            self.o.payload.zero.eq(z3),
+            self.o.valid.eq(v5),
+            self.o.payload.r.eq((r05 * t5) >> rf),
+            self.o.payload.e.eq(e5),
+            self.o.payload.zero.eq(z5),
         ]
-        with m.If(z3):
+        with m.If(z5):
             m.d.sync += self.o.payload.r.eq(0)
         return m
