@@ -38,8 +38,8 @@ from attenio.hw.softmax import SHIFT_BITS, SoftmaxUnit, m_bits
 MIN_PHASE = 12
 OUT_FIFO_DEPTH = 16
 # cycles from the step sequencer's end to the first finalize read of O: the last P V write
-# (c3) is then done (sim/schedule.py Timing.pv_drain)
-PV_DRAIN = 4
+# (c4) is then done (sim/schedule.py Timing.pv_drain)
+PV_DRAIN = 5
 COUNTER_BITS = 40
 
 
@@ -117,8 +117,8 @@ class ComputeCore(wiring.Component):
         (cumulative): PE array issuing, waiting for a K/V row, waiting for the softmax,
         padding a short step, softmax unit fed, finalize issuing.
 
-    Throughput: one (row group, word) per cycle in each step. Latencies: ``Q Kᵀ`` score 4
-    cycles after its last word; softmax ``SoftmaxUnit.latency``; ``P V`` writes 3 cycles after
+    Throughput: one (row group, word) per cycle in each step. Latencies: ``Q Kᵀ`` score 5
+    cycles after its last word; softmax ``SoftmaxUnit.latency``; ``P V`` writes 4 cycles after
     its read; finalize ``Finalize.latency``.
 
     Raises
@@ -424,8 +424,12 @@ class ComputeCore(wiring.Component):
         prod_bits = 2 * cfg.data_bits
         prods = [[Signal(signed(prod_bits), name=f"qk_p{i}_{lane}") for lane in range(q)]
                  for i in range(p)]
+        # c1 → c2: the MAC operands are registered (below); the products follow in c3
+        v1b, first1b, last1b = Signal(), Signal(), Signal()
+        g1b, k1b = Signal.like(g, name="qk_g1b"), Signal.like(st, name="qk_st1b")
+        m.d.sync += [v1b.eq(v1), g1b.eq(g1), k1b.eq(k1), first1b.eq(first1), last1b.eq(last1)]
         v2 = Signal()
-        m.d.sync += [v2.eq(v1), g2.eq(g1), k2.eq(k1), first2.eq(first1), last2.eq(last1)]
+        m.d.sync += [v2.eq(v1b), g2.eq(g1b), k2.eq(k1b), first2.eq(first1b), last2.eq(last1b)]
         kwords = [lane_copy(k_rd, i, "k") for i in range(p)]
         # the products are formed in the P V section: one multiplier per MAC serves both steps
         sums = [Signal(signed(prod_bits + lq + 1), name=f"qk_sum{i}") for i in range(p)]
@@ -443,7 +447,7 @@ class ComputeCore(wiring.Component):
             for i in range(p):
                 m.d.sync += accs[i].eq(Mux(first3, sums[i], accs[i] + sums[i]))
         m.d.sync += [sv4.eq(v3 & last3), g4.eq(g3), k4.eq(k3)]
-        # m/ℓ read for the finished group is issued with the last accumulation (c3)
+        # m/ℓ read for the finished group is issued with the last accumulation (c4)
         fin_mode = Signal()
         fin_ml_addr = Signal(range(gmax + 1))
         for i in range(p):
@@ -494,27 +498,31 @@ class ComputeCore(wiring.Component):
             m.d.sync += exp_done.eq(tk + 1)
 
         # ---- P V pipeline ----
-        # c0: read O, V and p/shift; c1: products and the routed O words; c2: the chain
-        # heads' O >> shift; c3: O = (O >> shift) + p·v over each row's lines, written back
-        # from its last line.
+        # c0: read V and p/shift; c1: the MAC operands (registered); c1 also reads O; c2: the
+        # products and the routed O words; c3: a chain head's O >> shift; c4: O = (O >> shift)
+        # + p·v over each row's lines, written back from its last line.
         pv_issue = issue & ~is_qk
         for i in range(p):
             m.d.comb += pb_rd[i].addr.eq(Mux(st[0], gmax, 0) + g)
-        pv1 = Signal()
-        addr1 = Signal(range(gmax * wmax + 1))
-        zero1 = Signal()
         pv_addr = Signal(range(gmax * wmax + 1))
         m.d.comb += pv_addr.eq(g * wmax + w)
-        m.d.sync += [pv1.eq(pv_issue), addr1.eq(pv_addr), zero1.eq(st == 0)]
-        pv2 = Signal()
-        addr2 = Signal.like(addr1)
-        zero2 = Signal()
-        m.d.sync += [pv2.eq(pv1), addr2.eq(addr1), zero2.eq(zero1)]
+        pvs = [Signal(name=f"pv_v{k}") for k in range(5)]
+        addrs = [Signal.like(pv_addr, name=f"pv_addr{k}") for k in range(5)]
+        zeros = [Signal(name=f"pv_zero{k}") for k in range(5)]
+        m.d.comb += [pvs[0].eq(pv_issue), addrs[0].eq(pv_addr), zeros[0].eq(st == 0)]
+        for k in range(1, 5):
+            m.d.sync += [pvs[k].eq(pvs[k - 1]), addrs[k].eq(addrs[k - 1]),
+                         zeros[k].eq(zeros[k - 1])]
         o_old = [Signal(acc_word, name=f"pv_o{i}") for i in range(p)]
         o_pv = [[Signal(signed(cfg.pv_bits + 1), name=f"pv_p{i}_{lane}") for lane in range(q)]
                 for i in range(p)]
+        sh1b = [Signal(unsigned(SHIFT_BITS), name=f"pv_sh1b_{i}") for i in range(p)]
         sh2 = [Signal(unsigned(SHIFT_BITS), name=f"pv_sh{i}") for i in range(p)]
         head2 = Signal(p)
+        opa = [[Signal(signed(cfg.exp_bits + 1), name=f"mac_a{i}_{lane}") for lane in range(q)]
+               for i in range(p)]
+        opb = [[Signal(signed(cfg.data_bits), name=f"mac_b{i}_{lane}") for lane in range(q)]
+               for i in range(p)]
         for i in range(p):
             pbv = pb_rd[i].data
             vword = lane_copy(v_rd, i, "v")
@@ -522,19 +530,17 @@ class ComputeCore(wiring.Component):
             # combinational from the command (constant during a tile): with one key per step
             # it is a constant and synthesis drops the chain
             m.d.comb += head2[i].eq((i & bmask) == 0)
-            m.d.sync += [o_old[i].eq(src), sh2[i].eq(pbv.shift)]
+            m.d.sync += [o_old[i].eq(src), sh1b[i].eq(pbv.shift), sh2[i].eq(sh1b[i])]
             for lane in range(q):
                 # One multiplier per MAC for both steps (a step is Q Kᵀ or P V, never both):
                 # q·k (B × B signed) or p·v (PF+1 unsigned × B signed) fits one 18×18 DSP.
-                a = Mux(v1, q_rd[i].data[lane], pbv.p)
-                b = Mux(v1, kwords[i][lane], vword[lane])
+                # Its operands are registered (c1 → c2), its product too (c2 → c3).
+                m.d.sync += [opa[i][lane].eq(Mux(v1, q_rd[i].data[lane], pbv.p)),
+                             opb[i][lane].eq(Mux(v1, kwords[i][lane], vword[lane]))]
                 prod = Signal(signed(cfg.pv_bits + 1), name=f"mac{i}_{lane}")
-                m.d.comb += prod.eq(a * b)
+                m.d.comb += prod.eq(opa[i][lane] * opb[i][lane])
                 m.d.sync += [prods[i][lane].eq(prod), o_pv[i][lane].eq(prod)]
-        # c2: a chain head's own O word, shifted (registered)
-        pv3 = Signal()
-        addr3 = Signal.like(addr1)
-        m.d.sync += [pv3.eq(pv2), addr3.eq(addr2)]
+        # c3: a chain head's own O word, shifted (registered)
         o_sh3 = [Signal(acc_word, name=f"pv_osh{i}") for i in range(p)]
         sh3 = [Signal(unsigned(SHIFT_BITS), name=f"pv_sh3_{i}") for i in range(p)]
         o_pv3 = [[Signal(signed(cfg.pv_bits + 1), name=f"pv_p3_{i}_{lane}") for lane in range(q)]
@@ -542,9 +548,9 @@ class ComputeCore(wiring.Component):
         for i in range(p):
             m.d.sync += sh3[i].eq(sh2[i])
             for lane in range(q):
-                m.d.sync += [o_sh3[i][lane].eq(Mux(zero2, 0, o_old[i][lane]) >> sh2[i]),
+                m.d.sync += [o_sh3[i][lane].eq(Mux(zeros[3], 0, o_old[i][lane]) >> sh2[i]),
                              o_pv3[i][lane].eq(o_pv[i][lane])]
-        # c3: O = (O >> shift) + p·v, chained over a row's lines, written from its last line
+        # c4: O = (O >> shift) + p·v, chained over a row's lines, written from its last line
         chain = []
         for i in range(p):
             out = Signal(acc_word, name=f"pv_new{i}")
@@ -556,8 +562,8 @@ class ComputeCore(wiring.Component):
         for i in range(p):
             m.d.comb += o_wr[i].data.eq(from_chain_end(chain, acc_word, i, "o"))
             # with b > 1 only the banks of real rows (ρ < p/b) take the result
-            m.d.comb += [o_wr[i].addr.eq(addr3),
-                         o_wr[i].en.eq(pv3 & ((blog == 0) | ((i << blog) < p)))]
+            m.d.comb += [o_wr[i].addr.eq(addrs[4]),
+                         o_wr[i].en.eq(pvs[4] & ((blog == 0) | ((i << blog) < p)))]
 
         # ---- finalize ----
         m.submodules.fin = fin = Finalize(cfg)
@@ -583,7 +589,7 @@ class ComputeCore(wiring.Component):
         fin_addr = Signal(range(gmax * wmax + 1))
         m.d.comb += fin_addr.eq((frow >> lp) * wmax + fw)
         for i in range(p):
-            m.d.comb += o_rd[i].addr.eq(Mux(fin_mode, fin_addr, pv_addr))
+            m.d.comb += o_rd[i].addr.eq(Mux(fin_mode, fin_addr, addrs[1]))
         with m.If(f_issue):
             m.d.sync += self.fin_busy.eq(self.fin_busy + 1)
             with m.If(fw == words - 1):

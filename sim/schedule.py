@@ -55,8 +55,8 @@ class Timing:
     """Microarchitectural latencies the RTL implements (docs/architecture.md)."""
 
     min_phase: int = 12          # shortest Q Kᵀ or P V step (hw/core.py MIN_PHASE)
-    p_ready_latency: int = 13    # last Q Kᵀ issue of a step → first P V issue it allows
-    pv_drain: int = 4            # last P V issue → finalize may read O (hw/core.py PV_DRAIN)
+    p_ready_latency: int = 14    # last Q Kᵀ issue of a step → first P V issue it allows
+    pv_drain: int = 5            # last P V issue → finalize may read O (hw/core.py PV_DRAIN)
     finalize_latency: int = 13   # finalize issue → word readable at the output FIFO's head
     fetch_chunk: int = 8
     queue_depth: int = 8
