@@ -98,6 +98,7 @@ class _Bursts:
         self.last = Signal(name=f"{name}_last")            # it ends the transfer
         self.moved = Signal(name=f"{name}_moved")
         self.ready = Signal(name=f"{name}_ready")
+        self.bad = Signal(name=f"{name}_bad")              # the transfer leaves the window
         addr = Signal(ADDR_BITS, name=f"{name}_addr_c")
         left = Signal(24, name=f"{name}_left")
         to4k = Signal(13, name=f"{name}_to4k")
@@ -360,21 +361,23 @@ class _Engine(Elaboratable):
                     with m.If(when & flag(raw_, fl)):
                         m.d.comb += inc[(name, other)].eq(1)
 
-        # ---- window check ----
-        def outside(addr, beats):
-            lo = addr
-            hi = addr + (beats << lab)
-            return (self.win_size != 0) & ((lo < self.win_base)
-                                           | (hi > self.win_base + self.win_size))
+        # ---- window check: per transfer (base, beats), a register beside the bursts ----
+        win_on = Signal()
+        win_end = Signal(65)
+        m.d.sync += [win_on.eq(self.win_size != 0), win_end.eq(self.win_base + self.win_size)]
+
+        def outside(base, beats):
+            return win_on & ((base < self.win_base) | (base + (beats << lab) > win_end))
 
         def request(ch: str, want, bursts: _Bursts):
             """Drive an AXI address channel (``ar``/``aw``) with the next burst of ``bursts``
-            when ``want``; a burst outside the window fails instead. Returns the handshake."""
-            bad_addr = outside(bursts.addr, bursts.len)
-            with m.If(want & bad_addr):
+            when ``want``; a transfer outside the window fails instead, before any of its
+            bursts. Returns the handshake."""
+            m.d.sync += bursts.bad.eq(outside(bursts.base, bursts.beats))
+            with m.If(want & bursts.bad):
                 fail(ErrorCode.ADDRESS_RANGE)
             m.d.comb += [
-                a[f"{ch}valid"].eq(want & ~bad_addr), a[f"{ch}addr"].eq(bursts.addr),
+                a[f"{ch}valid"].eq(want & ~bursts.bad), a[f"{ch}addr"].eq(bursts.addr),
                 a[f"{ch}len"].eq(bursts.len - 1), a[f"{ch}size"].eq(lab), a[f"{ch}burst"].eq(1),
             ]
             return a[f"{ch}valid"] & a[f"{ch}ready"]
