@@ -178,15 +178,22 @@ class _Engine(Elaboratable):
         f_n = Signal(range(FETCH_CHUNK + 1))
         f_left = Signal(32)
         f_4k = Signal(8)
+        # the next burst (address, length, whether one is left) is a register computed from
+        # f_next of the cycle before; f_ready is low in the cycle after f_next moved or the
+        # engine was reset (sim/schedule.py Timing.fetch_gap, fetch_delay)
+        f_addr_c = Signal(ADDR_BITS)
+        f_more = Signal()
+        f_ready = Signal()
         m.d.comb += [
-            f_addr.eq(self.prog_base + (f_next << 5)),
+            f_addr_c.eq(self.prog_base + (f_next << 5)),
             f_left.eq(self.prog_len - f_next),
-            f_4k.eq((4096 - f_addr[:12]) >> 5),
+            f_4k.eq((4096 - f_addr_c[:12]) >> 5),
         ]
         f_n1 = Mux(f_left < FETCH_CHUNK, f_left, FETCH_CHUNK)
-        m.d.comb += f_n.eq(Mux(f_4k < f_n1, f_4k, f_n1))
+        m.d.sync += [f_addr.eq(f_addr_c), f_n.eq(Mux(f_4k < f_n1, f_4k, f_n1)),
+                     f_more.eq(f_next < self.prog_len)]
         m.d.comb += [
-            a["insn_arvalid"].eq(self.go & ~stop & (f_next < self.prog_len)
+            a["insn_arvalid"].eq(self.go & ~stop & f_ready & f_more
                                  & (ififo.level + f_inflight <= FETCH_BUFFER - FETCH_CHUNK)),
             a["insn_araddr"].eq(f_addr), a["insn_arlen"].eq(f_n * ipb - 1),
             a["insn_arsize"].eq(lab), a["insn_arburst"].eq(1), a["insn_rready"].eq(1),
@@ -202,6 +209,7 @@ class _Engine(Elaboratable):
             m.d.sync += [ibuf.eq(assembled), ibeat.eq(Mux(ibeat == ipb - 1, 0, ibeat + 1))]
             with m.If(a["insn_rresp"] != 0):
                 fail(ErrorCode.AXI_READ)
+        m.d.sync += f_ready.eq(~iar)
         with m.If(iar):
             m.d.sync += f_next.eq(f_next + f_n)
         m.d.sync += f_inflight.eq(f_inflight + Mux(iar, f_n, 0) - push_i)
@@ -723,7 +731,9 @@ class _Engine(Elaboratable):
         wd = Signal(WATCHDOG_BITS)
         m.d.comb += progress.eq(iar | ir | ar | r | aw | w | b | dispatch | core.active
                                 | l_start | c_start | s_start)
-        m.d.sync += wd.eq(Mux(progress | ~self.go, 0, wd + 1))
+        progress_r = Signal()     # registered: off the engines' issue paths
+        m.d.sync += progress_r.eq(progress)
+        m.d.sync += wd.eq(Mux(progress_r | ~self.go, 0, wd + 1))
         timed_out = wd == (1 << WATCHDOG_BITS) - 1
         with m.If(self.go & timed_out):
             fail(ErrorCode.TIMEOUT)

@@ -67,6 +67,8 @@ class Timing:
     fifo_latency: int = 2
     request_delay: int = 2       # a load or store instruction starts → its first AXI request
     request_gap: int = 2         # a data burst request → the next one (registered bursts)
+    fetch_gap: int = 2           # a program burst request → the next one
+    fetch_delay: int = 1         # the run starts → the first program request may go out
     cmd_latency: int = 2         # COMPUTE starts → the PE array may issue
     idle_latency: int = 2        # the last output beat → the compute queue moves on
     done_latency: int = 3        # the last event → done (the run's end)
@@ -434,7 +436,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
     ring = ring_rows if ring_rows is not None else max(1, hw.kv_ring_depth // 2)
     rd = Channel(hw, timing, gap=timing.request_gap)
     wr = Channel(hw, timing, write=True, gap=timing.request_gap)
-    fetch = Channel(hw, timing)
+    fetch = Channel(hw, timing, gap=timing.fetch_gap)
     stats = Stats()
     spans: list[Span] = []
     n = len(program)
@@ -458,7 +460,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
     def fetch_chunk(c: int) -> int:
         """Cycle of the chunk's first data beat."""
         if c not in chunk_arrival:
-            ready = 0
+            ready = timing.fetch_delay
             if c >= 2:  # two chunks of fetch buffer: chunk c waits for chunk c-2 to dispatch
                 ready = dispatch[min(n, (c - 1) * chunk) - 1] + 1
             nbytes = min(chunk, n - c * chunk) * 32
