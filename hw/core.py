@@ -271,8 +271,10 @@ class ComputeCore(wiring.Component):
         beat = self.kv.payload
         write_k = Signal()
         m.d.comb += write_k.eq(~beat.v)
-        room = Mux(write_k, k_wr_n - k_free < ring, v_wr_n - v_free < ring)
-        m.d.comb += self.kv.ready.eq(room & ~kv_closed)
+        # ring occupancy (rows written, not yet freed) and room for a row, kept as registers
+        # (off the AXI read-data path); room_k/room_v = k_wr_n − k_free < ring
+        k_room, v_room = Signal(init=1), Signal(init=1)
+        m.d.comb += self.kv.ready.eq(Mux(write_k, k_room, v_room) & ~kv_closed)
         k_slot = Signal(range(ring))
         v_slot = Signal(range(ring))
         m.d.comb += [
@@ -297,6 +299,18 @@ class ComputeCore(wiring.Component):
                 m.d.sync += kvw.eq(kvw + 1)
             with m.If(beat.end):
                 m.d.sync += kv_closed.eq(1)
+
+        # occupancy bookkeeping: a row completes (+1) with its last beat; a step's end frees
+        # kend − k_free rows (a register: both are steady during a step)
+        take_row = Signal()
+        m.d.comb += take_row.eq(take & beat.last)
+        step_end = Signal()
+        ring_occ = {}
+        for name_, room_, inc_, free_ in (("k", k_room, take_row & write_k, k_free),
+                                          ("v", v_room, take_row & ~write_k, v_free)):
+            occ = Signal(range(ring + 1), name=f"{name_}_occ")
+            rows = Signal(range(cfg.max_keys_per_step + 1), name=f"{name_}_step_rows")
+            ring_occ[name_] = (occ, rows, inc_, free_, room_)
 
         # ---- step sequencer ----
         # A step takes b = 2**kps_log2 keys: steps = ⌈keys/b⌉, step st covers keys st·b ….
@@ -329,7 +343,6 @@ class ComputeCore(wiring.Component):
         # ph + 1, computed a cycle after ph last changed (a step lasts ≥ MIN_PHASE cycles).
         fields = (last_ph, is_qk, st, kbase, kend, more)
         nfields = [Signal.like(f_, name=f"next_{f_.name}") for f_ in fields]
-        step_end = Signal()
         for f_, v in zip(nfields, step_fields(ph + 1), strict=True):
             m.d.sync += f_.eq(v)
         with m.If(~running):
@@ -364,6 +377,12 @@ class ComputeCore(wiring.Component):
                     m.d.sync += v_free.eq(kend)
             with m.Else():
                 m.d.sync += cnt.eq(cnt + 1)
+        # the rings' occupancy and room (see the K/V ring writer)
+        for name_, (occ, rows, inc_, free_, room_) in ring_occ.items():
+            dec = step_end & (is_qk if name_ == "k" else ~is_qk)
+            nocc = Signal(signed(occ.shape().width + 2), name=f"{name_}_occ_next")
+            m.d.comb += nocc.eq(occ + inc_ - Mux(dec, rows, 0))
+            m.d.sync += [rows.eq(kend - free_), occ.eq(nocc), room_.eq(nocc < ring)]
         with m.If(steps_left & ~active):
             with m.If(is_qk | (v_wr_n < kend)):
                 m.d.sync += self.pe_wait_kv.eq(self.pe_wait_kv + 1)
@@ -642,4 +661,6 @@ class ComputeCore(wiring.Component):
                 w.eq(0), exp_done.eq(0), k_wr_n.eq(0), v_wr_n.eq(0), k_free.eq(0),
                 v_free.eq(0), kv_closed.eq(0), kvw.eq(0),
             ]
+            for occ, _, _, _, room_ in ring_occ.values():
+                m.d.sync += [occ.eq(0), room_.eq(1)]
         return m
