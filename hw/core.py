@@ -626,8 +626,11 @@ class ComputeCore(wiring.Component):
             for i in range(p):
                 with m.Case(i):
                     m.d.comb += [sel_o.eq(o_rd[i].data), sel_l.eq(ml_rd[i].data.l)]
-        m.d.comb += [fin.i.valid.eq(fv1), fin.i.payload.o.eq(sel_o),
+        # the selected row's O word and ℓ are registered before the finalize unit
+        fv2 = Signal()
+        m.d.sync += [fv2.eq(fv1), fin.i.payload.o.eq(sel_o),
                      fin.i.payload.l.eq(Mux(no_keys, 0, sel_l))]
+        m.d.comb += fin.i.valid.eq(fv2)
         m.d.comb += [ofifo.w_en.eq(fin.o.valid), ofifo.w_data.eq(fin.o.payload.as_value())]
         with m.If(f_issue & ~ofifo.w_en):
             m.d.sync += inflight.eq(inflight + 1)
@@ -653,7 +656,7 @@ class ComputeCore(wiring.Component):
         with m.If(q_done & ~running & self.busy & ~f_all):
             m.d.sync += running.eq(1)
         done = Signal()
-        m.d.comb += done.eq(f_all & (inflight == 0) & ~ofifo.r_rdy & ~fv1)
+        m.d.comb += done.eq(f_all & (inflight == 0) & ~ofifo.r_rdy & ~fv1 & ~fv2)
         with m.If(done):
             m.d.sync += [
                 self.busy.eq(0), running.eq(0), q_done.eq(0), f_all.eq(0), drain.eq(0),

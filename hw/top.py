@@ -82,11 +82,11 @@ class _Bursts:
     """Address generator shared by the load and store engines: the transfer at ``base`` of
     ``beats`` beats is cut into INCR bursts of at most 256 beats that never cross 4 KB.
 
-    ``addr``, ``len`` and ``last`` (the next burst) are registers computed from the state
-    (``base``, ``beats``, ``off``) of the cycle before; the engine sets ``moved`` in a cycle
-    whose edge changes the state, and ``ready`` is low in the cycle after it, while they catch
-    up. So a burst can follow the previous one (or the instruction's start) two cycles later
-    (sim/schedule.py ``Timing.request_gap``).
+    ``addr``, ``len`` and ``last`` (the next burst) are registers computed in two stages from the
+    state (``base``, ``beats``, ``off``) of two cycles before; the engine sets ``moved`` in a cycle
+    whose edge changes the state, and ``ready`` is low in the two cycles after it, while these
+    and the engine's own look-ahead registers catch up. So a burst can follow the previous one
+    (or the instruction's start) three cycles later (sim/schedule.py ``Timing.request_gap``).
     """
 
     def __init__(self, m: Module, ab: int, name: str):
@@ -99,18 +99,17 @@ class _Bursts:
         self.moved = Signal(name=f"{name}_moved")
         self.ready = Signal(name=f"{name}_ready")
         self.bad = Signal(name=f"{name}_bad")              # the transfer leaves the window
-        addr = Signal(ADDR_BITS, name=f"{name}_addr_c")
-        left = Signal(24, name=f"{name}_left")
+        # stage 1: address and beats left; stage 2: the burst's length and whether it is last
+        addr = Signal(ADDR_BITS, name=f"{name}_addr1")
+        left = Signal(24, name=f"{name}_left1")
+        m.d.sync += [addr.eq(self.base + (self.off << _log2(ab))), left.eq(self.beats - self.off)]
         to4k = Signal(13, name=f"{name}_to4k")
-        m.d.comb += [
-            addr.eq(self.base + (self.off << _log2(ab))),
-            left.eq(self.beats - self.off),
-            to4k.eq((4096 - addr[:12]) >> _log2(ab)),
-        ]
+        m.d.comb += to4k.eq((4096 - addr[:12]) >> _log2(ab))
         n1 = Mux(left < 256, left, 256)
         length = Mux(to4k < n1, to4k, n1)
+        moved1 = Signal(name=f"{name}_moved1")
         m.d.sync += [self.addr.eq(addr), self.len.eq(length), self.last.eq(length == left),
-                     self.ready.eq(~self.moved)]
+                     moved1.eq(self.moved), self.ready.eq(~self.moved & ~moved1)]
 
 
 class _Engine(Elaboratable):
@@ -482,7 +481,7 @@ class _Engine(Elaboratable):
         ar = request("ar", l_want, lb)
         m.d.comb += lb.moved.eq(l_start | ar)
         # What follows the current unit, as registers: the unit changes only with a request or
-        # the instruction's start, and the next request is two cycles later (lb.ready).
+        # the instruction's start, and the next request is three cycles later (lb.ready).
         # K/V: K(ks) if ks < steps and ks ≤ vs + 1, else V(vs).
         p_row_last = Signal()       # the current row is the unit's last
         p_nks, p_nvs = Signal.like(l_ks), Signal.like(l_vs)
@@ -495,27 +494,32 @@ class _Engine(Elaboratable):
         p_beats = Signal.like(lb.beats)
         p_hbase = Signal(ADDR_BITS)
         p_rowbase = Signal(ADDR_BITS)
+        # two register stages: (1) which block is next, its index and addresses; (2) its
+        # size, base and whether it ends the instruction (the unit waits 3 cycles: lb.ready)
         nks, nvs = Signal.like(l_ks), Signal.like(l_vs)
         m.d.comb += [nks.eq(l_ks + ~l_on_v), nvs.eq(l_vs + l_on_v)]
         next_v = Signal()
         m.d.comb += next_v.eq(~((nks < l_steps) & (nks <= nvs + 1)))
-        keys_l = fld(lraw, Op.LOAD_KV, "keys")
-        ns = Mux(next_v, nvs, nks)
-        nk_left = Signal(25)
-        m.d.comb += nk_left.eq(keys_l - ns * l_b)
-        nk_rows = Signal(range(kps_max + 1))   # ≤ keys per step
-        m.d.comb += nk_rows.eq(Mux(nk_left < l_b, nk_left, l_b))
         step_bytes = l_stride * l_b
-        nkbase = l_kbase + Mux(l_on_v, 0, step_bytes)
-        nvbase = l_vbase + Mux(l_on_v, step_bytes, 0)
+        s1_ns = Signal.like(l_ks)
         m.d.sync += [
             p_row_last.eq(l_trow == l_rows - 1), p_nks.eq(nks), p_nvs.eq(nvs),
-            p_next_v.eq(next_v), p_kv_last.eq(next_v & (nvs >= l_steps)),
+            p_next_v.eq(next_v), s1_ns.eq(Mux(next_v, nvs, nks)),
             p_q_last.eq(l_h == fld(lraw, Op.LOAD_Q, "heads") - 1),
-            p_kbase.eq(nkbase), p_vbase.eq(nvbase), p_base.eq(Mux(next_v, nvbase, nkbase)),
-            p_rows.eq(nk_rows), p_beats.eq(Mux(l_contig, nk_rows * l_wd, l_wd)),
+            p_kbase.eq(l_kbase + Mux(l_on_v, 0, step_bytes)),
+            p_vbase.eq(l_vbase + Mux(l_on_v, step_bytes, 0)),
             p_hbase.eq(l_hbase + fld(lraw, Op.LOAD_Q, "head_stride")),
             p_rowbase.eq(lb.base + l_stride),
+        ]
+        keys_l = fld(lraw, Op.LOAD_KV, "keys")
+        nk_left = Signal(25)
+        m.d.comb += nk_left.eq(keys_l - s1_ns * l_b)
+        nk_rows = Signal(range(kps_max + 1))   # ≤ keys per step
+        m.d.comb += nk_rows.eq(Mux(nk_left < l_b, nk_left, l_b))
+        m.d.sync += [
+            p_kv_last.eq(p_next_v & (p_nvs >= l_steps)),
+            p_base.eq(Mux(p_next_v, p_vbase, p_kbase)),
+            p_rows.eq(nk_rows), p_beats.eq(Mux(l_contig, nk_rows * l_wd, l_wd)),
         ]
         unit_done = Signal()
         instr_done = Signal()

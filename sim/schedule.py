@@ -57,7 +57,7 @@ class Timing:
     min_phase: int = 12          # shortest Q Kᵀ or P V step (hw/core.py MIN_PHASE)
     p_ready_latency: int = 14    # last Q Kᵀ issue of a step → first P V issue it allows
     pv_drain: int = 5            # last P V issue → finalize may read O (hw/core.py PV_DRAIN)
-    finalize_latency: int = 13   # finalize issue → word readable at the output FIFO's head
+    finalize_latency: int = 14   # finalize issue → word readable at the output FIFO's head
     fetch_chunk: int = 8
     queue_depth: int = 8
     max_outstanding: int = 16
@@ -65,8 +65,8 @@ class Timing:
     # controller hand-offs (hw/top.py): each FIFO (fetch buffer, queues, W queue) delivers a
     # word written in cycle t in cycle t + fifo_latency
     fifo_latency: int = 2
-    request_delay: int = 2       # a load or store instruction starts → its first AXI request
-    request_gap: int = 2         # a data burst request → the next one (registered bursts)
+    request_delay: int = 3       # a load or store instruction starts → its first AXI request
+    request_gap: int = 3         # a data burst request → the next one (registered bursts)
     fetch_gap: int = 2           # a program burst request → the next one
     fetch_delay: int = 1         # the run starts → the first program request may go out
     cmd_latency: int = 2         # COMPUTE starts → the PE array may issue
