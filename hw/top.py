@@ -666,8 +666,8 @@ class _Engine(Elaboratable):
         s_first = Signal()   # the instruction's first burst: it waits for the first output word
         with m.If(s_start):
             m.d.sync += s_first.eq(1)
-        m.d.comb += s_want.eq(s_busy & sb.ready & ~s_wait & ~stop & (wr_out < MAX_OUTSTANDING) & wq.w_rdy
-                              & (~s_first | core.o.valid))
+        m.d.comb += s_want.eq(s_busy & sb.ready & ~s_wait & ~stop & (wr_out < MAX_OUTSTANDING)
+                              & wq.w_rdy & (~s_first | core.o.valid))
         aw = request("aw", s_want, sb)
         m.d.comb += sb.moved.eq(s_start | aw)
         with m.If(aw):
