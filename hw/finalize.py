@@ -7,6 +7,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
+from attenio.hw.arith import delay, pipelined_product
 from attenio.hw.reciprocal import Reciprocal
 
 
@@ -36,12 +37,12 @@ class Finalize(wiring.Component):
     o : stream of q outputs (``out_bits``, saturated), valid ``latency`` cycles later.
 
     The reciprocal is recomputed for every word (one pipelined unit: no extra area over
-    computing it once per row). Latency ``Reciprocal.latency + 4``, throughput 1 word/cycle.
+    computing it once per row). Latency ``Reciprocal.latency + 5``, throughput 1 word/cycle.
     """
 
     def __init__(self, cfg: HardwareConfig):
         self.cfg = cfg
-        self.latency = Reciprocal.latency + 4
+        self.latency = Reciprocal.latency + 5
         super().__init__({
             "i": In(stream.Signature(finalize_in_layout(cfg), always_ready=True)),
             "o": Out(stream.Signature(out_word_layout(cfg), always_ready=True)),
@@ -72,12 +73,9 @@ class Finalize(wiring.Component):
                      ka.eq(rf + e - s - of)]
         for i in range(q):
             m.d.sync += oa[i].eq(o_d[i] >> s)
-        # stage B: products
-        vb, kb, zb = Signal(), Signal.like(ka), Signal()
-        prods = [Signal(signed(ob + cfg.recip_bits + 1), name=f"prod{i}") for i in range(q)]
-        m.d.sync += [vb.eq(va), kb.eq(ka), zb.eq(za)]
-        for i in range(q):
-            m.d.sync += prods[i].eq(oa[i] * ra)
+        # stages B1-B2: products (two stages each)
+        vb, kb, zb = delay(m, [va, ka, za], 2, "b")
+        prods = [pipelined_product(m, oa[i], ra, f"prod{i}") for i in range(q)]
         # stage C: round half up
         vc, zc = Signal(), Signal()
         m.d.sync += [vc.eq(vb), zc.eq(zb)]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from amaranth import Array, Const, Module, Signal, unsigned
+from amaranth import Array, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
+from attenio.hw.arith import delay, pipelined_product
 from attenio.model.numerics import recip_table
 
 
@@ -35,11 +36,11 @@ class Reciprocal(wiring.Component):
     i : stream of unsigned ℓ (``row_sum_bits``), always ready.
     o : stream of ``{r, e, zero}``, valid ``latency`` cycles later; ``zero`` flags ℓ = 0.
 
-    Latency 6, throughput 1 per cycle: leading-one detect; normalize; seed lookup; ``mn·r0``;
-    ``2 − mn·r0``; ``r0·(2 − mn·r0)``.
+    Latency 8, throughput 1 per cycle: leading-one detect; normalize; seed lookup; ``mn·r0``
+    (two stages); ``2 − mn·r0``; ``r0·(2 − mn·r0)`` (two stages, its product is the output).
     """
 
-    latency = 6
+    latency = 8
 
     def __init__(self, cfg: HardwareConfig):
         self.cfg = cfg
@@ -69,24 +70,20 @@ class Reciprocal(wiring.Component):
         r03 = Signal(rf + 1)
         m.d.sync += [v3.eq(v2), e3.eq(e2), z3.eq(z2), mn3.eq(mn2),
                      r03.eq(seeds[mn2[rf - sb:rf]])]
-        # stage 4: x·r0 (≈ 2**RF)
-        v4, e4, z4 = Signal(), Signal.like(e3), Signal()
-        r04 = Signal(rf + 1)
-        xr4 = Signal(rf + 2)
-        m.d.sync += [v4.eq(v3), e4.eq(e3), z4.eq(z3), r04.eq(r03),
-                     xr4.eq((mn3 * r03) >> rf)]
-        # stage 5: 2 − x·r0
-        v5, e5, z5 = Signal(), Signal.like(e4), Signal()
-        r05 = Signal(rf + 1)
-        t5 = Signal(rf + 3)
-        m.d.sync += [v5.eq(v4), e5.eq(e4), z5.eq(z4), r05.eq(r04), t5.eq((2 << rf) - xr4)]
-        # stage 6: one Newton step
-        m.d.sync += [
-            self.o.valid.eq(v5),
-            self.o.payload.r.eq((r05 * t5) >> rf),
-            self.o.payload.e.eq(e5),
-            self.o.payload.zero.eq(z5),
+        # stages 4-5: x·r0 (≈ 2**RF), a two-stage product
+        xr = pipelined_product(m, mn3, r03, "xr")
+        v5, e5, z5, r05 = delay(m, [v3, e3, z3, r03], 2, "s5")
+        # stage 6: 2 − x·r0
+        v6, e6, z6, r06 = delay(m, [v5, e5, z5, r05], 1, "s6")
+        t6 = Signal(rf + 3)
+        m.d.sync += t6.eq((2 << rf) - (xr >> rf))
+        # stages 7-8: one Newton step r0·(2 − x·r0), a two-stage product
+        rr = pipelined_product(m, r06, t6, "rr")
+        v8, e8, z8 = delay(m, [v6, e6, z6], 2, "s8")
+        m.d.comb += [
+            self.o.valid.eq(v8),
+            self.o.payload.r.eq(Mux(z8, 0, rr >> rf)),
+            self.o.payload.e.eq(e8),
+            self.o.payload.zero.eq(z8),
         ]
-        with m.If(z5):
-            m.d.sync += self.o.payload.r.eq(0)
         return m
