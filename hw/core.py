@@ -329,25 +329,28 @@ class ComputeCore(wiring.Component):
         kend = Signal(range(cfg.max_seq_len + 1))       # one past its last key
         more = Signal()                                 # ph is a step of the tile
 
-        def step_fields(x):
-            """(last_ph, is_qk, st, kbase, kend, more) of phase x."""
-            lp_ = x == (steps << 1) - 1
-            qk_ = (x == 0) | (x[0] & ~lp_)
-            st_ = Mux(lp_, steps - 1, Mux(qk_, (x + 1) >> 1, (x >> 1) - 1))
-            kb_ = st_ << blog
-            ke_ = Mux(kb_ + (1 << blog) < keys, kb_ + (1 << blog), keys)
-            return lp_, qk_, st_, kb_, ke_, x < (steps << 1)
-
-        # The phase's fields are registers (off the issue path): while idle, those of phase 0
-        # (ph is 0; the command is in one cycle before the tile runs); at a step's end, those of
-        # ph + 1, computed a cycle after ph last changed (a step lasts ≥ MIN_PHASE cycles).
+        # The phase's fields are registers (off the issue path). While idle (ph = 0) they are
+        # those of phase 0, from the command (in one cycle before the tile runs); at a step's
+        # end, those of ph + 1, computed in two register stages after ph last changed (a step
+        # lasts ≥ MIN_PHASE cycles) from steps, itself a register of the command.
         fields = (last_ph, is_qk, st, kbase, kend, more)
         nfields = [Signal.like(f_, name=f"next_{f_.name}") for f_ in fields]
-        for f_, v in zip(nfields, step_fields(ph + 1), strict=True):
-            m.d.sync += f_.eq(v)
+        step_end = Signal()
+        steps_r = Signal.like(steps)
+        last_r = Signal(range(2 * cfg.max_seq_len + 1))
+        m.d.sync += [steps_r.eq(steps), last_r.eq((steps << 1) - 1)]
+        x = ph + 1
+        n_last, n_qk, n_st, n_kb, n_ke, n_more = nfields
+        lp_ = x == last_r
+        qk_ = (x == 0) | (x[0] & ~lp_)
+        m.d.sync += [n_last.eq(lp_), n_qk.eq(qk_), n_more.eq(x < (steps_r << 1)),
+                     n_st.eq(Mux(lp_, steps_r - 1, Mux(qk_, (x + 1) >> 1, (x >> 1) - 1)))]
+        kb_ = n_st << blog
+        m.d.sync += [n_kb.eq(kb_),
+                     n_ke.eq(Mux(kb_ + (1 << blog) < keys, kb_ + (1 << blog), keys))]
         with m.If(~running):
-            for f_, v in zip(fields, step_fields(ph), strict=True):
-                m.d.sync += f_.eq(v)
+            m.d.sync += [last_ph.eq(0), is_qk.eq(1), st.eq(0), kbase.eq(0),
+                         kend.eq(Mux((1 << blog) < keys, 1 << blog, keys)), more.eq(keys != 0)]
         with m.Elif(step_end):
             for f_, v in zip(fields, nfields, strict=True):
                 m.d.sync += f_.eq(v)

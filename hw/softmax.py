@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
 from attenio.errors import bad
+from attenio.hw.arith import pipelined_product
 from attenio.hw.exp2 import Exp2, y_bits
 from attenio.model.numerics import MAX_SHIFT
 
@@ -58,8 +59,8 @@ class SoftmaxUnit(wiring.Component):
     a lane continues from the previous lane's m and ℓ instead of its own inputs, so a chain
     computes exactly what the model's key-by-key loop does. 0 means independent lanes.
 
-    Latency ``4 + Exp2.latency + 1`` = 8 (scale, round, max, shift and exponent input, exp2,
-    ℓ); throughput one row group per cycle (lanes =
+    Latency ``5 + Exp2.latency + 1`` = 9 (scale in two stages, round, max, shift and exponent
+    input, exp2, ℓ); throughput one row group per cycle (lanes =
     ``exp_lanes`` = ``mac_lines``).
     """
 
@@ -69,7 +70,7 @@ class SoftmaxUnit(wiring.Component):
                       f"this RTL needs exp_lanes == mac_lines ({cfg.mac_lines}): one "
                       "exponential per row of a row group per cycle")
         self.cfg = cfg
-        self.latency = 4 + Exp2.latency + 1
+        self.latency = 5 + Exp2.latency + 1
         super().__init__({
             "i": In(stream.Signature(softmax_in_layout(cfg), always_ready=True)),
             "o": Out(stream.Signature(softmax_out_layout(cfg), always_ready=True)),
@@ -95,13 +96,10 @@ class SoftmaxUnit(wiring.Component):
                 sig = nxt
             return sig
 
-        # stage 1: s·c_m
-        v1 = Signal()
-        prod1 = [Signal(signed(cfg.logit_product_bits + 1), name=f"prod{k}") for k in range(p)]
-        m.d.sync += v1.eq(self.i.valid)
-        for k in range(p):
-            m.d.sync += prod1[k].eq(i.s[k] * self.c_m)
-        # stage 2: t = (prod + 2**(c_sh-1)) >> c_sh
+        # stages 1-2: s·c_m (a two-stage product)
+        prod1 = [pipelined_product(m, i.s[k], self.c_m, f"prod{k}") for k in range(p)]
+        v1 = delay(self.i.valid, 2, "v1")
+        # stage 3: t = (prod + 2**(c_sh-1)) >> c_sh
         v2 = Signal()
         t2 = [Signal(signed(cfg.logit_bits + 1), name=f"t{k}") for k in range(p)]
         m.d.sync += v2.eq(v1)
@@ -109,11 +107,11 @@ class SoftmaxUnit(wiring.Component):
         for k in range(p):
             m.d.sync += t2[k].eq((prod1[k] + rc) >> self.c_sh)
         # the row state travels alongside
-        m_in = delay(i.m, 2, "m_in")
-        l_in = delay(i.l, 2, "l_in")
-        vis = delay(i.visible, 2, "vis")
-        first = delay(i.first, 2, "first")
-        # stage 3: running max. Lanes form chains of 2**chain_log2 consecutive keys of one row
+        m_in = delay(i.m, 3, "m_in")
+        l_in = delay(i.l, 3, "l_in")
+        vis = delay(i.visible, 3, "vis")
+        first = delay(i.first, 3, "first")
+        # stage 4: running max. Lanes form chains of 2**chain_log2 consecutive keys of one row
         # (several keys per step): each lane continues from the previous lane's m, so the chain
         # computes exactly what one key after another would.
         v3 = Signal()
@@ -141,7 +139,7 @@ class SoftmaxUnit(wiring.Component):
             m.d.sync += [m3[k].eq(m_new), mo3[k].eq(m_old), t3[k].eq(t2[k]),
                          l3[k].eq(Mux(first, 0, l_in[k]))]
             prev_m = m_new
-        # stage 4: shift = m' − m (saturated) and y = t − m'·2**F
+        # stage 5: shift = m' − m (saturated) and y = t − m'·2**F
         v4 = Signal()
         m4 = [Signal(signed(mb), name=f"m4_{k}") for k in range(p)]
         sh4 = [Signal(unsigned(SHIFT_BITS), name=f"shift{k}") for k in range(p)]
@@ -158,7 +156,7 @@ class SoftmaxUnit(wiring.Component):
                 y4[k].eq(Mux(vis3[k], t3[k] - (m3[k] << f), -(1 << (y_bits(cfg) - 2)))),
                 l4[k].eq(l3[k]),
             ]
-        # stages 5-7: exp2; beside it, a chain head's ℓ >> shift (its own row state)
+        # stages 6-8: exp2; beside it, a chain head's ℓ >> shift (its own row state)
         p_out = []
         for k in range(p):
             ex = Exp2(cfg)
@@ -176,7 +174,7 @@ class SoftmaxUnit(wiring.Component):
         m7 = [delay(m4[k], n, f"m{k}") for k in range(p)]
         sh7 = [delay(sh4[k], n, f"sh{k}") for k in range(p)]
         lsh7 = [delay(lsh5[k], n - 1, f"lsh{k}") for k in range(p)]
-        # stage 8: ℓ' = (ℓ >> shift) + p, chained like m
+        # stage 9: ℓ' = (ℓ >> shift) + p, chained like m
         m.d.sync += self.o.valid.eq(v7)
         o = self.o.payload
         prev_l = None

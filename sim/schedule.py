@@ -55,7 +55,7 @@ class Timing:
     """Microarchitectural latencies the RTL implements (docs/architecture.md)."""
 
     min_phase: int = 12          # shortest Q Kᵀ or P V step (hw/core.py MIN_PHASE)
-    p_ready_latency: int = 14    # last Q Kᵀ issue of a step → first P V issue it allows
+    p_ready_latency: int = 15    # last Q Kᵀ issue of a step → first P V issue it allows
     pv_drain: int = 5            # last P V issue → finalize may read O (hw/core.py PV_DRAIN)
     finalize_latency: int = 17   # finalize issue → word readable at the output FIFO's head
     fetch_chunk: int = 8
