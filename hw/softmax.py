@@ -103,9 +103,14 @@ class SoftmaxUnit(wiring.Component):
         v2 = Signal()
         t2 = [Signal(signed(cfg.logit_bits + 1), name=f"t{k}") for k in range(p)]
         m.d.sync += v2.eq(v1)
-        rc = (Const(1, 1) << self.c_sh) >> 1  # 2**(c_sh-1), or 0 when c_sh = 0
+        # c_sh and the rounding constant 2**(c_sh-1) (0 when c_sh = 0) are held for a tile: each
+        # lane keeps its own registered copy (no broadcast from the command into the shifters;
+        # a tile's first score comes several cycles after its command)
         for k in range(p):
-            m.d.sync += t2[k].eq((prod1[k] + rc) >> self.c_sh)
+            sh_k = Signal.like(self.c_sh, name=f"c_sh{k}")
+            rc_k = Signal(unsigned(64), name=f"rc{k}")
+            m.d.sync += [sh_k.eq(self.c_sh), rc_k.eq((Const(1, 1) << self.c_sh) >> 1)]
+            m.d.sync += t2[k].eq((prod1[k] + rc_k) >> sh_k)
         # the row state travels alongside
         m_in = delay(i.m, 3, "m_in")
         l_in = delay(i.l, 3, "l_in")
