@@ -95,13 +95,17 @@ def run_with_progress(cmd: list[str], cwd: Path, watch, log, env=None) -> tuple[
 
 
 def _abc9_died(log_path: Path) -> bool:
-    """The yosys log's last pass is ABC9 (it stopped there)."""
+    """yosys stopped inside its ABC9 pass (the log's last pass is ABC9 or one of its steps)."""
     try:
-        passes = re.findall(r"^[\d.]+ Executing (\S+)", log_path.read_text(errors="replace"),
+        passes = re.findall(r"^([\d.]+) Executing (\S+)", log_path.read_text(errors="replace"),
                             re.M)
     except OSError:
         return False
-    return bool(passes) and passes[-1].upper().startswith("ABC9")
+    abc9 = [num for num, name in passes if name.upper().startswith("ABC9")]
+    if not abc9:
+        return False
+    top = min(abc9, key=lambda num: (num.count("."), -abc9.index(num)))
+    return passes[-1][0].startswith(top)
 
 
 def _last_line(path: Path) -> str:

@@ -53,7 +53,8 @@ log, cmd = args[args.index("-l") + 1], args[args.index("-p") + 1]
 with open(log, "w") as f:
     f.write("2.1. Executing SYNTH_LATTICE pass.\\n")
     if "abc -lut" not in cmd:
-        f.write("2.45. Executing ABC9 pass.\\n2.45.1. Executing ABC9_OPS pass.\\n")
+        f.write("2.45. Executing ABC9 pass.\\n2.45.1. Executing ABC9_OPS pass.\\n"
+                "2.45.17.7. Executing ABC_OPS_REINTEGRATE pass.\\nERROR: Assert failed\\n")
         sys.exit(1)
     f.write("4. Executing ABC pass (technology mapping using ABC).\\n")
 with open("stat.txt", "w") as f:
@@ -84,3 +85,14 @@ def test_other_yosys_failure_is_reported(monkeypatch, tmp_path):
     monkeypatch.setattr(synth, "tool", lambda name: str(fake))
     with pytest.raises(RuntimeError, match=r"yosys failed \(exit 1.*syntax error"):
         synth.synthesize(C.tiny(), "ecp5-85k", out=tmp_path, place=False, log=lambda m: None)
+
+
+def test_abc9_death_is_read_from_the_log(tmp_path):
+    log = tmp_path / "yosys.log"
+    log.write_text("2.46. Executing ABC9 pass.\n2.46.17.5. Executing ABC9.\n"
+                   "2.46.17.7. Executing ABC_OPS_REINTEGRATE pass.\n")
+    assert synth._abc9_died(log)
+    log.write_text("2.46. Executing ABC9 pass.\n2.46.3. Executing ABC9_OPS pass.\n"
+                   "2.47. Executing TECHMAP pass.\nERROR: something else\n")
+    assert not synth._abc9_died(log)
+    assert not synth._abc9_died(tmp_path / "missing.log")
