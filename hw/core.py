@@ -335,7 +335,6 @@ class ComputeCore(wiring.Component):
         # lasts ≥ MIN_PHASE cycles) from steps, itself a register of the command.
         fields = (last_ph, is_qk, st, kbase, kend, more)
         nfields = [Signal.like(f_, name=f"next_{f_.name}") for f_ in fields]
-        step_end = Signal()
         steps_r = Signal.like(steps)
         last_r = Signal(range(2 * cfg.max_seq_len + 1))
         m.d.sync += [steps_r.eq(steps), last_r.eq((steps << 1) - 1)]
