@@ -37,12 +37,12 @@ class Finalize(wiring.Component):
     o : stream of q outputs (``out_bits``, saturated), valid ``latency`` cycles later.
 
     The reciprocal is recomputed for every word (one pipelined unit: no extra area over
-    computing it once per row). Latency ``Reciprocal.latency + 5``, throughput 1 word/cycle.
+    computing it once per row). Latency ``Reciprocal.latency + 6``, throughput 1 word/cycle.
     """
 
     def __init__(self, cfg: HardwareConfig):
         self.cfg = cfg
-        self.latency = Reciprocal.latency + 5
+        self.latency = Reciprocal.latency + 6
         super().__init__({
             "i": In(stream.Signature(finalize_in_layout(cfg), always_ready=True)),
             "o": Out(stream.Signature(out_word_layout(cfg), always_ready=True)),
@@ -62,26 +62,40 @@ class Finalize(wiring.Component):
             m.d.sync += nxt.eq(o_d)
             o_d = nxt
         r, e, zero = recip.o.payload.r, recip.o.payload.e, recip.o.payload.zero
-        # stage A: O' = O >> s with s = max(e − G, 0); k = RF + e − s − OF
+        # stage A: O' = O >> s with s = max(e − G, 0); k = RF + e − s − OF, and the rounding
+        # constant 2**(k-1) (0 for k = 0)
         va, ra, za = Signal(), Signal.like(r), Signal()
         ka = Signal(range(rf + g_bits + 2))
         s = Signal.like(e)
         m.d.comb += s.eq(Mux(e > g_bits, e - g_bits, 0))
+        k = Signal.like(ka)
+        m.d.comb += k.eq(rf + e - s - of)
+        rca = Signal(len(ka) + (1 << len(ka)))
         ob = scaled_o_bits(cfg)
         oa = [Signal(signed(ob), name=f"oa{i}") for i in range(q)]
-        m.d.sync += [va.eq(recip.o.valid), ra.eq(r), za.eq(zero),
-                     ka.eq(rf + e - s - of)]
+        m.d.sync += [va.eq(recip.o.valid), ra.eq(r), za.eq(zero), ka.eq(k),
+                     rca.eq((Const(1, 1) << k) >> 1)]
         for i in range(q):
             m.d.sync += oa[i].eq(o_d[i] >> s)
         # stages B1-B2: products (two stages each)
-        vb, kb, zb = delay(m, [va, ka, za], 2, "b")
+        vb, kb, zb, rcb = delay(m, [va, ka, za, rca], 2, "b")
         prods = [pipelined_product(m, oa[i], ra, f"prod{i}") for i in range(q)]
-        # stage C: round half up
+        # stage C1: add the rounding constant (each lane keeps its own copy of k)
+        vc1, zc1 = Signal(), Signal()
+        m.d.sync += [vc1.eq(vb), zc1.eq(zb)]
+        sums, kc = [], []
+        for i in range(q):
+            sm = Signal(signed(max(len(prods[i]), len(rcb)) + 2), name=f"rsum{i}")
+            ki = Signal.like(kb, name=f"k{i}")
+            m.d.sync += [sm.eq(prods[i] + rcb), ki.eq(kb)]
+            sums.append(sm)
+            kc.append(ki)
+        # stage C2: shift (round half up)
         vc, zc = Signal(), Signal()
-        m.d.sync += [vc.eq(vb), zc.eq(zb)]
+        m.d.sync += [vc.eq(vc1), zc.eq(zc1)]
         rnd = [Signal(signed(ob + cfg.recip_bits + 1), name=f"rnd{i}") for i in range(q)]
         for i in range(q):
-            m.d.sync += rnd[i].eq((prods[i] + ((Const(1, 1) << kb) >> 1)) >> kb)
+            m.d.sync += rnd[i].eq(sums[i] >> kc[i])
         # stage D: saturate
         lim = 1 << (cfg.out_bits - 1)
         m.d.sync += self.o.valid.eq(vc)

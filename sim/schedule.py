@@ -57,7 +57,7 @@ class Timing:
     min_phase: int = 12          # shortest Q Kᵀ or P V step (hw/core.py MIN_PHASE)
     p_ready_latency: int = 15    # last Q Kᵀ issue of a step → first P V issue it allows
     pv_drain: int = 5            # last P V issue → finalize may read O (hw/core.py PV_DRAIN)
-    finalize_latency: int = 17   # finalize issue → word readable at the output FIFO's head
+    finalize_latency: int = 18   # finalize issue → word readable at the output FIFO's head
     fetch_chunk: int = 8
     queue_depth: int = 8
     max_outstanding: int = 16
