@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
 from attenio.errors import bad
+from attenio.hw.arith import delay as delay_regs
 from attenio.hw.arith import pipelined_product
 from attenio.hw.exp2 import Exp2, y_bits
 from attenio.model.numerics import MAX_SHIFT
@@ -90,11 +91,7 @@ class SoftmaxUnit(wiring.Component):
         i = self.i.payload
 
         def delay(sig, cycles, name):
-            for k in range(cycles):
-                nxt = Signal.like(sig, name=f"{name}_d{k}")
-                m.d.sync += nxt.eq(sig)
-                sig = nxt
-            return sig
+            return delay_regs(m, [sig], cycles, name)[0]
 
         # stages 1-2: s·c_m (a two-stage product)
         prod1 = [pipelined_product(m, i.s[k], self.c_m, f"prod{k}") for k in range(p)]
