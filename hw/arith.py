@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from amaranth import Module, Signal, signed, unsigned
+from amaranth import Module, Mux, Signal, signed, unsigned
 from amaranth.hdl import Value
 
 PIECE = 17   # an unsigned piece of 17 bits, or a signed top piece, fits an 18×18 signed DSP
+# A partial product with a piece this narrow or narrower is a few shift-and-add rows in LUTs:
+# a whole MULT18X18D for a 7-bit piece wastes most of it (and the ECP5 has only 156 of them).
+LUT_PIECE = 7
 
 
 def _pieces(x: Value) -> list[tuple[int, Value]]:
@@ -29,7 +32,8 @@ def pipelined_product(m: Module, a: Value, b: Value, name: str) -> Signal:
     for la, pa in _pieces(a):
         for lb, pb in _pieces(b):
             pp = Signal(signed(len(pa) + len(pb) + 1), name=f"{name}_pp{la}_{lb}")
-            m.d.sync += pp.eq(pa * pb)
+            m.d.sync += pp.eq(shift_add_product(pa, pb) if min(len(pa), len(pb)) <= LUT_PIECE
+                              else pa * pb)
             parts.append((la + lb, pp))
     out = Signal(signed(width) if is_signed else unsigned(width), name=name)
     total = parts[0][1] << parts[0][0]
@@ -37,6 +41,20 @@ def pipelined_product(m: Module, a: Value, b: Value, name: str) -> Signal:
         total = total + (pp << off)
     m.d.sync += out.eq(total)
     return out
+
+
+def shift_add_product(a: Value, b: Value) -> Value:
+    """``a·b`` as shift-and-add rows, one per bit of the narrower operand, summed as a
+    balanced tree: synthesis sees adders, not a multiplier, so it is not given a DSP."""
+    x, y = (a, b) if len(a) <= len(b) else (b, a)
+    n = len(x)
+    rows = [Mux(x[i], y, 0) << i for i in range(n)]
+    if x.shape().signed:  # two's complement: the top bit weighs −2**(n−1)
+        rows[-1] = -rows[-1]
+    while len(rows) > 1:
+        rows = [rows[i] + rows[i + 1] if i + 1 < len(rows) else rows[i]
+                for i in range(0, len(rows), 2)]
+    return rows[0]
 
 
 def delay(m: Module, sigs: list[Value], cycles: int, name: str) -> list[Signal]:

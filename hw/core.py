@@ -174,20 +174,23 @@ class ComputeCore(wiring.Component):
         acc_word = data.ArrayLayout(signed(cfg.acc_bits), q)
 
         # ---- memories ----
-        def banks(name, shape, depth):
-            mems, rds, wrs = [], [], []
+        def banks(name, shape, depth, lut=False):
+            """p memories; ``lut``: ask synthesis for distributed (LUT) RAM, which keeps a
+            small table out of block RAM: a 64-word table would hold whole DP16KDs for a few
+            percent of their bits."""
+            rds, wrs = [], []
             for i in range(p):
-                mem = Memory(shape=shape, depth=depth, init=[])
+                mem = Memory(shape=shape, depth=depth, init=[],
+                             attrs={"ram_style": "distributed"} if lut else None)
                 m.submodules[f"{name}{i}"] = mem
-                mems.append(mem)
                 rds.append(mem.read_port())
                 wrs.append(mem.write_port())
             return rds, wrs
 
         q_rd, q_wr = banks("qbuf", wl, gmax * wmax)
         o_rd, o_wr = banks("obuf", acc_word, gmax * wmax)
-        ml_rd, ml_wr = banks("ml", ml_layout, gmax)
-        pb_rd, pb_wr = banks("pbuf", pb_layout, 2 * gmax)
+        ml_rd, ml_wr = banks("ml", ml_layout, gmax, lut=True)
+        pb_rd, pb_wr = banks("pbuf", pb_layout, 2 * gmax, lut=True)
         # The rings are replicated once per key a step can take, so a step reads the words of
         # all its keys in the same cycle (the rings are small: ring·⌈max_head_dim/q⌉ words).
         lkmax = _log2(cfg.max_keys_per_step)

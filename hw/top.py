@@ -211,7 +211,10 @@ class _Engine(Elaboratable):
         m.d.sync += f_ready.eq(~iar)
         with m.If(iar):
             m.d.sync += f_next.eq(f_next + f_n)
-        m.d.sync += f_inflight.eq(f_inflight + Mux(iar, f_n, 0) - push_i)
+        # an instruction stays in flight until its decode register writes it to the buffer
+        push_d = Signal()
+        m.d.sync += push_d.eq(push_i)
+        m.d.sync += f_inflight.eq(f_inflight + Mux(iar, f_n, 0) - push_d)
         m.d.sync += i_out.eq(i_out + iar - (ir & a["insn_rlast"]))
 
         # ---- dispatch ----
@@ -220,11 +223,15 @@ class _Engine(Elaboratable):
             queues[name] = qf = fifo.SyncFIFOBuffered(width=INSTR_BITS + RH_BITS,
                                                       depth=QUEUE_DEPTH)
             m.submodules[f"{name}_queue"] = qf
-        # Decode: the checks of an instruction are computed as it enters the fetch buffer
-        # (from the assembled word, whose tile fields come from registered beats), so the
-        # dispatch stage only reads a stored error code.
+        # Decode: an assembled instruction and its rows·heads product are registered (one
+        # cycle, sim/schedule.py Timing.decode_latency); its checks are computed from those
+        # registers as it enters the fetch buffer, so the dispatch stage only reads a stored
+        # error code.
         raw = Signal(INSTR_BITS)
-        m.d.comb += raw.eq(assembled)
+        rows_heads = Signal(24)
+        with m.If(push_i):
+            # same bits in every tile op
+            m.d.sync += [raw.eq(assembled), rows_heads.eq(assembled[16:32] * assembled[32:40])]
         op = raw[:4]
         end_seen = Signal()
         head = Signal()
@@ -232,9 +239,7 @@ class _Engine(Elaboratable):
         bad_code = Signal(4)
         target_ok = Signal()
         dispatch = Signal()
-        rows_heads = Signal(24)
-        m.d.comb += rows_heads.eq(raw[16:32] * raw[32:40])   # same bits in every tile op
-        m.d.comb += [ififo.w_en.eq(push_i),
+        m.d.comb += [ififo.w_en.eq(push_d),
                      ififo.w_data.eq(Cat(raw, bad_code, rows_heads[:RH_BITS]))]
         d_f = raw[40:52]
         kps_max = cfg.max_keys_per_step

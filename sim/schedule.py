@@ -69,6 +69,7 @@ class Timing:
     request_gap: int = 3         # a data burst request → the next one (registered bursts)
     fetch_gap: int = 2           # a program burst request → the next one
     fetch_delay: int = 1         # the run starts → the first program request may go out
+    decode_latency: int = 1      # an instruction's last beat → it is written to the buffer
     cmd_latency: int = 2         # COMPUTE starts → the PE array may issue
     idle_latency: int = 2        # the last output beat → the compute queue moves on
     done_latency: int = 3        # the last event → done (the run's end)
@@ -472,7 +473,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
         """Instruction k can dispatch: its last beat, then the fetch buffer's latency."""
         i = k % chunk
         return fetch_chunk(k // chunk) + _cdiv((i + 1) * 32, fetch.rate) - 1 + \
-            timing.fifo_latency
+            timing.decode_latency + timing.fifo_latency
 
     def pop_time(ins: Instr, q: str) -> int:
         t = 0

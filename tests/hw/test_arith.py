@@ -1,15 +1,19 @@
-"""pipelined_product against Python integers: signed and unsigned operands wider than a DSP."""
+"""pipelined_product against Python integers: signed and unsigned operands wider than a DSP,
+and narrow pieces built from shift-and-add rows instead of a multiplier."""
 
 import numpy as np
 import pytest
 from amaranth import Module, Signal, signed, unsigned
+from amaranth.back import rtlil
 from amaranth.sim import Simulator
 
 from attenio.hw.arith import pipelined_product
 
 
 @pytest.mark.parametrize("sa,sb", [(signed(24), unsigned(21)), (unsigned(21), unsigned(21)),
-                                   (signed(23), unsigned(16)), (signed(8), signed(8))])
+                                   (signed(23), unsigned(16)), (signed(8), signed(8)),
+                                   (signed(7), signed(12)), (unsigned(3), signed(20)),
+                                   (signed(1), unsigned(5))])
 def test_pipelined_product(sa, sb):
     m = Module()
     a, b = Signal(sa), Signal(sb)
@@ -39,3 +43,19 @@ def test_pipelined_product(sa, sb):
     sim.add_testbench(bench)
     sim.run()
     assert got[:len(vals)] == [x * y for x, y in vals]
+
+
+def _multipliers(sa, sb) -> int:
+    m = Module()
+    a, b = Signal(sa), Signal(sb)
+    out = pipelined_product(m, a, b, "p")
+    return rtlil.convert(m, ports=[a, b, out]).count("cell $mul ")
+
+
+def test_narrow_pieces_take_no_multiplier():
+    # 24 × 21 bits: pieces (17, 7) × (17, 4); only 17 × 17 needs a DSP
+    assert _multipliers(signed(24), unsigned(21)) == 1
+    assert _multipliers(signed(23), unsigned(16)) == 1
+    assert _multipliers(signed(8), signed(8)) == 1
+    assert _multipliers(signed(7), signed(12)) == 0
+    assert _multipliers(unsigned(21), unsigned(21)) == 1
