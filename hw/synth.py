@@ -45,6 +45,14 @@ XILINX_CELLS = ("LUT1", "LUT2", "LUT3", "LUT4", "LUT5", "LUT6", "CARRY4", "CARRY
                 "RAMB36E2", "RAM64M", "RAM32M", "RAM64X1D", "RAM32X1D")
 
 
+def ecp5_lut_sites(cells: dict[str, int]) -> int:
+    """LUT4 sites a netlist takes, counted as nextpnr-ecp5 does before packing: the logic
+    LUT4s, two per CCU2C carry cell and six per 16×4 distributed RAM (four hold its bits, two
+    its write port). Counting LUT4 cells alone leaves out carry chains and RAM."""
+    return (cells.get("LUT4", 0) + 2 * cells.get("CCU2C", 0)
+            + 6 * cells.get("TRELLIS_DPR16X4", 0))
+
+
 @dataclass
 class SynthReport:
     preset: str
@@ -170,7 +178,10 @@ def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path |
             cells[cell] = int(mm[-1])
     report = SynthReport(preset, target, cells, seconds=seconds,
                          estimate_only=family != "ecp5", lut_mapper=mapper)
-    report.utilization = {k: cells.get(k, 0) / cap for k, cap in capacity.items()}
+    used = dict(cells)
+    if family == "ecp5":
+        used["LUT4"] = ecp5_lut_sites(cells)
+    report.utilization = {k: used.get(k, 0) / cap for k, cap in capacity.items()}
     if nextpnr:
         rep_json = wdir / "nextpnr.json"
         log(f"nextpnr-ecp5: {' '.join(pnr_args)} at {freq_mhz:g} MHz, out of context")

