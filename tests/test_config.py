@@ -154,3 +154,11 @@ def test_bad_toml_is_named(tmp_path, text, match):
 def test_missing_toml_file(tmp_path):
     with pytest.raises(ConfigError, match="file not found"):
         C.load_toml(tmp_path / "absent.toml")
+
+
+def test_shipped_ecp5_config_is_the_fpga_preset_with_a_256_row_tile():
+    from pathlib import Path
+
+    hw, wl = C.load_toml(Path(__file__).parent.parent / "configs" / "fpga-ecp5-256.toml")
+    assert wl is None
+    assert hw == C.replace(C.fpga(), tile_rows=256)
