@@ -440,11 +440,13 @@ class _Engine(Elaboratable):
             with m.If(lop == int(Op.END)):
                 m.d.comb += l_pop_end.eq(1)
                 m.d.sync += load_end.eq(1)
-            with m.Elif(l_under):
-                fail(ErrorCode.TOKEN_UNDERFLOW)
+            # ok and underflow exclude each other; testing ok first keeps the other engines'
+            # state (underflow needs "the producer has ended") off the start path
             with m.Elif(l_ok):
                 m.d.comb += core_q.valid.eq(l_is_q_head)
                 m.d.comb += l_start.eq(~l_is_q_head | core_q.ready)
+            with m.Elif(l_under):
+                fail(ErrorCode.TOKEN_UNDERFLOW)
         take("load", lhead, l_start)
         m.d.comb += lq.r_en.eq(l_pop_end | l_start)
         wd_head = words_of(lhead[40:52])
@@ -607,14 +609,14 @@ class _Engine(Elaboratable):
             with m.If(cop == int(Op.END)):
                 m.d.comb += c_pop_end.eq(1)
                 m.d.sync += comp_end.eq(1)
-            with m.Elif(c_under):
-                fail(ErrorCode.TOKEN_UNDERFLOW)
             with m.Elif(c_ok):
                 with m.If(cop == int(Op.COMPUTE)):
                     m.d.comb += core.cmd.valid.eq(1)
                     m.d.comb += c_start.eq(core.cmd.ready)
                 with m.Else():
                     m.d.comb += c_start.eq(1)
+            with m.Elif(c_under):
+                fail(ErrorCode.TOKEN_UNDERFLOW)
         take("compute", chead, c_start)
         m.d.comb += cq.r_en.eq(c_pop_end | c_start)
         with m.If(c_start):
@@ -651,10 +653,10 @@ class _Engine(Elaboratable):
             with m.If(sop == int(Op.END)):
                 m.d.comb += s_pop_end.eq(1)
                 m.d.sync += store_end.eq(1)
-            with m.Elif(s_under):
-                fail(ErrorCode.TOKEN_UNDERFLOW)
             with m.Elif(s_ok):
                 m.d.comb += s_start.eq(1)
+            with m.Elif(s_under):
+                fail(ErrorCode.TOKEN_UNDERFLOW)
         take("store", shead, s_start)
         m.d.comb += sq.r_en.eq(s_pop_end | s_start)
         wd_shead = words_of(shead[40:52]) * k_out
