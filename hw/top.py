@@ -450,6 +450,11 @@ class _Engine(Elaboratable):
         take("load", lhead, l_start)
         m.d.comb += lq.r_en.eq(l_pop_end | l_start)
         wd_head = words_of(lhead[40:52])
+        # keys of a K/V instruction's first block: at most keys_per_step ≤ max_keys_per_step
+        # (decode refuses more), so the block's beat count is a narrow product, not a DSP
+        nk0 = Signal(range(kps_max + 1))
+        keys_h, kps_h = fld(lhead, Op.LOAD_KV, "keys"), fld(lhead, Op.LOAD_KV, "keys_per_step")
+        m.d.comb += nk0.eq(Mux(keys_h < kps_h, keys_h, kps_h))
         with m.If(l_start):
             m.d.sync += [lraw.eq(lhead), lbusy.eq(1), l_trow.eq(0), l_unit_first.eq(1),
                          lb.off.eq(0), l_h.eq(0), l_ks.eq(0), l_vs.eq(0), l_on_v.eq(0)]
@@ -466,7 +471,6 @@ class _Engine(Elaboratable):
                 stride = fld(lhead, Op.LOAD_KV, "row_stride")
                 keys = fld(lhead, Op.LOAD_KV, "keys")
                 kps = fld(lhead, Op.LOAD_KV, "keys_per_step")
-                nk0 = Mux(keys < kps, keys, kps)
                 contig = stride == (wd_head << lab)
                 m.d.sync += [l_is_kv.eq(1), l_kbase.eq(kaddr), lb.base.eq(kaddr),
                              l_vbase.eq(fld(lhead, Op.LOAD_KV, "v_addr")), l_b.eq(kps),
