@@ -469,8 +469,7 @@ class _Engine(Elaboratable):
             with m.Else():
                 kaddr = fld(lhead, Op.LOAD_KV, "k_addr")
                 stride = fld(lhead, Op.LOAD_KV, "row_stride")
-                keys = fld(lhead, Op.LOAD_KV, "keys")
-                kps = fld(lhead, Op.LOAD_KV, "keys_per_step")
+                keys, kps = keys_h, kps_h
                 contig = stride == (wd_head << lab)
                 m.d.sync += [l_is_kv.eq(1), l_kbase.eq(kaddr), lb.base.eq(kaddr),
                              l_vbase.eq(fld(lhead, Op.LOAD_KV, "v_addr")), l_b.eq(kps),
