@@ -162,3 +162,12 @@ def test_shipped_ecp5_config_is_the_fpga_preset_with_a_256_row_tile():
     hw, wl = C.load_toml(Path(__file__).parent.parent / "configs" / "fpga-ecp5-256.toml")
     assert wl is None
     assert hw == C.replace(C.fpga(), tile_rows=256)
+
+
+def test_shipped_closure_config_is_the_fpga_datapath_on_4x4_macs():
+    from pathlib import Path
+
+    hw, _ = C.load_toml(Path(__file__).parent.parent / "configs" / "fpga-closure-4x4.toml")
+    assert hw == C.replace(C.fpga(), mac_lines=4, macs_per_line=4, tile_rows=64,
+                           max_head_dim=64, kv_ring_depth=8, exp_lanes=4, axi_data_bits=32,
+                           dram_bytes_per_cycle=4)
