@@ -347,12 +347,15 @@ class ComputeCore(wiring.Component):
         qk_ = (x == 0) | (x[0] & ~lp_)
         m.d.sync += [n_last.eq(lp_), n_qk.eq(qk_), n_more.eq(x < (steps_r << 1)),
                      n_st.eq(Mux(lp_, steps_r - 1, Mux(qk_, (x + 1) >> 1, (x >> 1) - 1)))]
+        def key_end(kb):
+            """One past the last key of the step whose first key is kb."""
+            return Mux(kb + (1 << blog) < keys, kb + (1 << blog), keys)
+
         kb_ = n_st << blog
-        m.d.sync += [n_kb.eq(kb_),
-                     n_ke.eq(Mux(kb_ + (1 << blog) < keys, kb_ + (1 << blog), keys))]
+        m.d.sync += [n_kb.eq(kb_), n_ke.eq(key_end(kb_))]
         with m.If(~running):
             m.d.sync += [last_ph.eq(0), is_qk.eq(1), st.eq(0), kbase.eq(0),
-                         kend.eq(Mux((1 << blog) < keys, 1 << blog, keys)), more.eq(keys != 0)]
+                         kend.eq(key_end(0)), more.eq(keys != 0)]
         with m.Elif(step_end):
             for f_, v in zip(fields, nfields, strict=True):
                 m.d.sync += f_.eq(v)

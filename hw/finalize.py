@@ -56,11 +56,7 @@ class Finalize(wiring.Component):
         m.submodules.recip = recip = Reciprocal(cfg)
         m.d.comb += [recip.i.valid.eq(self.i.valid), recip.i.payload.eq(self.i.payload.l)]
         # delay the O word alongside the reciprocal
-        o_d = self.i.payload.o
-        for k in range(Reciprocal.latency):
-            nxt = Signal(data.ArrayLayout(signed(cfg.acc_bits), q), name=f"o_d{k}")
-            m.d.sync += nxt.eq(o_d)
-            o_d = nxt
+        o_d = delay(m, [self.i.payload.o], Reciprocal.latency, "o_d")[0]
         r, e, zero = recip.o.payload.r, recip.o.payload.e, recip.o.payload.zero
         # stage A: O' = O >> s with s = max(e − G, 0); k = RF + e − s − OF, and the rounding
         # constant 2**(k-1) (0 for k = 0)
