@@ -13,8 +13,6 @@ from attenio import config as C
 from attenio.errors import ConfigError
 
 # Accuracy contract of the integer model against the float64 reference (docs/numerics.md).
-MAX_REL_BOUND = 1e-3
-MEAN_REL_BOUND = 1e-4
 
 
 def _friendly(fn):
@@ -100,28 +98,6 @@ def config_save(preset, config_file, output):
     click.echo(f"wrote {output}")
 
 
-def golden_check(hw: C.HardwareConfig, wl: C.Workload, dist: str = "gaussian", seed: int = 0,
-                 stepwise: bool = False) -> dict:
-    """Quantize random inputs, run the integer model and the float64 reference, compare."""
-    from attenio.model import numerics as nm
-    from attenio.model import reference as ref
-
-    hw.check_workload(wl)
-    q, k, v = ref.random_inputs(wl, dist, seed)
-    qi, sq = nm.quantize(q, hw.data_bits)
-    ki, sk = nm.quantize(k, hw.data_bits)
-    vi, sv = nm.quantize(v, hw.data_bits)
-    t0 = time.perf_counter()
-    out = nm.attention_int(hw, wl, qi, ki, vi, sq, sk, stepwise=stepwise)
-    t_int = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    exact = ref.attention(qi * sq, ki * sk, vi * sv, causal=wl.causal)
-    t_ref = time.perf_counter() - t0
-    m = ref.error_metrics(nm.dequantize_output(hw, out, sv), exact, vi * sv)
-    m.update(t_int=t_int, t_ref=t_ref, scale=nm.softmax_scale(hw, sq, sk, wl.head_dim))
-    return m
-
-
 @main.command("registers")
 @preset_option
 @config_option
@@ -170,9 +146,11 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, dist, 
     name = config_file or preset or "fpga"
     click.echo(f"golden check: preset={name} N={wl.seq_q}x{wl.seq_k} d={d} heads={heads}/"
                f"{wl.kv_heads} batch={batch} causal={causal} data={dist} seed={seed}")
+    from attenio.model.golden import MAX_REL_BOUND, MEAN_REL_BOUND, golden_check
+
     m = golden_check(hw, wl, dist, seed, stepwise)
     sp = m["scale"]
-    ok = m["max_rel"] <= MAX_REL_BOUND and m["mean_rel"] <= MEAN_REL_BOUND
+    ok = m["ok"]
     click.echo(f"  softmax multiplier   c_m={sp.c_m} c_sh={sp.c_sh}")
     click.echo(f"  V value range        {m['v_range']:.6g}")
     click.echo(f"  max abs error        {m['max_abs']:.3e}  ({m['max_rel']:.2e} of range, "
@@ -235,8 +213,8 @@ def _fmt_bytes(n: float) -> str:
 def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, dataflow,
                  trace_path, plot_path, program_path):
     """Tile a workload, emit its program and print the predicted timeline."""
+    from attenio.contract import program as prog
     from attenio.model import io_analysis as io
-    from attenio.sim import program as prog
     from attenio.sim.schedule import ENGINES, schedule
     from attenio.sim.trace import TRACK_NAMES, write_chrome_trace, write_plot
 
@@ -457,8 +435,9 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     cycles beside the schedule generator's prediction, utilization and DRAM bytes. Exits 1 if
     the output is wrong or the run ended with an error.
     """
-    from attenio.hw.tb.runner import simulate
     from attenio.model import io_analysis as io
+    from attenio.model.golden import MAX_REL_BOUND, MEAN_REL_BOUND, within_bounds
+    from attenio.verify.runner import simulate
 
     hw = _load_hw(preset, config_file)
     if not 0.0 <= stall < 1.0:
@@ -488,8 +467,7 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
         if bar["bar"] is not None:
             bar["bar"].__exit__(None, None, None)
     traffic = io.workload_traffic(hw, wl, "attenio", io.choose_tiling(hw, wl, "attenio"))
-    ok_err = (r.errors.get("max_rel", 1) <= MAX_REL_BOUND
-              and r.errors.get("mean_rel", 1) <= MEAN_REL_BOUND)
+    ok_err = within_bounds(r.errors)
     c = r.counters
     click.echo(f"  status               done={int(r.done)} error={r.error.name}")
     click.echo(f"  output               {'bit-exact' if r.bit_exact else 'MISMATCH'} with the "
@@ -528,7 +506,7 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
 @_friendly
 def synth_cmd(preset, config_file, target, freq, no_place, json_path, out):
     """Synthesize the whole accelerator for an FPGA and report resources and Fmax."""
-    from attenio.hw.synth import synthesize
+    from attenio.fpga.synth import synthesize
 
     hw = _load_hw(preset, config_file)
     name = config_file or preset or "fpga"
@@ -575,7 +553,7 @@ def synth_cmd(preset, config_file, target, freq, no_place, json_path, out):
 def board_cmd(preset, config_file, board, n, d, seed, clock_mhz, out):
     """Build a bitstream of the on-chip self-test: the accelerator runs one attention from a
     ROM and lights LED 0 when O matches the integer model bit for bit (LED 1: mismatch)."""
-    from attenio.hw.board import build_board
+    from attenio.fpga.board import build_board
 
     hw = _load_hw(preset or "tiny", config_file)
     wl = C.Workload(seq_q=n, seq_k=n, head_dim=d)

@@ -28,18 +28,20 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
+from attenio.contract.timing import TIMING
 from attenio.errors import bad
 from attenio.hw.finalize import Finalize, out_word_layout
 from attenio.hw.softmax import SHIFT_BITS, SoftmaxUnit, m_bits
+from attenio.model.rules import causal_visible
 
 # Shortest Q Kᵀ or P V step, in cycles: it keeps a row group's m/ℓ read-modify-write (through
 # the softmax pipeline) and O read-modify-write from overlapping the next access to the same
 # row group. Steps with fewer than MIN_PHASE (group, word) pairs are padded.
-MIN_PHASE = 12
-OUT_FIFO_DEPTH = 16
+MIN_PHASE = TIMING.min_phase
+OUT_FIFO_DEPTH = TIMING.out_fifo_depth
 # cycles from the step sequencer's end to the first finalize read of O: the last P V write
-# (c4) is then done (sim/schedule.py Timing.pv_drain)
-PV_DRAIN = 5
+# (c4) is then done
+PV_DRAIN = TIMING.pv_drain
 COUNTER_BITS = 40
 
 
@@ -486,7 +488,7 @@ class ComputeCore(wiring.Component):
             row = Mux(blog == 0, (g4 << lp) + i, i >> blog)
             key_i = (k4 << blog) + (i & bmask)
             m.d.comb += vis[i].eq((key_i < keys)
-                                  & (~c.causal | (key_i <= row + c.q_pos + c.diag)))
+                                  & (~c.causal | causal_visible(key_i, row + c.q_pos, c.diag)))
 
         # ---- softmax ----
         m.submodules.softmax = sm = SoftmaxUnit(cfg)

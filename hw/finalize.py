@@ -40,9 +40,11 @@ class Finalize(wiring.Component):
     computing it once per row). Latency ``Reciprocal.latency + 6``, throughput 1 word/cycle.
     """
 
+    LATENCY = Reciprocal.latency + 6
+
     def __init__(self, cfg: HardwareConfig):
         self.cfg = cfg
-        self.latency = Reciprocal.latency + 6
+        self.latency = self.LATENCY
         super().__init__({
             "i": In(stream.Signature(finalize_in_layout(cfg), always_ready=True)),
             "o": Out(stream.Signature(out_word_layout(cfg), always_ready=True)),

@@ -65,13 +65,15 @@ class SoftmaxUnit(wiring.Component):
     ``exp_lanes`` = ``mac_lines``).
     """
 
+    LATENCY = 5 + Exp2.latency + 1
+
     def __init__(self, cfg: HardwareConfig):
         if cfg.exp_lanes != cfg.mac_lines:
             raise bad("exp_lanes", cfg.exp_lanes,
                       f"this RTL needs exp_lanes == mac_lines ({cfg.mac_lines}): one "
                       "exponential per row of a row group per cycle")
         self.cfg = cfg
-        self.latency = 5 + Exp2.latency + 1
+        self.latency = self.LATENCY
         super().__init__({
             "i": In(stream.Signature(softmax_in_layout(cfg), always_ready=True)),
             "o": Out(stream.Signature(softmax_out_layout(cfg), always_ready=True)),

@@ -25,18 +25,20 @@ from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
+from attenio.contract.program import HEADER, INSTR_BITS, LAYOUTS, SIGNED, TOKEN_MAX, Op
+from attenio.contract.timing import TIMING
 from attenio.errors import ErrorCode, bad
 from attenio.hw.core import ComputeCore
 from attenio.hw.csr import CsrBank, axi4lite_signature
 from attenio.model.io_analysis import out_element_bytes
-from attenio.sim.program import HEADER, INSTR_BITS, LAYOUTS, SIGNED, TOKEN_MAX, Op
+from attenio.model.rules import next_is_v
 
 ADDR_BITS = 48
-MAX_OUTSTANDING = 16
-FETCH_CHUNK = 8          # instructions per fetch burst (sim/schedule.py Timing.fetch_chunk)
-FETCH_BUFFER = 16        # two chunks
+MAX_OUTSTANDING = TIMING.max_outstanding
+FETCH_CHUNK = TIMING.fetch_chunk
+FETCH_BUFFER = TIMING.fetch_buffer
 RH_BITS = 16             # rows·heads as stored beside a decoded instruction
-QUEUE_DEPTH = 8          # per queue (Timing.queue_depth)
+QUEUE_DEPTH = TIMING.queue_depth
 WATCHDOG_BITS = 16
 
 
@@ -509,7 +511,7 @@ class _Engine(Elaboratable):
         nks, nvs = Signal.like(l_ks), Signal.like(l_vs)
         m.d.comb += [nks.eq(l_ks + ~l_on_v), nvs.eq(l_vs + l_on_v)]
         next_v = Signal()
-        m.d.comb += next_v.eq(~((nks < l_steps) & (nks <= nvs + 1)))
+        m.d.comb += next_v.eq(next_is_v(nks, nvs, l_steps))
         step_bytes = l_stride * l_b
         s1_ns = Signal.like(l_ks)
         m.d.sync += [

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from attenio.config import HardwareConfig, Workload
 from attenio.errors import ConfigError, bad
+from attenio.model.rules import keys_seen
 
 __all__ = [
     "DATAFLOWS",
@@ -223,7 +224,7 @@ def _make(hw: HardwareConfig, reads: dict[str, int], writes: dict[str, int],
 
 def keys_visible(tile_last_pos: int, seq_q: int, seq_k: int) -> int:
     """Keys a causal query tile must see: up to its last row's diagonal (bottom-right aligned)."""
-    return max(0, min(seq_k, tile_last_pos + 1 + seq_k - seq_q))
+    return keys_seen(tile_last_pos, seq_k - seq_q, seq_k)
 
 
 def query_tiles(seq_q: int, positions: int, causal: bool) -> list[tuple[int, int]]:

@@ -37,6 +37,7 @@ import numpy as np
 
 from attenio.config import HardwareConfig, Numerics, Workload
 from attenio.errors import bad
+from attenio.model.rules import causal_visible
 
 __all__ = [
     "ScaleParams",
@@ -337,7 +338,7 @@ def finalize(cfg: HardwareConfig, o, l) -> np.ndarray:
 
 def _causal_valid(rows: np.ndarray, keys: np.ndarray, seq_q: int, seq_k: int) -> np.ndarray:
     # Query row i sees key j when j ≤ i + (seq_k - seq_q): bottom-right aligned, as FA-2 does.
-    return keys[None, :] <= rows[:, None] + (seq_k - seq_q)
+    return causal_visible(keys[None, :], rows[:, None], seq_k - seq_q)
 
 
 def attention_head_stepwise(cfg: HardwareConfig, q, k, v, sp: ScaleParams,

@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from attenio.errors import bad
+from attenio.model.rules import causal_visible
 
 __all__ = ["attention", "attention_head", "error_metrics"]
 
@@ -44,7 +45,7 @@ def attention_head(q, k, v, *, causal: bool = False, sm_scale: float | None = No
             s = qs @ k[j0:j0 + block].T
             if causal:
                 keys = np.arange(j0, j0 + s.shape[1])
-                s = np.where(keys[None, :] <= rows[:, None] + (nk - nq), s, -np.inf)
+                s = np.where(causal_visible(keys[None, :], rows[:, None], nk - nq), s, -np.inf)
             m_new = np.maximum(m, s.max(axis=1))
             safe = np.where(np.isfinite(m_new), m_new, 0.0)
             alpha = np.exp(np.where(np.isfinite(m), m - safe, -np.inf))

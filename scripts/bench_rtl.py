@@ -12,7 +12,7 @@ import argparse
 import time
 
 from attenio import config as C
-from attenio.hw.tb.runner import simulate
+from attenio.verify.runner import simulate
 
 SHAPES = [dict(n=n, d=d) for n in (1, 7, 64, 200, 256) for d in (8, 32, 64)] + [
     dict(n=40, d=16, heads=3, batch=2), dict(n=24, d=8, heads=4, kv_heads=2),

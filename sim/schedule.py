@@ -1,7 +1,7 @@
 """Cycle-level schedule generator: tiling, the program, and every engine's timeline.
 
 ``schedule(hw, wl, dataflow)`` chooses the tiling (model/io_analysis.py), emits the program
-(sim/program.py, docs/isa.md) and runs the timing model of docs/architecture.md's engines:
+(contract/program.py, docs/isa.md) and runs the timing model of docs/architecture.md's engines:
 
 * **DMA read**: one AXI read port; requests in order, one per cycle, at most
   ``Timing.max_outstanding`` in flight; each burst's data starts ``dram_latency`` cycles after its
@@ -38,41 +38,18 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from attenio.config import HardwareConfig, Workload
+from attenio.contract.program import Instr, Op, validate
+from attenio.contract.timing import Timing
 from attenio.errors import bad
 from attenio.model import io_analysis as io
 from attenio.model.numerics import ScaleParams, softmax_scale
-from attenio.sim.program import Instr, Op, validate
+from attenio.model.rules import keys_seen, kv_blocks_during
 
 __all__ = ["Timing", "Layout", "Schedule", "schedule", "build_program", "simulate_program"]
 
 ENGINES = ("dma_read", "dma_write", "pe", "exp", "finalize")
 # Skip whole steady-state periods of the key loop (exact; tests turn it off to prove it).
 STEADY_STATE_SKIP = True
-
-
-@dataclass(frozen=True)
-class Timing:
-    """Microarchitectural latencies the RTL implements (docs/architecture.md)."""
-
-    min_phase: int = 12          # shortest Q Kᵀ or P V step (hw/core.py MIN_PHASE)
-    p_ready_latency: int = 15    # last Q Kᵀ issue of a step → first P V issue it allows
-    pv_drain: int = 5            # last P V issue → finalize may read O (hw/core.py PV_DRAIN)
-    finalize_latency: int = 18   # finalize issue → word readable at the output FIFO's head
-    fetch_chunk: int = 8
-    queue_depth: int = 8
-    max_outstanding: int = 16
-    max_burst_beats: int = 256
-    # controller hand-offs (hw/top.py): each FIFO (fetch buffer, queues, W queue) delivers a
-    # word written in cycle t in cycle t + fifo_latency
-    fifo_latency: int = 2
-    request_delay: int = 3       # a load or store instruction starts → its first AXI request
-    request_gap: int = 3         # a data burst request → the next one (registered bursts)
-    fetch_gap: int = 2           # a program burst request → the next one
-    fetch_delay: int = 1         # the run starts → the first program request may go out
-    decode_latency: int = 1      # an instruction's last beat → it is written to the buffer
-    cmd_latency: int = 2         # COMPUTE starts → the PE array may issue
-    idle_latency: int = 2        # the last output beat → the compute queue moves on
-    done_latency: int = 3        # the last event → done (the run's end)
 
 
 @dataclass(frozen=True)
@@ -367,12 +344,15 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
         # PV(s-1)
         if s >= 1:
             do_pv(s - 1)
-        # DMA: K(s+1), then V(s)
-        if s + 1 < steps:
-            credit = qk_end[s + 1 - ck] if s + 1 >= ck else rd_floor
-            _, arr_k[s + 1] = load(s + 1, kv.k_addr, credit)
-        credit = pv_end[s - ck] if s >= ck else rd_floor
-        last_req, arr_v[s] = load(s, kv.v_addr, credit)
+        # DMA: the blocks the shared order loads during this step (K(s+1), then V(s)); a
+        # block waits for its ring slot, freed by the step ck before it
+        for which, j in kv_blocks_during(s, steps):
+            done_by = qk_end if which == "K" else pv_end
+            credit = done_by[j - ck] if j >= ck else rd_floor
+            if which == "K":
+                _, arr_k[j] = load(j, kv.k_addr, credit)
+            else:
+                last_req, arr_v[j] = load(j, kv.v_addr, credit)
         # forget history the loop no longer reads
         for hist, keep in ((qk_end, ck + 1), (pv_end, ck + 1), (arr_k, 2), (arr_v, 2),
                            (p_ready, 2)):
@@ -442,6 +422,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
     spans: list[Span] = []
     n = len(program)
     chunk = timing.fetch_chunk
+    ahead = timing.fetch_buffer // chunk
     chunk_arrival: dict[int, int] = {}
     dispatch = [0] * n
     start = [0] * n
@@ -462,8 +443,8 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
         """Cycle of the chunk's first data beat."""
         if c not in chunk_arrival:
             ready = timing.fetch_delay
-            if c >= 2:  # two chunks of fetch buffer: chunk c waits for chunk c-2 to dispatch
-                ready = dispatch[min(n, (c - 1) * chunk) - 1] + 1
+            if c >= ahead:  # the fetch buffer holds `ahead` chunks: chunk c waits for c-ahead
+                ready = dispatch[min(n, (c - ahead + 1) * chunk) - 1] + 1
             nbytes = min(chunk, n - c * chunk) * 32
             _, end = fetch.transfer(ready, c * chunk * 32, nbytes)
             chunk_arrival[c] = end - _cdiv(nbytes, fetch.rate)
@@ -597,9 +578,7 @@ def _visible_pairs(ins: Instr) -> int:
     """(query row, key) pairs of a COMPUTE that the mask keeps (all of them without causal)."""
     if not ins.causal:
         return ins.rows * ins.heads * ins.keys
-    total = 0
-    for r in range(ins.rows):
-        total += max(0, min(ins.keys, ins.q_pos + r + ins.diag + 1))
+    total = sum(keys_seen(ins.q_pos + r, ins.diag, ins.keys) for r in range(ins.rows))
     return total * ins.heads
 
 

@@ -46,7 +46,7 @@ def test_bad_input_is_one_line_and_status_2():
 
 
 def test_schedule_prints_summary_and_writes_files(tmp_path):
-    from attenio.sim import program as P
+    from attenio.contract import program as P
 
     trace, png, binp = tmp_path / "t.json", tmp_path / "t.png", tmp_path / "p.bin"
     r = run("schedule", "--preset", "tiny", "--n", "200", "--d", "32", "--causal",
@@ -115,7 +115,7 @@ def test_verilog_writes_the_top(tmp_path):
 
 
 def test_failed_tool_run_is_one_line_and_status_1(monkeypatch):
-    from attenio.hw.tb import runner
+    from attenio.verify import runner
 
     def broken(*a, **k):
         raise RuntimeError("the verilator simulation failed (exit 3); see its log above")

@@ -6,7 +6,7 @@ import pytest
 
 from attenio import config as C
 from attenio.errors import ErrorCode
-from attenio.hw.tb.runner import simulate
+from attenio.verify.runner import simulate
 
 from .test_top import TINY, check_run, workload
 

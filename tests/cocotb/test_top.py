@@ -10,10 +10,10 @@ import shutil
 import pytest
 
 from attenio import config as C
+from attenio.contract.program import Instr, Op, encode
 from attenio.errors import ErrorCode
-from attenio.hw.tb.runner import prepare, simulate
 from attenio.model import io_analysis as io
-from attenio.sim.program import Instr, Op, encode
+from attenio.verify.runner import prepare, simulate
 
 TINY = C.tiny()
 MAX_REL, MEAN_REL = 1e-3, 1e-4     # docs/numerics.md
@@ -126,30 +126,30 @@ def test_token_overflow():
 
 
 def test_program_without_end_overruns():
-    prog = prepare(TINY, SMALL, seed=1)["program"]
+    prog = prepare(TINY, SMALL, seed=1).program
     _fault(ErrorCode.PROGRAM_OVERRUN, program=prog[:-32])
 
 
 def test_address_outside_window():
-    lay = prepare(TINY, SMALL, seed=1)["layout"]
+    lay = prepare(TINY, SMALL, seed=1).layout
     _fault(ErrorCode.ADDRESS_RANGE, window=(0, lay.k))
 
 
 def test_misaligned_address():
     prep = prepare(TINY, SMALL, seed=1)
-    prog = [i for i in prep["schedule"].program]
+    prog = [i for i in prep.schedule.program]
     bad = Instr(prog[0].op, {**prog[0].args, "addr": prog[0].args["addr"] + 2},
                 pop_next=prog[0].pop_next, push_next=prog[0].push_next)
     _fault(ErrorCode.ADDRESS_RANGE, program=encode([bad] + prog[1:]))
 
 
 def test_axi_read_error():
-    lay = prepare(TINY, SMALL, seed=1)["layout"]
+    lay = prepare(TINY, SMALL, seed=1).layout
     _fault(ErrorCode.AXI_READ, errors=[(lay.k + 32, lay.k + 36)])
 
 
 def test_axi_write_error():
-    lay = prepare(TINY, SMALL, seed=1)["layout"]
+    lay = prepare(TINY, SMALL, seed=1).layout
     _fault(ErrorCode.AXI_WRITE, errors=[(lay.o, lay.o + 4)])
 
 

@@ -4,7 +4,7 @@ output, cycles against the schedule generator, and the PE utilization target (â‰
 import pytest
 
 from attenio import config as C
-from attenio.hw.tb.runner import simulate
+from attenio.verify.runner import simulate
 
 from .test_top import check_run, workload
 

@@ -8,7 +8,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from attenio import config as C
-from attenio.hw import board
+from attenio.fpga import board
 
 
 def _run(dut, limit=5000):

@@ -3,7 +3,7 @@
 import pytest
 
 from attenio import config as C
-from attenio.hw import synth
+from attenio.fpga import synth
 
 
 def test_unknown_target_is_refused():

@@ -10,6 +10,7 @@ from attenio.config import HardwareConfig
 from attenio.hw.core import ComputeCore
 from attenio.model import numerics as nm
 from attenio.model.io_analysis import query_tiles, tile_keys
+from attenio.model.rules import kv_order
 
 
 def _words(row, q):
@@ -51,13 +52,7 @@ def rtl_core(cfg, q, k, v, sp, causal=False, seed=0, p_idle=0.2, p_backpressure=
         def rows_of(st, keys=keys):
             return range(st * b, min(keys, st * b + b))
 
-        order = []
-        if steps:
-            order += [("k", j) for j in rows_of(0)]
-            for st in range(steps):
-                if st + 1 < steps:
-                    order += [("k", j) for j in rows_of(st + 1)]
-                order += [("v", j) for j in rows_of(st)]
+        order = [(which.lower(), j) for which, st in kv_order(steps) for j in rows_of(st)]
         tile_beats = []
         for which, j in order:
             ws = _words((k if which == "k" else v)[j], qw)

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from attenio.sim.program import LAYOUTS, SIGNED, ErrorCode, Op
+from attenio.contract.program import LAYOUTS, SIGNED, ErrorCode, Op
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "isa.md").read_text()
 

@@ -3,7 +3,7 @@
 import pytest
 
 from attenio import config as C
-from attenio.sim import program as P
+from attenio.contract import program as P
 from attenio.sim.schedule import schedule
 
 HW = C.tiny()

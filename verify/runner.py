@@ -24,6 +24,8 @@ import numpy as np
 
 from attenio.config import HardwareConfig, Workload
 from attenio.errors import ConfigError, ErrorCode, bad
+from attenio.model.golden import error_vs_float, golden_output, quantized_inputs
+from attenio.sim.image import RunImage, run_image
 
 SIMULATORS = ("verilator", "icarus")
 TOP = "attenio_top"
@@ -163,35 +165,10 @@ class SimResult:
         return self.sim_cycles / self.wall_s if self.wall_s > 0 else 0.0
 
 
-def _pack(x: np.ndarray, nbytes: int) -> bytes:
-    return np.asarray(x, dtype=f"<i{nbytes}").tobytes()
-
-
-def prepare(hw: HardwareConfig, wl: Workload, *, dist: str = "gaussian", seed: int = 0):
-    """Quantized inputs, the program and the DRAM image for a run. Returns a dict."""
-    from attenio.model import io_analysis as io
-    from attenio.model import numerics as nm
-    from attenio.model import reference as ref
-    from attenio.sim.program import encode
-    from attenio.sim.schedule import Layout, schedule
-
-    hw.check_workload(wl)
-    (qi, sq), (ki, sk), (vi, sv) = (nm.quantize(x, hw.data_bits)
-                                    for x in ref.random_inputs(wl, dist, seed))
-    sp = nm.softmax_scale(hw, sq, sk, wl.head_dim)
-    sched = schedule(hw, wl, scale=sp, keep_spans=False)
-    program = encode(sched.program)
-    lay = Layout.packed(hw, wl, len(program))
-    eb, ob = hw.element_bytes, io.out_element_bytes(hw)
-    image = bytearray(lay.end)
-    image[lay.program:lay.program + len(program)] = program
-    for base, x in ((lay.q, qi), (lay.k, ki), (lay.v, vi)):
-        data = _pack(x, eb)
-        image[base:base + len(data)] = data
-    o_bytes = wl.batch * wl.heads * wl.seq_q * wl.head_dim * ob
-    return {"q": qi, "k": ki, "v": vi, "scales": (sq, sk, sv), "schedule": sched,
-            "program": program, "layout": lay, "image": bytes(image), "o_bytes": o_bytes,
-            "ob": ob}
+def prepare(hw: HardwareConfig, wl: Workload, *, dist: str = "gaussian",
+            seed: int = 0) -> RunImage:
+    """Quantized random inputs (``dist``, ``seed``), the program and the DRAM image of a run."""
+    return run_image(hw, wl, quantized_inputs(hw, wl, dist, seed))
 
 
 def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: int = 0,
@@ -210,15 +187,12 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     """
     from cocotb_tools.runner import get_runner
 
-    from attenio.model import numerics as nm
-    from attenio.model import reference as ref
-
     prep = prepare(hw, wl, dist=dist, seed=seed)
-    sched = prep["schedule"]
-    lay = prep["layout"]
+    sched = prep.schedule
+    lay = prep.layout
     bdir = build(hw, sim, waves=waves, log=log)
-    image = bytearray(prep["image"])
-    prog = prep["program"] if program is None else program
+    image = bytearray(prep.image)
+    prog = prep.program if program is None else program
     if program is not None:
         # a replacement program goes where the generated one was (or right before Q)
         if len(prog) > lay.q:
@@ -232,7 +206,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
         case = {
             "hw": hw.to_dict(), "image": str(tmpd / "image.bin"), "mem_size": len(image),
             "prog_base": lay.program, "prog_len": len(prog) // 32,
-            "o_addr": lay.o, "o_bytes": prep["o_bytes"], "latency": hw.dram_latency,
+            "o_addr": lay.o, "o_bytes": prep.o_bytes, "latency": hw.dram_latency,
             "rate": hw.dram_bytes_per_cycle, "axi_bytes": hw.axi_data_bytes,
             "p_stall": p_stall, "seed": seed, "errors": errors or [], "window": window,
             "reset_at": reset_at, "abort_at": abort_at, "start_twice": start_twice,
@@ -260,7 +234,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
             th.start()
         try:
             get_runner(sim).test(hdl_toplevel=TOP, hdl_toplevel_lang="verilog",
-                                 test_module="attenio.hw.tb.bench",
+                                 test_module="attenio.verify.bench",
                                  build_dir=bdir, test_dir=tmpd, extra_env=env, waves=waves)
         except SystemExit as e:
             raise RuntimeError(f"the {sim} simulation failed (exit {e.code}); see its log "
@@ -285,15 +259,13 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     counters = {k: res[k] for k in ("cycles", "pe_busy", "pe_wait_kv", "pe_wait_exp",
                                     "exp_busy", "fin_busy", "dma_rd_busy", "dma_wr_busy",
                                     "bytes_rd", "bytes_wr")}
-    out = np.frombuffer(raw, dtype=f"<i{prep['ob']}").astype(np.int64).reshape(
+    out = np.frombuffer(raw, dtype=f"<i{prep.ob}").astype(np.int64).reshape(
         wl.batch, wl.heads, wl.seq_q, wl.head_dim)
     golden = None
     metrics = {}
     if check:
-        sq, sk, sv = prep["scales"]
-        golden = nm.attention_int(hw, wl, prep["q"], prep["k"], prep["v"], sq, sk)
-        exact = ref.attention(prep["q"] * sq, prep["k"] * sk, prep["v"] * sv, causal=wl.causal)
-        metrics = ref.error_metrics(nm.dequantize_output(hw, out, sv), exact, prep["v"] * sv)
+        golden = golden_output(hw, wl, prep.inputs)
+        metrics = error_vs_float(hw, wl, out, prep.inputs)
     return SimResult(
         status=status, error=ErrorCode((status >> 8) & 0xF), done=bool(status & 2),
         timed_out=res["timed_out"], out=out, golden=golden, counters=counters,

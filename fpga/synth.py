@@ -98,7 +98,7 @@ def run_with_progress(cmd: list[str], cwd: Path, watch, log, env=None) -> tuple[
             _, err = proc.communicate(timeout=30)
             break
         except subprocess.TimeoutExpired:
-            log(f"  {time.perf_counter() - t0:5.0f} s  {_last_line(watch())}")
+            log(f"  {time.perf_counter() - t0:5.0f} s  {last_line(watch())}")
     return proc.returncode, err or "", round(time.perf_counter() - t0, 1)
 
 
@@ -116,7 +116,8 @@ def _abc9_died(log_path: Path) -> bool:
     return passes[-1][0].startswith(top)
 
 
-def _last_line(path: Path) -> str:
+def last_line(path: Path) -> str:
+    """The last non-empty line of a tool log (120 characters), or "" when unreadable."""
     try:
         lines = [x for x in path.read_text(errors="replace").splitlines() if x.strip()]
     except OSError:
@@ -167,7 +168,7 @@ def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path |
         mapper = "abc"
     if res.returncode:
         raise RuntimeError(f"yosys failed (exit {res.returncode}, log {ylog}): "
-                           f"{(res.stderr or res.stdout).strip()[-500:] or _last_line(ylog)}")
+                           f"{(res.stderr or res.stdout).strip()[-500:] or last_line(ylog)}")
     seconds = {"synth": round(time.perf_counter() - t0, 1)}
     text = stat.read_text()
     names = ECP5_CELLS if family == "ecp5" else XILINX_CELLS
@@ -191,7 +192,7 @@ def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path |
              "--out-of-context", *NEXTPNR_OPTS, "--report", rep_json.name,
              "--log", pnr_log.name, "-q"], wdir, lambda: pnr_log, log)
         if rc:
-            raise RuntimeError(f"nextpnr failed (log {pnr_log}): {_last_line(pnr_log)}")
+            raise RuntimeError(f"nextpnr failed (log {pnr_log}): {last_line(pnr_log)}")
         pr = json.loads(rep_json.read_text())
         fm = pr.get("fmax", {})
         if fm:

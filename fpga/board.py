@@ -2,7 +2,7 @@
 
 ``SelfTest`` puts ``AttenIOTop`` between a ROM and a checker, so it needs no DRAM:
 
-- a ROM holds the DRAM image of one run (program, Q, K, V: ``runner.prepare``) and answers
+- a ROM holds the DRAM image of one run (program, Q, K, V: ``sim.image.run_image``) and answers
   both AXI4 read managers (data and program) with INCR bursts, one beat per cycle;
 - the write side compares every beat of O against the integer golden model's output as it
   arrives (nothing is stored), counts the beats and answers each burst with OKAY;
@@ -32,23 +32,22 @@ MAX_IMAGE_BYTES = 64 * 1024  # the ROM is block RAM: keep the self-test small
 def selftest_data(hw: HardwareConfig, wl: Workload, seed: int = 1) -> dict:
     """The ROM image, the expected O bytes and the register writes of one run."""
     from attenio.hw.csr import python_map
-    from attenio.hw.tb.runner import prepare
-    from attenio.model import numerics as nm
+    from attenio.model.golden import golden_output, quantized_inputs
+    from attenio.sim.image import run_image
 
-    prep = prepare(hw, wl, seed=seed)
-    lay = prep["layout"]
+    prep = run_image(hw, wl, quantized_inputs(hw, wl, seed=seed))
+    lay = prep.layout
     if lay.end > MAX_IMAGE_BYTES:
         raise bad("workload", f"{lay.end} bytes of DRAM image",
                   f"at most {MAX_IMAGE_BYTES} bytes for the on-chip self-test (smaller n or d)")
-    sq, sk, _ = prep["scales"]
-    golden = nm.attention_int(hw, wl, prep["q"], prep["k"], prep["v"], sq, sk)
-    o_bytes = np.asarray(golden, dtype=np.int64).astype(f"<i{prep['ob']}").tobytes()
+    golden = golden_output(hw, wl, prep.inputs)
+    o_bytes = np.asarray(golden, dtype=np.int64).astype(f"<i{prep.ob}").tobytes()
     regs = python_map(hw)
     writes = [("PROG_BASE_LO", lay.program), ("PROG_BASE_HI", 0),
-              ("PROG_LEN", len(prep["program"]) // 32), ("IRQ_ENABLE", 1), ("CTRL", 1)]
-    return {"image": prep["image"], "o_addr": lay.o, "o_bytes": o_bytes,
+              ("PROG_LEN", len(prep.program) // 32), ("IRQ_ENABLE", 1), ("CTRL", 1)]
+    return {"image": prep.image, "o_addr": lay.o, "o_bytes": o_bytes,
             "writes": [(regs[n]["offset"], v) for n, v in writes],
-            "status": regs["STATUS"]["offset"], "predicted_cycles": prep["schedule"].total_cycles}
+            "status": regs["STATUS"]["offset"], "predicted_cycles": prep.schedule.total_cycles}
 
 
 def _words(data: bytes, ab: int) -> list[int]:
@@ -301,7 +300,7 @@ def build_board(hw: HardwareConfig, wl: Workload, *, board: str = "ulx3s-85f",
     from pathlib import Path
 
     from attenio.errors import ConfigError
-    from attenio.hw.synth import NEXTPNR_OPTS, _last_line, run_with_progress, tool
+    from attenio.fpga.synth import NEXTPNR_OPTS, last_line, run_with_progress, tool
 
     if board not in BOARDS:
         raise bad("board", board, f"choose one of: {', '.join(BOARDS)}")
@@ -334,7 +333,7 @@ def build_board(hw: HardwareConfig, wl: Workload, *, board: str = "ulx3s-85f",
     if rc:
         err_lines = err.strip().splitlines()
         raise RuntimeError(f"the {board} build failed after {seconds} s (logs in {bdir}): "
-                           f"{err_lines[-1][:160] if err_lines else _last_line(pnr_log)}")
+                           f"{err_lines[-1][:160] if err_lines else last_line(pnr_log)}")
     text = pnr_log.read_text(errors="replace") if pnr_log.exists() else ""
     found = re.findall(r"Max frequency for clock\s+'[^']*':\s*([\d.]+) MHz \((?:PASS|FAIL) "
                        r"at ([\d.]+) MHz\)", text)

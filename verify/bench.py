@@ -1,6 +1,6 @@
 """The cocotb host flow: load DRAM, program the registers, start, wait for done, read back.
 
-Run by :mod:`attenio.hw.tb.runner` with ``ATTENIO_CASE`` naming a JSON case file (the memory
+Run by :mod:`attenio.verify.runner` with ``ATTENIO_CASE`` naming a JSON case file (the memory
 image, register values, DRAM timing, faults to inject); writes ``result.json`` and the output
 bytes next to it. Checking against the golden model happens in the runner, outside the
 simulator.
@@ -19,7 +19,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, Timer, with_timeout
 
 from attenio.hw.csr import python_map
-from attenio.hw.tb.dram import Dram
+from attenio.verify.dram import Dram
 
 warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"cocotbext\.axi")
 PERIOD_NS = 10

@@ -1,0 +1,44 @@
+"""The timing contract: every latency and depth the RTL implements and the schedule generator
+models (docs/architecture.md, "Timing contract").
+
+``hw/`` reads its depths and step constants from :data:`TIMING`; the latencies that are sums
+of the RTL blocks' own ``latency`` (``p_ready_latency``, ``finalize_latency``) are checked
+against the blocks by tests/hw/test_contract.py, and the controller's hand-off latencies by
+the cycle-exact RTL suite (tests/cocotb).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Timing", "TIMING"]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Microarchitectural latencies and depths (cycles, instructions, bursts)."""
+
+    min_phase: int = 12          # shortest Q Kᵀ or P V step (a short step is padded to it)
+    p_ready_latency: int = 15    # last Q Kᵀ issue of a step → first P V issue it allows
+    pv_drain: int = 5            # last P V issue → finalize may read O
+    finalize_latency: int = 18   # finalize issue → word readable at the output FIFO's head
+    fetch_chunk: int = 8         # instructions per program burst
+    fetch_buffer: int = 16       # fetched, not yet dispatched instructions (two chunks)
+    queue_depth: int = 8         # entries per instruction queue
+    max_outstanding: int = 16    # data bursts in flight per AXI direction
+    max_burst_beats: int = 256   # AXI4 INCR limit (and never across a 4 KB line)
+    out_fifo_depth: int = 16     # finalized output words the core buffers
+    # controller hand-offs: each FIFO (fetch buffer, queues, W queue) delivers a word written
+    # in cycle t in cycle t + fifo_latency
+    fifo_latency: int = 2
+    request_delay: int = 3       # a load or store instruction starts → its first AXI request
+    request_gap: int = 3         # a data burst request → the next one (registered bursts)
+    fetch_gap: int = 2           # a program burst request → the next one
+    fetch_delay: int = 1         # the run starts → the first program request may go out
+    decode_latency: int = 1      # an instruction's last beat → it is written to the buffer
+    cmd_latency: int = 2         # COMPUTE starts → the PE array may issue
+    idle_latency: int = 2        # the last output beat → the compute queue moves on
+    done_latency: int = 3        # the last event → done (the run's end)
+
+
+TIMING = Timing()

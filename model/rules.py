@@ -1,0 +1,43 @@
+"""Rules every layer shares, stated once: the order K/V blocks stream in and causal visibility.
+
+The schedule generator, the golden models, the RTL (these functions take Amaranth values as
+well as integers and NumPy arrays) and the test benches all call these.
+"""
+
+from __future__ import annotations
+
+__all__ = ["kv_blocks_during", "kv_order", "next_is_v", "causal_visible", "keys_seen"]
+
+
+def kv_blocks_during(step: int, steps: int) -> list[tuple[str, int]]:
+    """The K/V blocks loaded while step ``step`` computes ``Q Kᵀ``: the next step's K, then this
+    step's V (``V_j`` arrives during ``Q·K_jᵀ``, ``K_{j+1}`` during ``P·V_j``)."""
+    return ([("K", step + 1)] if step + 1 < steps else []) + [("V", step)]
+
+
+def kv_order(steps: int) -> list[tuple[str, int]]:
+    """Every block of a tile of ``steps`` steps in stream order: ``K0, K1, V0, K2, V1, …``."""
+    if steps <= 0:
+        return []
+    out = [("K", 0)]
+    for s in range(steps):
+        out += kv_blocks_during(s, steps)
+    return out
+
+
+def next_is_v(ks, vs, steps):
+    """The block after ``ks`` K and ``vs`` V blocks is a V block (else K block ``ks``): K goes
+    first while it is at most one step ahead of V. Integers or Amaranth values."""
+    k_next = (ks < steps) & (ks <= vs + 1)
+    return (not k_next) if isinstance(k_next, bool) else ~k_next
+
+
+def causal_visible(key, row, diag):
+    """Query ``row`` sees ``key`` under the causal mask (bottom-right aligned, as FA-2 does:
+    ``diag = seq_k − seq_q``). Integers, NumPy arrays or Amaranth values."""
+    return key <= row + diag
+
+
+def keys_seen(row: int, diag: int, keys: int) -> int:
+    """How many of the first ``keys`` keys causal query ``row`` sees."""
+    return max(0, min(keys, row + diag + 1))
