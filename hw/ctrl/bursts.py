@@ -1,0 +1,98 @@
+"""BurstSplitter: a transfer cut into AXI4 INCR bursts of at most 256 beats that never cross a
+4 KB line, each checked against the address window before any of its bursts goes out."""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from attenio.contract.timing import TIMING
+from attenio.hw.ctrl.axi import ADDR_BITS, log2
+
+__all__ = ["BurstSplitter"]
+
+
+class BurstSplitter(wiring.Component):
+    """Address generator of the load and store engines.
+
+    The engine holds the transfer's state (``base``, ``beats`` and ``off``, the beats already
+    requested) and sets ``moved`` in a cycle whose edge changes it. ``addr``, ``len`` and
+    ``last`` (the next burst, ``last``: it ends the transfer) are registers computed in two
+    stages from the state of two cycles before; ``ready`` is low in the two cycles after
+    ``moved``, while these and the engine's own look-ahead registers catch up. So a burst can
+    follow the previous one (or the instruction's start) three cycles later
+    (``Timing.request_gap``).
+
+    Window: with ``win_size`` ≠ 0, a transfer whose bytes leave ``[win_base, win_base +
+    win_size)`` sets ``bad`` (a register of the state) and is never requested: ``valid`` is
+    ``want & ~bad`` and ``window_fail`` is ``want & bad``.
+
+    Parameters
+    ----------
+    beat_bytes : int
+        Bytes per AXI beat (a power of two).
+    """
+
+    def __init__(self, beat_bytes: int):
+        self.beat_bytes = beat_bytes
+        super().__init__({
+            "base": In(ADDR_BITS), "beats": In(24), "off": In(24), "moved": In(1),
+            "addr": Out(ADDR_BITS), "len": Out(9), "last": Out(1), "ready": Out(1),
+            "win_base": In(64), "win_size": In(64), "want": In(1),
+            "bad": Out(1), "valid": Out(1), "window_fail": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        lab = log2(self.beat_bytes)
+        max_beats = TIMING.max_burst_beats
+        # stage 1: address and beats left; stage 2: the burst's length and whether it is last
+        addr = Signal(ADDR_BITS)
+        left = Signal(24)
+        m.d.sync += [addr.eq(self.base + (self.off << lab)), left.eq(self.beats - self.off)]
+        to4k = Signal(13)
+        m.d.comb += to4k.eq((4096 - addr[:12]) >> lab)
+        n1 = Mux(left < max_beats, left, max_beats)
+        length = Mux(to4k < n1, to4k, n1)
+        moved1 = Signal()
+        m.d.sync += [self.addr.eq(addr), self.len.eq(length), self.last.eq(length == left),
+                     moved1.eq(self.moved), self.ready.eq(~self.moved & ~moved1)]
+        # the window, per transfer: registers beside the bursts
+        win_on = Signal()
+        win_end = Signal(65)
+        m.d.sync += [win_on.eq(self.win_size != 0), win_end.eq(self.win_base + self.win_size)]
+        outside = win_on & ((self.base < self.win_base)
+                            | (self.base + (self.beats << lab) > win_end))
+        m.d.sync += self.bad.eq(outside)
+        m.d.comb += [self.valid.eq(self.want & ~self.bad),
+                     self.window_fail.eq(self.want & self.bad)]
+        return m
+
+
+class BurstRegs:
+    """The transfer state an engine keeps for its :class:`BurstSplitter` (``base``, ``beats``,
+    ``off``: registers the engine writes), wired to it; ``addr``, ``len``, ``last``, ``ready``
+    and ``moved`` are the splitter's ports."""
+
+    def __init__(self, m: Module, splitter: BurstSplitter, name: str):
+        self.base = Signal(ADDR_BITS, name=f"{name}_base")
+        self.beats = Signal(24, name=f"{name}_beats")      # beats of the transfer
+        self.off = Signal(24, name=f"{name}_off")          # beats already requested
+        m.d.comb += [splitter.base.eq(self.base), splitter.beats.eq(self.beats),
+                     splitter.off.eq(self.off)]
+        self.addr, self.len, self.last = splitter.addr, splitter.len, splitter.last
+        self.ready, self.moved = splitter.ready, splitter.moved
+
+
+def drive_address(m: Module, splitter: BurstSplitter, chan: dict, want) -> object:
+    """Drive an AXI address channel (``chan``: ``valid``, ``ready``, ``addr``, ``len``, ``size``,
+    ``burst``) with the splitter's next burst when ``want``; a transfer outside the window is
+    never requested (the splitter's ``window_fail``). Returns the handshake."""
+    m.d.comb += [
+        splitter.want.eq(want),
+        chan["valid"].eq(splitter.valid), chan["addr"].eq(splitter.addr),
+        chan["len"].eq(splitter.len - 1), chan["size"].eq(log2(splitter.beat_bytes)),
+        chan["burst"].eq(1),
+    ]
+    return chan["valid"] & chan["ready"]

@@ -1,0 +1,107 @@
+"""InstructionDecoder: the checks an instruction passes before it is dispatched (docs/isa.md,
+"Errors"): opcode, reserved bits, field ranges, alignment, token flags a queue cannot use."""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Value
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from attenio.config import HardwareConfig
+from attenio.contract.program import INSTR_BITS, LAYOUTS, NEXT, PREV, QUEUE_OF, Op
+from attenio.errors import ErrorCode
+from attenio.hw.ctrl.axi import log2
+from attenio.hw.ctrl.layouts import ERR_BITS, view
+
+__all__ = ["InstructionDecoder", "kps_log2_of"]
+
+
+class InstructionDecoder(wiring.Component):
+    """Combinational: ``bad`` is the first failing check's :class:`ErrorCode` (0 when the
+    instruction is good) of ``raw`` with ``rows_heads`` = rows·heads.
+
+    The checks, in order: ``RESERVED_BITS``; ``FIELD_RANGE`` (rows·heads in [1, tile_rows], d in
+    [1, max_head_dim], keys ≤ max_seq_len, LOAD_KV keys ≥ 1, keys_per_step a power of two ≤
+    max_keys_per_step with rows·keys_per_step ≤ mac_lines, c_sh ≤ 62, causal with one head);
+    ``ADDRESS_RANGE`` (addresses and strides a multiple of the AXI beat); a pop or push towards
+    a neighbour the queue does not have (``TOKEN_UNDERFLOW``, ``TOKEN_OVERFLOW``). An opcode
+    with no format is ``ILLEGAL_OPCODE``.
+    """
+
+    def __init__(self, cfg: HardwareConfig):
+        self.cfg = cfg
+        super().__init__({"raw": In(INSTR_BITS), "rows_heads": In(24), "bad": Out(ERR_BITS)})
+
+    def _range_checks(self, op: Op) -> list:
+        cfg = self.cfg
+        v = view(self.raw, op)
+        rh = self.rows_heads
+        c = []
+        if "rows" in LAYOUTS[op]:
+            c.append((rh == 0) | (rh > cfg.tile_rows))
+        c.append((v.d == 0) | (v.d > cfg.max_head_dim))
+        if "keys" in LAYOUTS[op]:
+            c.append(v.keys > cfg.max_seq_len)
+            if op == Op.LOAD_KV:
+                c.append(v.keys == 0)
+        if "keys_per_step" in LAYOUTS[op]:
+            kps = v.keys_per_step
+            c.append((kps == 0) | ((kps & (kps - 1)) != 0) | (kps > cfg.max_keys_per_step))
+            if op != Op.LOAD_KV:
+                # rows·kps > mac_lines for a power-of-two kps > 1 (others fail above)
+                c.append(Cat(*[(kps == (1 << k)) & (rh > cfg.mac_lines >> k)
+                               for k in range(1, 8)]).any())
+        if op == Op.COMPUTE:
+            c.append(v.c_sh > 62)
+            # the core's causal mask takes one head's rows
+            c.append(v.causal & (v.heads > 1))
+        return c
+
+    def _align_checks(self, op: Op) -> list:
+        lab = log2(self.cfg.axi_data_bytes)
+        v = view(self.raw, op)
+        return [Value.cast(getattr(v, n))[:lab] != 0 for n in LAYOUTS[op]
+                if n.endswith("addr") or n.endswith("stride")] if lab else []
+
+    def elaborate(self, platform):
+        m = Module()
+        hdr = view(self.raw)
+        with m.Switch(hdr.opcode):
+            for op in Op:
+                if op == Op.ILLEGAL:
+                    continue
+                with m.Case(int(op)):
+                    used = 0xFF
+                    for lsb, width in LAYOUTS[op].values():
+                        used |= ((1 << width) - 1) << lsb
+                    reserved = Const(((1 << INSTR_BITS) - 1) & ~used, INSTR_BITS)
+                    rng = self._range_checks(op) if op != Op.END else []
+                    aln = self._align_checks(op)
+                    checks = [((self.raw & reserved) != 0, ErrorCode.RESERVED_BITS)]
+                    if rng:
+                        checks.append((Cat(*rng).any(), ErrorCode.FIELD_RANGE))
+                    if aln:
+                        checks.append((Cat(*aln).any(), ErrorCode.ADDRESS_RANGE))
+                    # a queue without a previous (load) or next (store) neighbour
+                    q = QUEUE_OF.get(op)
+                    for side, nbr in (("prev", PREV), ("next", NEXT)):
+                        if q is not None and nbr[q] is None:
+                            checks.append((getattr(hdr, f"pop_{side}"),
+                                           ErrorCode.TOKEN_UNDERFLOW))
+                            checks.append((getattr(hdr, f"push_{side}"),
+                                           ErrorCode.TOKEN_OVERFLOW))
+                    # the first failing check names the error (later assignments win)
+                    for cond, code in reversed(checks):
+                        with m.If(cond):
+                            m.d.comb += self.bad.eq(int(code))
+            with m.Default():
+                m.d.comb += self.bad.eq(ErrorCode.ILLEGAL_OPCODE)
+        return m
+
+
+def kps_log2_of(kps, kps_max: int):
+    """log2 of a power-of-two keys_per_step field (0 for anything else; decode rejects it)."""
+    out = Const(0, max(1, (kps_max.bit_length() - 1).bit_length()))
+    for k in range(1, log2(kps_max) + 1):
+        out = Mux(kps == (1 << k), k, out)
+    return out

@@ -1,0 +1,140 @@
+"""Dispatch: the fetch buffer's head into three queues (load, compute, store) and the
+dependency tokens between neighbouring queues (docs/isa.md, "Tokens")."""
+
+from __future__ import annotations
+
+from amaranth import Cat, Module, Signal
+from amaranth.lib import fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from attenio.contract.program import NEXT, PREV, QUEUE_OF, QUEUES, TOKEN_MAX, Op
+from attenio.contract.timing import TIMING
+from attenio.errors import ErrorCode
+from attenio.hw.ctrl.layouts import ERR_BITS, fetch_entry_layout, queue_entry_layout, view
+
+__all__ = ["Dispatch", "queue_signature", "TOKEN_PAIRS"]
+
+QUEUE_DEPTH = TIMING.queue_depth
+# (producer, consumer) of every token counter: neighbours in the chain load ↔ compute ↔ store
+TOKEN_PAIRS = [(a, b) for a in QUEUES for b in (PREV[a], NEXT[a]) if b is not None]
+
+
+def queue_signature() -> wiring.Signature:
+    """One queue as its engine sees it (``Out`` from the dispatcher's side).
+
+    ``head`` is the oldest entry; ``ok``: the tokens its pop flags ask for are there; ``under``:
+    one is not and its producer queue is ``quiet`` (ended), so it never will be. The engine
+    pulses ``start`` when it takes the head (its pops happen then), raises ``head.ready``
+    to remove it (``start`` or an ``END``), pulses ``push_prev``/``push_next`` when an
+    instruction's pushes happen, and holds ``quiet`` once it has reached ``END`` and drained.
+    """
+    return wiring.Signature({
+        "head": Out(stream.Signature(queue_entry_layout())),
+        "ok": Out(1), "under": Out(1),
+        "start": In(1), "push_prev": In(1), "push_next": In(1), "quiet": In(1),
+    })
+
+
+class Dispatch(wiring.Component):
+    """In-order dispatch and the token counters.
+
+    The head of the fetch buffer goes, in the cycle it is seen, to its queue when that has room
+    (``END`` to all three at once, and nothing is dispatched after it). An entry with a stored
+    error code stops the run with that code instead. Token counters are 4 bits
+    (``TOKEN_MAX``): a push to a full one is ``TOKEN_OVERFLOW``; a program that ends without
+    ``END`` (every instruction fetched and dispatched) is ``PROGRAM_OVERRUN``.
+
+    Ports
+    -----
+    fetched : stream of ``fetch_entry_layout`` from :class:`ProgramFetch`.
+    exhausted : the fetch unit has nothing more to deliver.
+    load, compute, store : :func:`queue_signature` (``Out``).
+    dispatched : an instruction entered a queue this cycle.
+    fail, fail_code : the first error of this unit in a cycle.
+    """
+
+    def __init__(self):
+        super().__init__({
+            "go": In(1), "stop": In(1),
+            "fetched": In(stream.Signature(fetch_entry_layout())),
+            "exhausted": In(1),
+            **{q: Out(queue_signature()) for q in QUEUES},
+            "dispatched": Out(1),
+            "fail": Out(1), "fail_code": Out(ERR_BITS),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        ports = {q: getattr(self, q) for q in QUEUES}
+
+        def fail(code):
+            m.d.comb += [self.fail.eq(1), self.fail_code.eq(code)]
+
+        queues = {}
+        for name in QUEUES:
+            queues[name] = qf = fifo.SyncFIFOBuffered(width=queue_entry_layout().size,
+                                                      depth=QUEUE_DEPTH)
+            m.submodules[f"{name}_queue"] = qf
+            p = ports[name]
+            m.d.comb += [p.head.valid.eq(qf.r_rdy), p.head.payload.eq(qf.r_data),
+                         qf.r_en.eq(p.head.ready)]
+        head = self.fetched.payload
+        hop = view(head.insn).opcode
+        end_seen = Signal()
+        at_head = Signal()
+        m.d.comb += at_head.eq(self.fetched.valid & self.go & ~self.stop & ~end_seen)
+        target_ok = Signal()
+        with m.Switch(hop):
+            for op in Op:
+                if op == Op.ILLEGAL:
+                    continue
+                with m.Case(int(op)):
+                    if op == Op.END:
+                        m.d.comb += target_ok.eq(Cat(*[q.w_rdy for q in queues.values()]).all())
+                    else:
+                        m.d.comb += target_ok.eq(queues[QUEUE_OF[op]].w_rdy)
+        with m.If(at_head & (head.bad != 0)):
+            fail(head.bad)
+        m.d.comb += self.dispatched.eq(at_head & (head.bad == 0) & target_ok)
+        m.d.comb += self.fetched.ready.eq(self.dispatched | (self.fetched.valid
+                                                             & (self.stop | end_seen)))
+        entry = Signal(queue_entry_layout())
+        m.d.comb += [entry.insn.eq(head.insn), entry.rh.eq(head.rh)]
+        for name, qf in queues.items():
+            ops = [op for op, q in QUEUE_OF.items() if q == name] + [Op.END]
+            mine = Cat(*[hop == int(o) for o in ops]).any()
+            m.d.comb += [qf.w_data.eq(entry), qf.w_en.eq(self.dispatched & mine)]
+        with m.If(self.dispatched & (hop == int(Op.END))):
+            m.d.sync += end_seen.eq(1)
+        # the program ends without END: every instruction fetched and dispatched
+        with m.If(self.go & ~end_seen & self.exhausted):
+            fail(ErrorCode.PROGRAM_OVERRUN)
+
+        # ---- tokens ----
+        def tag(pair):
+            return f"{pair[0][0]}{pair[1][0]}"
+
+        tok = {pr: Signal(range(TOKEN_MAX + 1), name=f"tok_{tag(pr)}") for pr in TOKEN_PAIRS}
+        inc = {pr: Signal(name=f"inc_{tag(pr)}") for pr in TOKEN_PAIRS}
+        dec = {pr: Signal(name=f"dec_{tag(pr)}") for pr in TOKEN_PAIRS}
+        for pr in TOKEN_PAIRS:
+            m.d.sync += tok[pr].eq(tok[pr] + inc[pr] - dec[pr])
+            with m.If(inc[pr] & ~dec[pr] & (tok[pr] == TOKEN_MAX)):
+                fail(ErrorCode.TOKEN_OVERFLOW)
+        for name, p in ports.items():
+            flags = view(p.head.payload.insn)
+            ok, under = [], []
+            for side, nbr in (("prev", PREV), ("next", NEXT)):
+                other = nbr[name]
+                if other is None:
+                    continue
+                need = getattr(flags, f"pop_{side}")
+                have = tok[(other, name)] != 0
+                ok.append(~need | have)
+                under.append(need & ~have & ports[other].quiet)
+                m.d.comb += dec[(other, name)].eq(p.start & need)
+                m.d.comb += inc[(name, other)].eq(getattr(p, f"push_{side}"))
+            m.d.comb += [p.ok.eq(Cat(*ok).all()), p.under.eq(Cat(*under).any())]
+        self.tokens = tok
+        return m
+

@@ -1,0 +1,127 @@
+"""ProgramFetch: the program read in bursts from DRAM, assembled, decoded and buffered."""
+
+from __future__ import annotations
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from attenio.config import HardwareConfig
+from attenio.contract.program import INSTR_BITS, INSTR_BYTES
+from attenio.contract.timing import TIMING
+from attenio.errors import ErrorCode
+from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, log2
+from attenio.hw.ctrl.decode import InstructionDecoder
+from attenio.hw.ctrl.layouts import ERR_BITS, RH_BITS, fetch_entry_layout, tile_layout
+
+__all__ = ["ProgramFetch"]
+
+FETCH_CHUNK = TIMING.fetch_chunk
+FETCH_BUFFER = TIMING.fetch_buffer
+
+
+class ProgramFetch(wiring.Component):
+    """Reads ``prog_len`` instructions from ``prog_base`` on its own AXI4 read port
+    (``ar*``/``r*``) in bursts of ``Timing.fetch_chunk`` instructions (never across 4 KB),
+    while the fetch buffer has room for a whole chunk beside those in flight.
+
+    Each assembled instruction is registered with rows·heads (``Timing.decode_latency``);
+    :class:`InstructionDecoder` checks it from those registers as it enters the fetch buffer,
+    so ``head`` (the buffer's oldest entry) carries a stored error code.
+
+    Ports
+    -----
+    go, stop : a run is on; an error stops it (no new bursts).
+    head : stream of ``fetch_entry_layout`` (instruction, error code, rows·heads).
+    exhausted : every instruction up to ``prog_len`` was fetched and taken from the buffer.
+    idle : no program burst in flight.
+    active : a program request or beat this cycle (for the watchdog).
+    fail, fail_code : a program beat answered with an error (``AXI_READ``).
+    """
+
+    def __init__(self, cfg: HardwareConfig):
+        self.cfg = cfg
+        super().__init__({
+            "go": In(1), "stop": In(1), "prog_base": In(64), "prog_len": In(32),
+            **axi4_ports("", cfg.axi_data_bytes * 8, write=False),
+            "head": Out(stream.Signature(fetch_entry_layout())),
+            "exhausted": Out(1), "idle": Out(1), "active": Out(1),
+            "fail": Out(1), "fail_code": Out(ERR_BITS),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        ab = self.cfg.axi_data_bytes
+        ipb = INSTR_BYTES // ab                  # AXI beats per instruction
+        lib = log2(INSTR_BYTES)
+        m.submodules.buffer = ififo = fifo.SyncFIFOBuffered(
+            width=fetch_entry_layout().size, depth=FETCH_BUFFER)
+        f_next = Signal(32)
+        f_inflight = Signal(range(FETCH_BUFFER + 1))
+        i_out = Signal(range(FETCH_BUFFER + 1))      # instruction bursts in flight
+        f_addr = Signal(ADDR_BITS)
+        f_n = Signal(range(FETCH_CHUNK + 1))
+        f_left = Signal(32)
+        f_4k = Signal(8)
+        # the next burst (address, length, whether one is left) is a register computed from
+        # f_next of the cycle before; f_ready is low in the cycle after f_next moved or the
+        # engine was reset (Timing.fetch_gap, fetch_delay)
+        f_addr_c = Signal(ADDR_BITS)
+        f_more = Signal()
+        f_ready = Signal()
+        m.d.comb += [
+            f_addr_c.eq(self.prog_base + (f_next << lib)),
+            f_left.eq(self.prog_len - f_next),
+            f_4k.eq((4096 - f_addr_c[:12]) >> lib),
+        ]
+        f_n1 = Mux(f_left < FETCH_CHUNK, f_left, FETCH_CHUNK)
+        m.d.sync += [f_addr.eq(f_addr_c), f_n.eq(Mux(f_4k < f_n1, f_4k, f_n1)),
+                     f_more.eq(f_next < self.prog_len)]
+        m.d.comb += [
+            self.arvalid.eq(self.go & ~self.stop & f_ready & f_more
+                            & (ififo.level + f_inflight <= FETCH_BUFFER - FETCH_CHUNK)),
+            self.araddr.eq(f_addr), self.arlen.eq(f_n * ipb - 1),
+            self.arsize.eq(log2(ab)), self.arburst.eq(1), self.rready.eq(1),
+        ]
+        iar = self.arvalid & self.arready
+        ir = self.rvalid & self.rready
+        ibuf = Signal(INSTR_BITS)
+        ibeat = Signal(range(ipb))
+        assembled = Cat(ibuf[ab * 8:], self.rdata) if ipb > 1 else self.rdata
+        push_i = Signal()
+        m.d.comb += push_i.eq(ir & (ibeat == ipb - 1))
+        with m.If(ir):
+            m.d.sync += [ibuf.eq(assembled), ibeat.eq(Mux(ibeat == ipb - 1, 0, ibeat + 1))]
+            with m.If(self.rresp != 0):
+                m.d.comb += [self.fail.eq(1), self.fail_code.eq(ErrorCode.AXI_READ)]
+        m.d.sync += f_ready.eq(~iar)
+        with m.If(iar):
+            m.d.sync += f_next.eq(f_next + f_n)
+        # an instruction stays in flight until its decode register writes it to the buffer
+        push_d = Signal()
+        m.d.sync += push_d.eq(push_i)
+        m.d.sync += f_inflight.eq(f_inflight + Mux(iar, f_n, 0) - push_d)
+        m.d.sync += i_out.eq(i_out + iar - (ir & self.rlast))
+
+        # decode: the assembled instruction and its rows·heads product are registered
+        # (Timing.decode_latency); the checks are computed from those registers
+        raw = Signal(INSTR_BITS)
+        rows_heads = Signal(24)
+        with m.If(push_i):
+            a = data.View(tile_layout, assembled)
+            m.d.sync += [raw.eq(assembled), rows_heads.eq(a.rows * a.heads)]
+        m.submodules.decode = dec = InstructionDecoder(self.cfg)
+        m.d.comb += [dec.raw.eq(raw), dec.rows_heads.eq(rows_heads)]
+        entry = Signal(fetch_entry_layout())
+        m.d.comb += [entry.insn.eq(raw), entry.bad.eq(dec.bad), entry.rh.eq(rows_heads[:RH_BITS]),
+                     ififo.w_en.eq(push_d), ififo.w_data.eq(entry)]
+        m.d.comb += [self.head.valid.eq(ififo.r_rdy), self.head.payload.eq(ififo.r_data),
+                     ififo.r_en.eq(self.head.ready)]
+        m.d.comb += [
+            self.exhausted.eq((f_next >= self.prog_len) & (f_inflight == 0)
+                              & (ififo.level == 0)),
+            self.idle.eq(i_out == 0),
+            self.active.eq(iar | ir),
+        ]
+        return m
+

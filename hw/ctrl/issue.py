@@ -1,0 +1,88 @@
+"""ComputeIssue: the compute queue's ``COMPUTE`` and ``FINALIZE`` handed to the compute core."""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from attenio.config import HardwareConfig
+from attenio.contract.program import INSTR_BITS, Op
+from attenio.errors import ErrorCode
+from attenio.hw.core import cmd_layout
+from attenio.hw.ctrl.decode import kps_log2_of
+from attenio.hw.ctrl.dispatch import queue_signature
+from attenio.hw.ctrl.layouts import ERR_BITS, view
+
+__all__ = ["ComputeIssue"]
+
+
+class ComputeIssue(wiring.Component):
+    """``COMPUTE`` becomes the core's command (taken when the core is idle) and ends when the
+    core's last step has issued (``steps_done``); ``FINALIZE`` ends when the core is idle again,
+    its last output word gone. Pushes go out as an instruction ends.
+
+    Ports
+    -----
+    queue : :func:`queue_signature` (``In``).
+    cmd : the core's command stream. busy, steps_done : the core's state.
+    fail, fail_code : ``TOKEN_UNDERFLOW``. ended : the queue reached ``END``.
+    started : an instruction started.
+    """
+
+    def __init__(self, cfg: HardwareConfig):
+        self.cfg = cfg
+        super().__init__({
+            "go": In(1), "stop": In(1),
+            "queue": In(queue_signature()),
+            "cmd": Out(stream.Signature(cmd_layout(cfg))),
+            "busy": In(1), "steps_done": In(1),
+            "fail": Out(1), "fail_code": Out(ERR_BITS),
+            "ended": Out(1), "started": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        qp = self.queue
+        chead = qp.head.payload
+        cop = view(chead.insn).opcode
+        comp = view(chead.insn, Op.COMPUTE)
+        craw = Signal(INSTR_BITS)
+        c_state = Signal(range(3))           # 0 idle, 1 waiting for the steps, 2 for idle
+        comp_end = Signal()
+        c_start = Signal()
+        c_pop_end = Signal()
+        cmd = self.cmd.payload
+        m.d.comb += [
+            cmd.rows.eq(chead.rh), cmd.d.eq(comp.d),
+            cmd.keys.eq(comp.keys), cmd.c_m.eq(comp.c_m), cmd.c_sh.eq(comp.c_sh),
+            cmd.causal.eq(comp.causal), cmd.q_pos.eq(comp.q_pos), cmd.diag.eq(comp.diag),
+            cmd.kps_log2.eq(kps_log2_of(comp.keys_per_step, self.cfg.max_keys_per_step)),
+        ]
+        with m.If(qp.head.valid & (c_state == 0) & ~comp_end & self.go & ~self.stop):
+            with m.If(cop == int(Op.END)):
+                m.d.comb += c_pop_end.eq(1)
+                m.d.sync += comp_end.eq(1)
+            with m.Elif(qp.ok):
+                with m.If(cop == int(Op.COMPUTE)):
+                    m.d.comb += self.cmd.valid.eq(1)
+                    m.d.comb += c_start.eq(self.cmd.ready)
+                with m.Else():
+                    m.d.comb += c_start.eq(1)
+            with m.Elif(qp.under):
+                m.d.comb += [self.fail.eq(1), self.fail_code.eq(ErrorCode.TOKEN_UNDERFLOW)]
+        m.d.comb += [qp.start.eq(c_start), qp.head.ready.eq(c_pop_end | c_start)]
+        with m.If(c_start):
+            m.d.sync += [craw.eq(chead.insn), c_state.eq(Mux(cop == int(Op.COMPUTE), 1, 2))]
+        c_end = Signal()
+        with m.If((c_state == 1) & self.busy & self.steps_done):
+            m.d.comb += c_end.eq(1)
+        with m.If((c_state == 2) & ~self.busy):
+            m.d.comb += c_end.eq(1)
+        with m.If(c_end):
+            m.d.sync += c_state.eq(0)
+        done = view(craw)
+        m.d.comb += [qp.push_prev.eq(c_end & ~self.stop & done.push_prev),
+                     qp.push_next.eq(c_end & ~self.stop & done.push_next),
+                     qp.quiet.eq(comp_end), self.ended.eq(comp_end), self.started.eq(c_start)]
+        return m

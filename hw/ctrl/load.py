@@ -1,0 +1,286 @@
+"""LoadEngine: the load queue's ``LOAD_Q`` and ``LOAD_KV`` as AXI4 read bursts, their beats
+routed to the compute core's Q stream and K/V rings."""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal, signed
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from attenio.config import HardwareConfig
+from attenio.contract.program import INSTR_BITS, Op
+from attenio.contract.timing import TIMING
+from attenio.errors import ErrorCode
+from attenio.hw.core import kv_beat_layout, qcmd_layout, word_layout
+from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, log2
+from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address
+from attenio.hw.ctrl.decode import kps_log2_of
+from attenio.hw.ctrl.dispatch import queue_signature
+from attenio.hw.ctrl.layouts import ERR_BITS, load_tag_layout, view
+from attenio.model.rules import next_is_v
+
+__all__ = ["LoadEngine"]
+
+MAX_OUTSTANDING = TIMING.max_outstanding
+
+
+class LoadEngine(wiring.Component):
+    """Runs the load queue: ``LOAD_Q`` (a tile's rows, per head) and ``LOAD_KV`` (K and V blocks
+    of ``keys_per_step`` rows in the order of :func:`attenio.model.rules.kv_order`).
+
+    A transfer is one burst sequence per unit: a head of Q rows, or a K or V block, when its
+    rows are contiguous (``row_stride`` = the row's bytes), else one per row. Requests follow
+    :class:`BurstSplitter` (one every ``Timing.request_gap`` cycles, at most
+    ``Timing.max_outstanding`` in flight); a K/V block is requested only when the ring has
+    room for it (``k_free``/``v_free`` credits). A tag FIFO tells the R beats where they go;
+    rows shorter than a whole number of words have their last word's extra lanes zeroed.
+    The instruction's push (``LOAD_Q``'s token to compute) goes out with its last beat.
+
+    Ports
+    -----
+    queue : :func:`queue_signature` (``In``).
+    ar*, r* : the data AXI4 read channels.
+    qcmd, q, kv : the core's Q command, Q rows and K/V beats.
+    k_free, v_free : the core's ring credits.
+    win_base, win_size : the address window.
+    fail, fail_code : ``TOKEN_UNDERFLOW``, ``ADDRESS_RANGE`` or ``AXI_READ``.
+    idle : no read burst in flight. ended : the queue reached ``END``.
+    request, beat : an AR handshake, an R handshake (counters and watchdog).
+    started : an instruction started.
+    """
+
+    def __init__(self, cfg: HardwareConfig):
+        self.cfg = cfg
+        super().__init__({
+            "go": In(1), "stop": In(1),
+            "queue": In(queue_signature()),
+            **axi4_ports("", cfg.axi_data_bytes * 8, write=False),
+            "qcmd": Out(stream.Signature(qcmd_layout(cfg))),
+            "q": Out(stream.Signature(word_layout(cfg))),
+            "kv": Out(stream.Signature(kv_beat_layout(cfg))),
+            "k_free": In(range(cfg.max_seq_len + 1)), "v_free": In(range(cfg.max_seq_len + 1)),
+            "win_base": In(64), "win_size": In(64),
+            "fail": Out(1), "fail_code": Out(ERR_BITS),
+            "idle": Out(1), "ended": Out(1), "request": Out(1), "beat": Out(1),
+            "started": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        ab = cfg.axi_data_bytes
+        lab = log2(ab)
+        q = cfg.macs_per_line
+        kps_max = cfg.max_keys_per_step
+        ring = max(1, cfg.kv_ring_depth // 2)
+
+        def fail(code):
+            m.d.comb += [self.fail.eq(1), self.fail_code.eq(code)]
+
+        def words_of(d):
+            return (d + (q - 1)) >> log2(q)
+
+        lraw = Signal(INSTR_BITS)
+        lbusy = Signal()
+        load_end = Signal()
+        rd_out = Signal(range(MAX_OUTSTANDING + 1))
+        m.submodules.bursts = splitter = BurstSplitter(ab)
+        m.d.comb += [splitter.win_base.eq(self.win_base), splitter.win_size.eq(self.win_size)]
+        lb = BurstRegs(m, splitter, "ld")
+        l_is_kv = Signal()
+        l_rows = Signal(24)        # rows of the current unit (Q: rows; KV: keys of the block)
+        l_trow = Signal(16)        # row inside the unit (row-by-row transfers)
+        l_unit_first = Signal()
+        l_wd = Signal(12)
+        l_contig = Signal()
+        l_stride = Signal(32)
+        # Q: heads
+        l_h = Signal(8)
+        l_hbase = Signal(ADDR_BITS)
+        # KV: steps
+        l_b = Signal(range(kps_max + 1))
+        l_steps = Signal(25)
+        l_ks = Signal(25)
+        l_vs = Signal(25)
+        l_kbase = Signal(ADDR_BITS)
+        l_vbase = Signal(ADDR_BITS)
+        l_on_v = Signal()          # the current unit is a V block
+        m.d.comb += l_wd.eq(words_of(view(lraw, Op.LOAD_KV).d))
+
+        lhead = self.queue.head.payload
+        lop = view(lhead.insn).opcode
+        l_ok, l_under = self.queue.ok, self.queue.under
+        core_q = self.qcmd
+        l_start = Signal()
+        l_pop_end = Signal()
+        l_is_q_head = lop == int(Op.LOAD_Q)
+        m.d.comb += [
+            core_q.payload.rows.eq(lhead.rh),
+            core_q.payload.d.eq(view(lhead.insn, Op.LOAD_Q).d),
+            core_q.payload.kps_log2.eq(kps_log2_of(view(lhead.insn, Op.LOAD_Q).keys_per_step,
+                                                   kps_max)),
+        ]
+        with m.If(self.queue.head.valid & ~lbusy & ~load_end & self.go & ~self.stop):
+            with m.If(lop == int(Op.END)):
+                m.d.comb += l_pop_end.eq(1)
+                m.d.sync += load_end.eq(1)
+            # ok and underflow exclude each other; testing ok first keeps the other engines'
+            # state (underflow needs "the producer has ended") off the start path
+            with m.Elif(l_ok):
+                m.d.comb += core_q.valid.eq(l_is_q_head)
+                m.d.comb += l_start.eq(~l_is_q_head | core_q.ready)
+            with m.Elif(l_under):
+                fail(ErrorCode.TOKEN_UNDERFLOW)
+        m.d.comb += self.queue.start.eq(l_start)
+        m.d.comb += self.queue.head.ready.eq(l_pop_end | l_start)
+        wd_head = words_of(view(lhead.insn, Op.LOAD_Q).d)
+        # keys of a K/V instruction's first block: at most keys_per_step ≤ max_keys_per_step
+        # (decode refuses more), so the block's beat count is a narrow product, not a DSP
+        nk0 = Signal(range(kps_max + 1))
+        kv_head = view(lhead.insn, Op.LOAD_KV)
+        keys_h, kps_h = kv_head.keys, kv_head.keys_per_step
+        m.d.comb += nk0.eq(Mux(keys_h < kps_h, keys_h, kps_h))
+        with m.If(l_start):
+            m.d.sync += [lraw.eq(lhead.insn), lbusy.eq(1), l_trow.eq(0), l_unit_first.eq(1),
+                         lb.off.eq(0), l_h.eq(0), l_ks.eq(0), l_vs.eq(0), l_on_v.eq(0)]
+            with m.If(l_is_q_head):
+                addr = view(lhead.insn, Op.LOAD_Q).addr
+                stride = view(lhead.insn, Op.LOAD_Q).row_stride
+                rows = view(lhead.insn, Op.LOAD_Q).rows
+                contig = stride == (wd_head << lab)
+                m.d.sync += [l_is_kv.eq(0), l_hbase.eq(addr), lb.base.eq(addr),
+                             l_rows.eq(rows), l_contig.eq(contig), l_stride.eq(stride),
+                             lb.beats.eq(Mux(contig, rows * wd_head, wd_head))]
+            with m.Else():
+                kaddr = view(lhead.insn, Op.LOAD_KV).k_addr
+                stride = view(lhead.insn, Op.LOAD_KV).row_stride
+                keys, kps = keys_h, kps_h
+                contig = stride == (wd_head << lab)
+                m.d.sync += [l_is_kv.eq(1), l_kbase.eq(kaddr), lb.base.eq(kaddr),
+                             l_vbase.eq(view(lhead.insn, Op.LOAD_KV).v_addr), l_b.eq(kps),
+                             l_steps.eq((keys + kps - 1) >> kps_log2_of(kps, kps_max)),
+                             l_rows.eq(nk0), l_contig.eq(contig), l_stride.eq(stride),
+                             lb.beats.eq(Mux(contig, nk0 * wd_head, wd_head))]
+        # credits for the K/V ring: block s of b keys waits until s·b + b ≤ freed + ring
+        # (the left side, less the ring, is a register: it depends on the unit only)
+        cur_s = Mux(l_on_v, l_vs, l_ks)
+        need = Signal(signed(28))
+        m.d.sync += need.eq(cur_s * l_b + l_b - ring)
+        credit = Signal()
+        m.d.comb += credit.eq(~l_is_kv | ~l_unit_first
+                              | (need <= Mux(l_on_v, self.v_free, self.k_free)))
+        m.submodules.tags = tags = fifo.SyncFIFOBuffered(width=load_tag_layout().size,
+                                                         depth=MAX_OUTSTANDING)
+        l_want = Signal()
+        m.d.comb += l_want.eq(lbusy & lb.ready & ~self.stop & credit & (rd_out < MAX_OUTSTANDING)
+                              & tags.w_rdy)
+        with m.If(splitter.window_fail):
+            fail(ErrorCode.ADDRESS_RANGE)
+        ar = drive_address(m, splitter, {k: getattr(self, f"ar{k}") for k in
+                                         ("valid", "ready", "addr", "len", "size", "burst")},
+                           l_want)
+        m.d.comb += lb.moved.eq(l_start | ar)
+        # What follows the current unit, as registers: the unit changes only with a request or
+        # the instruction's start, and the next request is three cycles later (lb.ready).
+        # K/V: K(ks) if ks < steps and ks ≤ vs + 1, else V(vs).
+        p_row_last = Signal()       # the current row is the unit's last
+        p_nks, p_nvs = Signal.like(l_ks), Signal.like(l_vs)
+        p_next_v = Signal()
+        p_kv_last = Signal()        # the next unit would be past the instruction's end
+        p_q_last = Signal()         # the current head is the last
+        p_kbase, p_vbase, p_base = (Signal(ADDR_BITS, name=f"ld_next_{x}")
+                                    for x in ("kbase", "vbase", "base"))
+        p_rows = Signal(range(kps_max + 1))
+        p_beats = Signal.like(lb.beats)
+        p_hbase = Signal(ADDR_BITS)
+        p_rowbase = Signal(ADDR_BITS)
+        # two register stages: (1) which block is next, its index and addresses; (2) its
+        # size, base and whether it ends the instruction (the unit waits 3 cycles: lb.ready)
+        nks, nvs = Signal.like(l_ks), Signal.like(l_vs)
+        m.d.comb += [nks.eq(l_ks + ~l_on_v), nvs.eq(l_vs + l_on_v)]
+        next_v = Signal()
+        m.d.comb += next_v.eq(next_is_v(nks, nvs, l_steps))
+        step_bytes = l_stride * l_b
+        s1_ns = Signal.like(l_ks)
+        m.d.sync += [
+            p_row_last.eq(l_trow == l_rows - 1), p_nks.eq(nks), p_nvs.eq(nvs),
+            p_next_v.eq(next_v), s1_ns.eq(Mux(next_v, nvs, nks)),
+            p_q_last.eq(l_h == view(lraw, Op.LOAD_Q).heads - 1),
+            p_kbase.eq(l_kbase + Mux(l_on_v, 0, step_bytes)),
+            p_vbase.eq(l_vbase + Mux(l_on_v, step_bytes, 0)),
+            p_hbase.eq(l_hbase + view(lraw, Op.LOAD_Q).head_stride),
+            p_rowbase.eq(lb.base + l_stride),
+        ]
+        keys_l = view(lraw, Op.LOAD_KV).keys
+        nk_left = Signal(25)
+        m.d.comb += nk_left.eq(keys_l - s1_ns * l_b)
+        nk_rows = Signal(range(kps_max + 1))   # ≤ keys per step
+        m.d.comb += nk_rows.eq(Mux(nk_left < l_b, nk_left, l_b))
+        m.d.sync += [
+            p_kv_last.eq(p_next_v & (p_nvs >= l_steps)),
+            p_base.eq(Mux(p_next_v, p_vbase, p_kbase)),
+            p_rows.eq(nk_rows), p_beats.eq(Mux(l_contig, nk_rows * l_wd, l_wd)),
+        ]
+        unit_done = Signal()
+        instr_done = Signal()
+        m.d.comb += unit_done.eq(lb.last & (l_contig | p_row_last))
+        m.d.comb += instr_done.eq(unit_done & Mux(l_is_kv, p_kv_last, p_q_last))
+        with m.If(ar):
+            m.d.sync += [lb.off.eq(lb.off + lb.len), l_unit_first.eq(0)]
+            with m.If(lb.last):
+                m.d.sync += lb.off.eq(0)
+                with m.If(instr_done):
+                    m.d.sync += lbusy.eq(0)
+                with m.Elif(~unit_done):            # next row of the unit
+                    m.d.sync += [l_trow.eq(l_trow + 1), lb.base.eq(p_rowbase)]
+                with m.Elif(~l_is_kv):                # next head
+                    m.d.sync += [l_h.eq(l_h + 1), l_hbase.eq(p_hbase), lb.base.eq(p_hbase),
+                                 l_trow.eq(0), l_unit_first.eq(1)]
+                with m.Else():                       # next K/V block
+                    m.d.sync += [l_ks.eq(p_nks), l_vs.eq(p_nvs), l_on_v.eq(p_next_v),
+                                 l_kbase.eq(p_kbase), l_vbase.eq(p_vbase),
+                                 lb.base.eq(p_base), l_rows.eq(p_rows),
+                                 lb.beats.eq(p_beats), l_trow.eq(0), l_unit_first.eq(1)]
+        # a tag per burst: where its beats go and what its last beat means
+        d_l = view(lraw, Op.LOAD_KV).d
+        lastlanes = d_l - ((l_wd - 1) << log2(q))
+        tag_in = Signal(load_tag_layout())
+        m.d.comb += [
+            tag_in.kv.eq(l_is_kv), tag_in.v.eq(l_on_v), tag_in.wd.eq(l_wd),
+            tag_in.lanes.eq(lastlanes), tag_in.end.eq(instr_done),
+            tag_in.push.eq(view(lraw).push_next),
+            tags.w_en.eq(ar), tags.w_data.eq(tag_in),
+        ]
+        t = data.View(load_tag_layout(), tags.r_data)
+        t_kv, t_v, t_wd, t_lanes, t_end, t_push = t.kv, t.v, t.wd, t.lanes, t.end, t.push
+        rw = Signal(12)
+        row_last = Signal()
+        m.d.comb += row_last.eq(rw == t_wd - 1)
+        beat_ok = self.rvalid & tags.r_rdy
+        m.d.comb += [
+            self.q.valid.eq(beat_ok & ~self.stop & ~t_kv),
+            self.kv.valid.eq(beat_ok & ~self.stop & t_kv),
+            self.kv.payload.v.eq(t_v), self.kv.payload.last.eq(row_last),
+            self.kv.payload.end.eq(t_end & self.rlast),
+            self.rready.eq(tags.r_rdy & (self.stop | Mux(t_kv, self.kv.ready, self.q.ready))),
+        ]
+        for lane in range(q):
+            elem = self.rdata[lane * cfg.data_bits:(lane + 1) * cfg.data_bits]
+            m.d.comb += [self.q.payload[lane].eq(elem),
+                         self.kv.payload.data[lane].eq(Mux(~row_last | (lane < t_lanes), elem, 0))]
+        r = self.rvalid & self.rready
+        with m.If(r):
+            m.d.sync += rw.eq(Mux(row_last, 0, rw + 1))
+            with m.If(self.rresp != 0):
+                fail(ErrorCode.AXI_READ)
+        r_burst_end = r & self.rlast
+        m.d.comb += tags.r_en.eq(r_burst_end)
+        m.d.sync += rd_out.eq(rd_out + ar - r_burst_end)
+        with m.If(r_burst_end & t_end & t_push & ~self.stop):
+            m.d.comb += self.queue.push_next.eq(1)
+        m.d.comb += self.queue.quiet.eq(load_end & (rd_out == 0))
+
+
+        m.d.comb += [self.idle.eq(rd_out == 0), self.ended.eq(load_end), self.request.eq(ar),
+                     self.beat.eq(r), self.started.eq(l_start)]
+        return m

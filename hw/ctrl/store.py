@@ -1,0 +1,193 @@
+"""StoreEngine: the store queue's ``STORE_O`` as AXI4 write bursts of the core's output words."""
+
+from __future__ import annotations
+
+from amaranth import Cat, Module, Mux, Signal, Value
+from amaranth.lib import fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from attenio.config import HardwareConfig
+from attenio.contract.program import INSTR_BITS, Op
+from attenio.contract.timing import TIMING
+from attenio.errors import ErrorCode
+from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, log2
+from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address
+from attenio.hw.ctrl.dispatch import queue_signature
+from attenio.hw.ctrl.layouts import ERR_BITS, view
+from attenio.hw.finalize import out_word_layout
+from attenio.model.io_analysis import out_element_bytes
+
+__all__ = ["StoreEngine"]
+
+MAX_OUTSTANDING = TIMING.max_outstanding
+
+
+def sext(v, bits):
+    """A signed value sign-extended (or truncated) to ``bits`` bits."""
+    v = Value.cast(v)
+    return v[:bits] if len(v) >= bits else Cat(v, v[-1].replicate(bits - len(v)))
+
+
+class StoreEngine(wiring.Component):
+    """Runs the store queue: each ``STORE_O`` writes a tile's output rows (per head; one burst
+    sequence per head when rows are contiguous, else per row) from the core's output stream.
+    An output word of ``q`` elements is ``⌈q·out bytes / beat⌉`` beats; the first burst of an
+    instruction waits for the first word. After an error the W bursts already requested are
+    completed with strobes 0. The instruction ends (its pushes go out) when every response of
+    its bursts is back.
+
+    Ports
+    -----
+    queue : :func:`queue_signature` (``In``).
+    aw*, w*, b* : the data AXI4 write channels.
+    o : the core's output words.
+    win_base, win_size : the address window.
+    fail, fail_code : ``TOKEN_UNDERFLOW``, ``ADDRESS_RANGE`` or ``AXI_WRITE``.
+    idle : no write burst in flight or waiting for data. ended : the queue reached ``END``.
+    request, beat, response : AW, W and B handshakes. kept : a W beat with its strobes set.
+    started : an instruction started.
+    """
+
+    def __init__(self, cfg: HardwareConfig):
+        self.cfg = cfg
+        super().__init__({
+            "go": In(1), "stop": In(1),
+            "queue": In(queue_signature()),
+            **axi4_ports("", cfg.axi_data_bytes * 8, read=False),
+            "o": In(stream.Signature(out_word_layout(cfg))),
+            "win_base": In(64), "win_size": In(64),
+            "fail": Out(1), "fail_code": Out(ERR_BITS),
+            "idle": Out(1), "ended": Out(1), "request": Out(1), "beat": Out(1),
+            "response": Out(1), "kept": Out(1), "started": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        ab = cfg.axi_data_bytes
+        lab = log2(ab)
+        q = cfg.macs_per_line
+        ob = out_element_bytes(cfg)
+        k_out = q * ob // ab                     # AXI beats per output word
+
+        def fail(code):
+            m.d.comb += [self.fail.eq(1), self.fail_code.eq(code)]
+
+        def words_of(d):
+            return (d + (q - 1)) >> log2(q)
+
+        shead = self.queue.head.payload
+        sop = view(shead.insn).opcode
+        sraw = Signal(INSTR_BITS)
+        s_busy = Signal()
+        s_wait = Signal()
+        store_end = Signal()
+        s_ok, s_under = self.queue.ok, self.queue.under
+        s_start = Signal()
+        s_pop_end = Signal()
+        m.submodules.bursts = splitter = BurstSplitter(ab)
+        m.d.comb += [splitter.win_base.eq(self.win_base), splitter.win_size.eq(self.win_size)]
+        sb = BurstRegs(m, splitter, "st")
+        s_h = Signal(8)
+        s_hbase = Signal(ADDR_BITS)
+        s_trow = Signal(16)
+        s_contig = Signal()
+        wr_out = Signal(range(MAX_OUTSTANDING + 1))
+        s_out = Signal(range(MAX_OUTSTANDING + 1))   # this instruction's bursts in flight
+        with m.If(self.queue.head.valid & ~s_busy & ~store_end & self.go & ~self.stop):
+            with m.If(sop == int(Op.END)):
+                m.d.comb += s_pop_end.eq(1)
+                m.d.sync += store_end.eq(1)
+            with m.Elif(s_ok):
+                m.d.comb += s_start.eq(1)
+            with m.Elif(s_under):
+                fail(ErrorCode.TOKEN_UNDERFLOW)
+        m.d.comb += self.queue.start.eq(s_start)
+        m.d.comb += self.queue.head.ready.eq(s_pop_end | s_start)
+        wd_shead = words_of(view(shead.insn, Op.STORE_O).d) * k_out
+        with m.If(s_start):
+            addr = view(shead.insn, Op.STORE_O).addr
+            stride = view(shead.insn, Op.STORE_O).row_stride
+            contig = stride == (wd_shead << lab)
+            rows = view(shead.insn, Op.STORE_O).rows
+            m.d.sync += [sraw.eq(shead.insn), s_busy.eq(1), s_wait.eq(0), s_h.eq(0),
+                         s_hbase.eq(addr), sb.base.eq(addr), sb.off.eq(0), s_trow.eq(0),
+                         s_contig.eq(contig), sb.beats.eq(Mux(contig, rows * wd_shead, wd_shead))]
+        m.submodules.wq = wq = fifo.SyncFIFOBuffered(width=9, depth=MAX_OUTSTANDING)
+        s_want = Signal()
+        s_first = Signal()   # the instruction's first burst: it waits for the first output word
+        with m.If(s_start):
+            m.d.sync += s_first.eq(1)
+        m.d.comb += s_want.eq(s_busy & sb.ready & ~s_wait & ~self.stop & (wr_out < MAX_OUTSTANDING)
+                              & wq.w_rdy & (~s_first | self.o.valid))
+        with m.If(splitter.window_fail):
+            fail(ErrorCode.ADDRESS_RANGE)
+        aw = drive_address(m, splitter, {k: getattr(self, f"aw{k}") for k in
+                                         ("valid", "ready", "addr", "len", "size", "burst")},
+                           s_want)
+        m.d.comb += sb.moved.eq(s_start | aw)
+        with m.If(aw):
+            m.d.sync += s_first.eq(0)
+        # what follows the current row, as registers (the state moves only with a request)
+        s_row_last, s_head_last = Signal(), Signal()
+        s_rowbase, s_nhbase = Signal(ADDR_BITS), Signal(ADDR_BITS)
+        m.d.sync += [
+            s_row_last.eq(s_trow == view(sraw, Op.STORE_O).rows - 1),
+            s_head_last.eq(s_h == view(sraw, Op.STORE_O).heads - 1),
+            s_rowbase.eq(sb.base + view(sraw, Op.STORE_O).row_stride),
+            s_nhbase.eq(s_hbase + view(sraw, Op.STORE_O).head_stride),
+        ]
+        s_unit_done = sb.last & (s_contig | s_row_last)
+        with m.If(aw):
+            m.d.sync += sb.off.eq(sb.off + sb.len)
+            with m.If(sb.last):
+                m.d.sync += sb.off.eq(0)
+                with m.If(s_unit_done & s_head_last):
+                    m.d.sync += s_wait.eq(1)
+                with m.Elif(~s_unit_done):
+                    m.d.sync += [s_trow.eq(s_trow + 1), sb.base.eq(s_rowbase)]
+                with m.Else():
+                    m.d.sync += [s_h.eq(s_h + 1), s_hbase.eq(s_nhbase), sb.base.eq(s_nhbase),
+                                 s_trow.eq(0)]
+        m.d.comb += [wq.w_en.eq(aw), wq.w_data.eq(sb.len)]
+        # W: output words cut into beats
+        wcnt = Signal(9)
+        part = Signal(range(max(2, k_out)))
+        packed = Cat(*[sext(self.o.payload[i], ob * 8) for i in range(q)])
+        w_ok = Signal()
+        m.d.comb += w_ok.eq(wq.r_rdy & (self.stop | self.o.valid))
+        wlast = wcnt == wq.r_data - 1
+        m.d.comb += [
+            self.wvalid.eq(w_ok), self.wlast.eq(wlast),
+            self.wstrb.eq(Mux(self.stop, 0, (1 << ab) - 1)),
+        ]
+        with m.Switch(part):
+            for j in range(k_out):
+                with m.Case(j):
+                    m.d.comb += self.wdata.eq(packed[j * ab * 8:(j + 1) * ab * 8])
+        w = self.wvalid & self.wready
+        m.d.comb += self.o.ready.eq(w & ~self.stop & (part == k_out - 1))
+        with m.If(w):
+            m.d.sync += [wcnt.eq(Mux(wlast, 0, wcnt + 1)),
+                         part.eq(Mux(part == k_out - 1, 0, part + 1))]
+        m.d.comb += wq.r_en.eq(w & wlast)
+        b = self.bvalid & self.bready
+        m.d.comb += self.bready.eq(1)
+        with m.If(b & (self.bresp != 0)):
+            fail(ErrorCode.AXI_WRITE)
+        m.d.sync += [wr_out.eq(wr_out + aw - b), s_out.eq(s_out + aw - b)]
+        s_end = Signal()
+        m.d.comb += s_end.eq(s_busy & s_wait & (s_out == 0))
+        with m.If(s_end):
+            m.d.sync += s_busy.eq(0)
+        done = view(sraw)
+        m.d.comb += self.queue.push_prev.eq(s_end & ~self.stop & done.push_prev)
+        m.d.comb += self.queue.quiet.eq(store_end)
+
+        # ---- end of run, drain, watchdog ----
+
+
+        m.d.comb += [self.idle.eq((wr_out == 0) & ~wq.r_rdy), self.ended.eq(store_end),
+                     self.request.eq(aw), self.beat.eq(w), self.response.eq(b),
+                     self.kept.eq(w & ~self.stop), self.started.eq(s_start)]
+        return m

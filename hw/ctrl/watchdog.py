@@ -1,0 +1,59 @@
+"""Watchdog and the controller's performance counters."""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from attenio.errors import ErrorCode
+from attenio.hw.ctrl.layouts import ERR_BITS
+
+__all__ = ["Watchdog", "DmaCounters", "WATCHDOG_BITS"]
+
+WATCHDOG_BITS = 16
+
+
+class Watchdog(wiring.Component):
+    """``timed_out`` (and ``fail`` with ``TIMEOUT`` during a run) after ``2**bits − 1`` cycles of
+    a run without ``progress``. ``progress`` is registered, so it stays off the engines' issue
+    paths."""
+
+    def __init__(self, bits: int = WATCHDOG_BITS):
+        self.bits = bits
+        super().__init__({"go": In(1), "progress": In(1), "timed_out": Out(1),
+                          "fail": Out(1), "fail_code": Out(ERR_BITS)})
+
+    def elaborate(self, platform):
+        m = Module()
+        wd = Signal(self.bits)
+        progress_r = Signal()
+        m.d.sync += progress_r.eq(self.progress)
+        m.d.sync += wd.eq(Mux(progress_r | ~self.go, 0, wd + 1))
+        m.d.comb += self.timed_out.eq(wd == (1 << self.bits) - 1)
+        with m.If(self.go & self.timed_out):
+            m.d.comb += [self.fail.eq(1), self.fail_code.eq(ErrorCode.TIMEOUT)]
+        return m
+
+
+class DmaCounters(wiring.Component):
+    """64-bit counters of the data port: read and write beats (``DMA_RD_BUSY``,
+    ``DMA_WR_BUSY``) and bytes (``BYTES_RD``; ``BYTES_WR`` counts only beats with strobes)."""
+
+    NAMES = ("DMA_RD_BUSY", "DMA_WR_BUSY", "BYTES_RD", "BYTES_WR")
+
+    def __init__(self, beat_bytes: int):
+        self.beat_bytes = beat_bytes
+        super().__init__({"rd_beat": In(1), "wr_beat": In(1), "wr_kept": In(1),
+                          **{n.lower(): Out(64) for n in self.NAMES}})
+
+    def elaborate(self, platform):
+        m = Module()
+        ab = self.beat_bytes
+        m.d.sync += [
+            self.dma_rd_busy.eq(self.dma_rd_busy + self.rd_beat),
+            self.dma_wr_busy.eq(self.dma_wr_busy + self.wr_beat),
+            self.bytes_rd.eq(self.bytes_rd + Mux(self.rd_beat, ab, 0)),
+            self.bytes_wr.eq(self.bytes_wr + Mux(self.wr_kept, ab, 0)),
+        ]
+        return m
