@@ -76,3 +76,20 @@ def delay(m: Module, sigs: list[Value], cycles: int, name: str) -> list[Signal]:
             sig = nxt
         out.append(sig)
     return out
+
+
+def memory_banks(m, name: str, shape, depth: int, count: int, lut: bool = False):
+    """``count`` memories of ``depth`` words added to ``m`` as ``name0``, ``name1``, …; returns
+    (read ports, write ports). ``lut``: ask synthesis for distributed (LUT) RAM, which keeps a
+    small table out of block RAM: a 64-word table would hold whole DP16KDs for a few percent
+    of their bits."""
+    from amaranth.lib.memory import Memory
+
+    rds, wrs = [], []
+    for i in range(count):
+        mem = Memory(shape=shape, depth=depth, init=[],
+                     attrs={"ram_style": "distributed"} if lut else None)
+        m.submodules[f"{name}{i}"] = mem
+        rds.append(mem.read_port())
+        wrs.append(mem.write_port())
+    return rds, wrs

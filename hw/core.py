@@ -22,15 +22,21 @@ is ``G = ⌈r/p⌉`` row groups; a row of d elements is ``Wd = ⌈d/q⌉`` words
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from amaranth import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, fifo, stream, wiring
-from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
 from attenio.contract.timing import TIMING
 from attenio.errors import bad
+from attenio.hw.arith import memory_banks
 from attenio.hw.finalize import Finalize, out_word_layout
+from attenio.hw.kvring import KVRing
+from attenio.hw.layouts import cmd_layout, kv_beat_layout, qcmd_layout, word_layout
+from attenio.hw.qbuf import QBuffer
+from attenio.hw.sequencer import COUNTER_BITS, StepSequencer
 from attenio.hw.softmax import SHIFT_BITS, SoftmaxUnit, m_bits
 from attenio.model.rules import causal_visible
 
@@ -42,7 +48,6 @@ OUT_FIFO_DEPTH = TIMING.out_fifo_depth
 # cycles from the step sequencer's end to the first finalize read of O: the last P V write
 # (c4) is then done
 PV_DRAIN = TIMING.pv_drain
-COUNTER_BITS = 40
 
 
 def _log2(x: int) -> int:
@@ -53,44 +58,12 @@ def _is_pow2(x: int) -> bool:
     return x > 0 and x & (x - 1) == 0
 
 
-def word_layout(cfg: HardwareConfig) -> data.ArrayLayout:
-    """q elements of Q, K or V: one memory word and one stream beat."""
-    return data.ArrayLayout(signed(cfg.data_bits), cfg.macs_per_line)
-
-
-def _kps_bits(cfg: HardwareConfig) -> int:
-    return max(1, (cfg.max_keys_per_step.bit_length() - 1).bit_length())
-
-
-def qcmd_layout(cfg: HardwareConfig) -> data.StructLayout:
-    """What the Q loader needs (from ``LOAD_Q``): rows, head dim, log2 keys per step."""
-    return data.StructLayout({
-        "rows": unsigned((cfg.tile_rows).bit_length()),
-        "d": unsigned((cfg.max_head_dim).bit_length()),
-        "kps_log2": unsigned(_kps_bits(cfg)),
-    })
-
-
-def kv_beat_layout(cfg: HardwareConfig) -> data.StructLayout:
-    """One K/V beat: a word, which ring it goes to, the last word of its row, the last beat of
-    the tile (the loader tags them, so the ring writer needs no command)."""
-    return data.StructLayout({"data": word_layout(cfg), "v": 1, "last": 1, "end": 1})
-
-
-def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:
-    return data.StructLayout({
-        "rows": unsigned((cfg.tile_rows).bit_length()),
-        "d": unsigned((cfg.max_head_dim).bit_length()),
-        "keys": unsigned((cfg.max_seq_len).bit_length()),
-        "c_m": unsigned(cfg.numerics.scale_mult_bits),
-        "c_sh": unsigned(6),
-        "causal": unsigned(1),
-        "q_pos": unsigned(24),
-        "diag": signed(25),
-        # keys per step = 2**kps_log2 ≤ max_keys_per_step; with more than one,
-        # rows·2**kps_log2 ≤ mac_lines
-        "kps_log2": unsigned(_kps_bits(cfg)),
-    })
+# a Q Kᵀ (group, word) issued in cycle c0 has its group's scores accumulated in c4 and enters
+# the softmax in c5 (operands registered in c1 and c1b, products in c2, sums in c3)
+QK_LATENCY = 5
+# the finalize issue (c0) reads O and ℓ (c1) and registers the selected row's (c2)
+FIN_READ_LATENCY = 2
+FIFO_LATENCY = 2     # SyncFIFOBuffered: written in cycle t, readable in t + 2
 
 
 class ComputeCore(wiring.Component):
@@ -160,50 +133,50 @@ class ComputeCore(wiring.Component):
             "fin_busy": Out(COUNTER_BITS),
         })
 
+    @property
+    def p_ready_latency(self) -> int:
+        """Last Q Kᵀ issue of a step → the first P V issue it allows: the score pipeline, the
+        softmax and the ``exp_done`` register (contract: ``Timing.p_ready_latency``)."""
+        return QK_LATENCY + SoftmaxUnit.LATENCY + 1
+
+    @property
+    def finalize_latency(self) -> int:
+        """Finalize issue → the word at the output FIFO's head (``Timing.finalize_latency``)."""
+        return FIN_READ_LATENCY + Finalize.LATENCY + FIFO_LATENCY
+
     def elaborate(self, platform):
         m = Module()
+        s = self._setup(m)
+        self._qk(m, s)
+        self._softmax(m, s)
+        self._pv(m, s)
+        self._finalize(m, s)
+        self._tile_control(m, s)
+        return m
+
+    def _setup(self, m: Module) -> SimpleNamespace:
+        """Geometry, memories, the Q buffer, K/V rings and step sequencer, the command
+        registers and the small muxes that route rows to lines; returns them by name."""
         cfg = self.cfg
         p, q = cfg.mac_lines, cfg.macs_per_line
         lp, lq = _log2(p), _log2(q)
         gmax = -(-cfg.tile_rows // p)
         wmax = -(-cfg.max_head_dim // q)
-        ring = max(1, cfg.kv_ring_depth // 2)
         mb = m_bits(cfg)
         wl = word_layout(cfg)
         ml_layout = data.StructLayout({"m": signed(mb), "l": unsigned(cfg.row_sum_bits)})
         pb_layout = data.StructLayout({"p": unsigned(cfg.exp_bits),
                                        "shift": unsigned(SHIFT_BITS)})
         acc_word = data.ArrayLayout(signed(cfg.acc_bits), q)
+        lkmax = _log2(cfg.max_keys_per_step)
 
         # ---- memories ----
-        def banks(name, shape, depth, lut=False):
-            """p memories; ``lut``: ask synthesis for distributed (LUT) RAM, which keeps a
-            small table out of block RAM: a 64-word table would hold whole DP16KDs for a few
-            percent of their bits."""
-            rds, wrs = [], []
-            for i in range(p):
-                mem = Memory(shape=shape, depth=depth, init=[],
-                             attrs={"ram_style": "distributed"} if lut else None)
-                m.submodules[f"{name}{i}"] = mem
-                rds.append(mem.read_port())
-                wrs.append(mem.write_port())
-            return rds, wrs
-
-        q_rd, q_wr = banks("qbuf", wl, gmax * wmax)
-        o_rd, o_wr = banks("obuf", acc_word, gmax * wmax)
-        ml_rd, ml_wr = banks("ml", ml_layout, gmax, lut=True)
-        pb_rd, pb_wr = banks("pbuf", pb_layout, 2 * gmax, lut=True)
-        # The rings are replicated once per key a step can take, so a step reads the words of
-        # all its keys in the same cycle (the rings are small: ring·⌈max_head_dim/q⌉ words).
-        lkmax = _log2(cfg.max_keys_per_step)
-        copies = cfg.max_keys_per_step
-        k_rd, k_wr, v_rd, v_wr = [], [], [], []
-        for cpy in range(copies):
-            for name, rds, wrs in (("kring", k_rd, k_wr), ("vring", v_rd, v_wr)):
-                mem = Memory(shape=wl, depth=ring * wmax, init=[])
-                m.submodules[f"{name}{cpy}"] = mem
-                rds.append(mem.read_port())
-                wrs.append(mem.write_port())
+        o_rd, o_wr = memory_banks(m, "obuf", acc_word, gmax * wmax, p)
+        ml_rd, ml_wr = memory_banks(m, "ml", ml_layout, gmax, p, lut=True)
+        pb_rd, pb_wr = memory_banks(m, "pbuf", pb_layout, 2 * gmax, p, lut=True)
+        m.submodules.qbuf = qbuf = QBuffer(cfg)
+        m.submodules.kv_ring = kvr = KVRing(cfg)
+        m.submodules.sequencer = seq = StepSequencer(cfg)
 
         # ---- command registers ----
         c = Signal(cmd_layout(cfg))
@@ -228,190 +201,24 @@ class ComputeCore(wiring.Component):
         m.d.sync += ops.eq(groups * words)
         m.d.sync += plen.eq(Mux(groups * words > MIN_PHASE, groups * words, MIN_PHASE))
 
-        # ---- Q loader (configured by qcmd, independent of the compute command) ----
-        qrow = Signal(range(cfg.tile_rows + 1))
-        qw = Signal(range(wmax + 1))
-        q_loading = Signal()
-        q_done = Signal()
-        qc = Signal(qcmd_layout(cfg))
-        q_words = Signal(range(wmax + 1))
-        qblog = Signal(range(lkmax + 1))
-        m.d.comb += qblog.eq(qc.kps_log2)
-        m.d.comb += self.qcmd.ready.eq(~self.busy & ~q_loading & ~q_done)
-        with m.If(self.qcmd.valid & self.qcmd.ready):
-            m.d.sync += [qc.eq(self.qcmd.payload), q_loading.eq(1), qrow.eq(0), qw.eq(0),
-                         q_words.eq((self.qcmd.payload.d + (q - 1)) >> lq)]
-        m.d.comb += self.q.ready.eq(q_loading)
-
-        def q_lane_mask(word_idx, lane):
-            return (word_idx << lq) + lane < qc.d
-
-        for i in range(p):
-            # b = 1: row ρ lives in bank ρ mod p; b > 1 (one row group): row ρ is copied into
-            # the b lines ρ·b … ρ·b+b−1 that take its b keys of a step
-            mine = Mux(qblog == 0, (qrow[:lp] == i) if lp else 1, (i >> qblog) == qrow)
-            m.d.comb += [
-                q_wr[i].addr.eq((qrow >> lp) * wmax + qw),
-                q_wr[i].en.eq(self.q.valid & self.q.ready & mine),
-            ]
-            for lane in range(q):
-                m.d.comb += q_wr[i].data[lane].eq(
-                    Mux(q_lane_mask(qw, lane), self.q.payload[lane], 0))
-        with m.If(self.q.valid & self.q.ready):
-            with m.If(qw == q_words - 1):
-                m.d.sync += qw.eq(0)
-                m.d.sync += qrow.eq(qrow + 1)
-                with m.If(qrow == qc.rows - 1):
-                    m.d.sync += [q_done.eq(1), q_loading.eq(0)]
-            with m.Else():
-                m.d.sync += qw.eq(qw + 1)
-
-        # ---- K/V ring writer (driven by the beats' tags) ----
-        k_wr_n = Signal(range(cfg.max_seq_len + 1))   # K rows fully written
-        v_wr_n = Signal(range(cfg.max_seq_len + 1))
-        k_free = Signal(range(cfg.max_seq_len + 1))   # K rows the PE array is done with
-        v_free = Signal(range(cfg.max_seq_len + 1))
-        kv_closed = Signal()                          # the tile's last beat is in
-        kvw = Signal(range(wmax + 1))
-        beat = self.kv.payload
-        write_k = Signal()
-        m.d.comb += write_k.eq(~beat.v)
-        # ring occupancy (rows written, not yet freed) and room for a row, kept as registers
-        # (off the AXI read-data path); room_k/room_v = k_wr_n − k_free < ring
-        k_room, v_room = Signal(init=1), Signal(init=1)
-        m.d.comb += self.kv.ready.eq(Mux(write_k, k_room, v_room) & ~kv_closed)
-        k_slot = Signal(range(ring))
-        v_slot = Signal(range(ring))
-        m.d.comb += [
-            k_slot.eq(k_wr_n % ring if not _is_pow2(ring) else k_wr_n[:_log2(ring)]),
-            v_slot.eq(v_wr_n % ring if not _is_pow2(ring) else v_wr_n[:_log2(ring)]),
-        ]
-        take = self.kv.valid & self.kv.ready
-        for wrs, slot, sel in ((k_wr, k_slot, write_k), (v_wr, v_slot, ~write_k)):
-            for mem_wr in wrs:
-                m.d.comb += [mem_wr.addr.eq(slot * wmax + kvw), mem_wr.en.eq(take & sel)]
-                for lane in range(q):
-                    # lanes past d come in as zeros (the loader pads the row's last word)
-                    m.d.comb += mem_wr.data[lane].eq(beat.data[lane])
-        with m.If(take):
-            with m.If(beat.last):
-                m.d.sync += kvw.eq(0)
-                with m.If(write_k):
-                    m.d.sync += k_wr_n.eq(k_wr_n + 1)
-                with m.Else():
-                    m.d.sync += v_wr_n.eq(v_wr_n + 1)
-            with m.Else():
-                m.d.sync += kvw.eq(kvw + 1)
-            with m.If(beat.end):
-                m.d.sync += kv_closed.eq(1)
-
-        # occupancy bookkeeping: a row completes (+1) with its last beat; a step's end frees
-        # kend − k_free rows (a register: both are steady during a step)
-        take_row = Signal()
-        m.d.comb += take_row.eq(take & beat.last)
-        step_end = Signal()
-        ring_occ = {}
-        for name_, room_, inc_, free_ in (("k", k_room, take_row & write_k, k_free),
-                                          ("v", v_room, take_row & ~write_k, v_free)):
-            occ = Signal(range(ring + 1), name=f"{name_}_occ")
-            rows = Signal(range(cfg.max_keys_per_step + 1), name=f"{name_}_step_rows")
-            ring_occ[name_] = (occ, rows, inc_, free_, room_)
-
-        # ---- step sequencer ----
-        # A step takes b = 2**kps_log2 keys: steps = ⌈keys/b⌉, step st covers keys st·b ….
-        steps = Signal(range(cfg.max_seq_len + 1))
-        m.d.comb += steps.eq((keys + bmask) >> blog)
+        # ---- Q buffer, K/V rings, step sequencer ----
+        wiring.connect(m, wiring.flipped(self.qcmd), qbuf.qcmd)
+        wiring.connect(m, wiring.flipped(self.q), qbuf.q)
+        wiring.connect(m, wiring.flipped(self.kv), kvr.kv)
         running = Signal()
-        ph = Signal(range(2 * cfg.max_seq_len + 1))
-        cnt = Signal.like(plen)
-        g = Signal(range(gmax + 1))
-        w = Signal(range(wmax + 1))
         exp_done = Signal(range(cfg.max_seq_len + 1))   # steps whose softmax is written
-        last_ph = Signal()
-        is_qk = Signal()
-        st = Signal(range(cfg.max_seq_len + 1))         # the current step
-        kbase = Signal(range(cfg.max_seq_len + 1))      # its first key
-        kend = Signal(range(cfg.max_seq_len + 1))       # one past its last key
-        more = Signal()                                 # ph is a step of the tile
-
-        # The phase's fields are registers (off the issue path). While idle (ph = 0) they are
-        # those of phase 0, from the command (in one cycle before the tile runs); at a step's
-        # end, those of ph + 1, computed in two register stages after ph last changed (a step
-        # lasts ≥ MIN_PHASE cycles) from steps, itself a register of the command.
-        fields = (last_ph, is_qk, st, kbase, kend, more)
-        nfields = [Signal.like(f_, name=f"next_{f_.name}") for f_ in fields]
-        steps_r = Signal.like(steps)
-        last_r = Signal(range(2 * cfg.max_seq_len + 1))
-        m.d.sync += [steps_r.eq(steps), last_r.eq((steps << 1) - 1)]
-        x = ph + 1
-        n_last, n_qk, n_st, n_kb, n_ke, n_more = nfields
-        lp_ = x == last_r
-        qk_ = (x == 0) | (x[0] & ~lp_)
-        m.d.sync += [n_last.eq(lp_), n_qk.eq(qk_), n_more.eq(x < (steps_r << 1)),
-                     n_st.eq(Mux(lp_, steps_r - 1, Mux(qk_, (x + 1) >> 1, (x >> 1) - 1)))]
-        def key_end(kb):
-            """One past the last key of the step whose first key is kb."""
-            return Mux(kb + (1 << blog) < keys, kb + (1 << blog), keys)
-
-        kb_ = n_st << blog
-        m.d.sync += [n_kb.eq(kb_), n_ke.eq(key_end(kb_))]
-        with m.If(~running):
-            m.d.sync += [last_ph.eq(0), is_qk.eq(1), st.eq(0), kbase.eq(0),
-                         kend.eq(key_end(0)), more.eq(keys != 0)]
-        with m.Elif(step_end):
-            for f_, v in zip(fields, nfields, strict=True):
-                m.d.sync += f_.eq(v)
-        steps_left = Signal()
-        m.d.comb += steps_left.eq(running & more)
-        can_start = Signal()
-        m.d.comb += can_start.eq(Mux(is_qk, k_wr_n >= kend,
-                                     (v_wr_n >= kend) & (exp_done > st)))
-        active = Signal()
-        m.d.comb += active.eq(steps_left & ((cnt != 0) | can_start))
-        issue = Signal()
-        m.d.comb += issue.eq(active & (cnt < ops))
-        with m.If(issue):
-            with m.If(w == words - 1):
-                m.d.sync += [w.eq(0), g.eq(g + 1)]
-            with m.Else():
-                m.d.sync += w.eq(w + 1)
-        plen_m1 = Signal.like(plen)
-        m.d.sync += plen_m1.eq(plen - 1)
-        m.d.comb += step_end.eq(active & (cnt == plen_m1))
-        with m.If(active):  # after the issue counters: the end of a step resets them
-            with m.If(step_end):
-                m.d.sync += [cnt.eq(0), ph.eq(ph + 1), g.eq(0), w.eq(0)]
-                with m.If(is_qk):
-                    m.d.sync += k_free.eq(kend)
-                with m.Else():
-                    m.d.sync += v_free.eq(kend)
-            with m.Else():
-                m.d.sync += cnt.eq(cnt + 1)
-        # the rings' occupancy and room (see the K/V ring writer)
-        for name_, (occ, rows, inc_, free_, room_) in ring_occ.items():
-            dec = step_end & (is_qk if name_ == "k" else ~is_qk)
-            nocc = Signal(signed(occ.shape().width + 2), name=f"{name_}_occ_next")
-            m.d.comb += nocc.eq(occ + inc_ - Mux(dec, rows, 0))
-            m.d.sync += [rows.eq(kend - free_), occ.eq(nocc), room_.eq(nocc < ring)]
-        with m.If(steps_left & ~active):
-            with m.If(is_qk | (v_wr_n < kend)):
-                m.d.sync += self.pe_wait_kv.eq(self.pe_wait_kv + 1)
-            with m.Else():
-                m.d.sync += self.pe_wait_exp.eq(self.pe_wait_exp + 1)
-        with m.If(active & ~issue):
-            m.d.sync += self.pe_pad.eq(self.pe_pad + 1)
-        with m.If(issue):
-            m.d.sync += self.pe_busy.eq(self.pe_busy + 1)
-
-        def slot_of(x):
-            return x[:_log2(ring)] if _is_pow2(ring) else x % ring
-
-        # memory read addresses (c0): ring copy s reads key kbase + s
-        for i in range(p):
-            m.d.comb += [q_rd[i].addr.eq(g * wmax + w)]
-        for cpy in range(copies):
-            addr = slot_of(kbase + cpy) * wmax + w
-            m.d.comb += [k_rd[cpy].addr.eq(addr), v_rd[cpy].addr.eq(addr)]
+        m.d.comb += [
+            qbuf.core_busy.eq(self.busy),
+            seq.running.eq(running), seq.keys.eq(keys), seq.blog.eq(blog), seq.ops.eq(ops),
+            seq.plen.eq(plen), seq.words.eq(words), seq.k_written.eq(kvr.k_written),
+            seq.v_written.eq(kvr.v_written), seq.exp_done.eq(exp_done),
+            kvr.step_end.eq(seq.step_end), kvr.is_qk.eq(seq.is_qk), kvr.kend.eq(seq.kend),
+            kvr.kbase.eq(seq.kbase), kvr.word.eq(seq.w),
+            # memory read addresses (c0): ring copy c reads key kbase + c
+            qbuf.rd_addr.eq(seq.g * wmax + seq.w),
+        ]
+        for n in ("pe_busy", "pe_wait_kv", "pe_wait_exp", "pe_pad"):
+            m.d.comb += getattr(self, n).eq(getattr(seq, n))
 
         def pick(name, shape, sources):
             """``sources[k]`` when b = 2**k (k ≤ log2 max_keys_per_step): a small mux."""
@@ -425,10 +232,10 @@ class ComputeCore(wiring.Component):
                         m.d.comb += out.eq(src)
             return out
 
-        def lane_copy(rds, i, name):
+        def lane_copy(datas, i, name):
             """The ring word line i uses: copy (i mod b)."""
             return pick(f"{name}_word{i}", wl,
-                        {k_: rds[i & ((1 << k_) - 1)].data for k_ in range(lkmax + 1)})
+                        {k_: datas[i & ((1 << k_) - 1)] for k_ in range(lkmax + 1)})
 
         def from_row_bank(datas, shape, i, name):
             """Line i's chain starts from the state of row i >> log2(b), kept in that bank."""
@@ -441,6 +248,20 @@ class ComputeCore(wiring.Component):
                         {k_: outs[min(p - 1, (i << k_) + (1 << k_) - 1)]
                          for k_ in range(lkmax + 1)})
 
+        return SimpleNamespace(
+            cfg=cfg, p=p, q=q, lp=lp, lq=lq, gmax=gmax, wmax=wmax, ml_layout=ml_layout,
+            acc_word=acc_word, o_rd=o_rd, o_wr=o_wr, ml_rd=ml_rd, ml_wr=ml_wr, pb_rd=pb_rd,
+            pb_wr=pb_wr, qbuf=qbuf, kvr=kvr, seq=seq, c=c, groups=groups, words=words, ops=ops,
+            plen=plen, keys=keys, blog=blog, bmask=bmask, running=running, exp_done=exp_done,
+            issue=seq.issue, is_qk=seq.is_qk, g=seq.g, w=seq.w, st=seq.st,
+            lane_copy=lane_copy, from_row_bank=from_row_bank, from_chain_end=from_chain_end)
+
+    def _qk(self, m: Module, s: SimpleNamespace) -> None:
+        """The Q Kᵀ pipeline: one (row group, word) per cycle into each line's score
+        accumulator; the causal and end-of-keys visibility of each line's key."""
+        cfg, p, q, lp, lq, gmax = s.cfg, s.p, s.q, s.lp, s.lq, s.gmax
+        issue, is_qk, g, w, st, words = s.issue, s.is_qk, s.g, s.w, s.st, s.words
+        ml_rd, blog, bmask, keys, c = s.ml_rd, s.blog, s.bmask, s.keys, s.c
         # ---- Q Kᵀ pipeline ----
         qk_issue = issue & is_qk
         v1 = Signal()
@@ -459,7 +280,7 @@ class ComputeCore(wiring.Component):
         m.d.sync += [v1b.eq(v1), g1b.eq(g1), k1b.eq(k1), first1b.eq(first1), last1b.eq(last1)]
         v2 = Signal()
         m.d.sync += [v2.eq(v1b), g2.eq(g1b), k2.eq(k1b), first2.eq(first1b), last2.eq(last1b)]
-        kwords = [lane_copy(k_rd, i, "k") for i in range(p)]
+        kwords = [s.lane_copy(s.kvr.k_data, i, "k") for i in range(p)]
         # the products are formed in the P V section: one multiplier per MAC serves both steps
         sums = [Signal(signed(prod_bits + lq + 1), name=f"qk_sum{i}") for i in range(p)]
         v3, first3, last3 = Signal(), Signal(), Signal()
@@ -487,9 +308,18 @@ class ComputeCore(wiring.Component):
         for i in range(p):
             row = Mux(blog == 0, (g4 << lp) + i, i >> blog)
             key_i = (k4 << blog) + (i & bmask)
-            m.d.comb += vis[i].eq((key_i < keys)
-                                  & (~c.causal | causal_visible(key_i, row + c.q_pos, c.diag)))
+            seen = causal_visible(key_i, row + c.q_pos, c.diag)
+            m.d.comb += vis[i].eq((key_i < keys) & (~c.causal | seen))
+        s.__dict__.update(v1=v1, prods=prods, kwords=kwords, fin_mode=fin_mode,
+                          fin_ml_addr=fin_ml_addr,
+                          accs=accs, sv4=sv4, g4=g4, k4=k4, vis=vis)
 
+    def _softmax(self, m: Module, s: SimpleNamespace) -> None:
+        """Scores through the softmax unit; m, ℓ and p/shift written back per row group."""
+        cfg, p, gmax, c, blog = s.cfg, s.p, s.gmax, s.c, s.blog
+        ml_rd, ml_wr, pb_wr, ml_layout = s.ml_rd, s.ml_wr, s.pb_wr, s.ml_layout
+        sv4, vis, k4, g4, accs = s.sv4, s.vis, s.k4, s.g4, s.accs
+        groups, exp_done = s.groups, s.exp_done
         # ---- softmax ----
         m.submodules.softmax = sm = SoftmaxUnit(cfg)
         m.d.comb += [sm.c_m.eq(c.c_m), sm.c_sh.eq(c.c_sh), sm.chain_log2.eq(blog),
@@ -497,7 +327,7 @@ class ComputeCore(wiring.Component):
         m.d.comb += [sm.i.payload.visible.eq(vis), sm.i.payload.first.eq(k4 == 0)]
         ml_data = [ml_rd[i].data for i in range(p)]
         for i in range(p):
-            src = from_row_bank(ml_data, ml_layout, i, "ml")
+            src = s.from_row_bank(ml_data, ml_layout, i, "ml")
             m.d.comb += [sm.i.payload.s[i].eq(accs[i]), sm.i.payload.m[i].eq(src.m),
                          sm.i.payload.l[i].eq(src.l)]
         # tags through the softmax pipeline
@@ -515,7 +345,7 @@ class ComputeCore(wiring.Component):
             sm_ml.append(v)
         for i in range(p):
             # row ρ's new m, ℓ come from the last line of its chain: ρ·b + b − 1
-            res = from_chain_end(sm_ml, ml_layout, i, "ml")
+            res = s.from_chain_end(sm_ml, ml_layout, i, "ml")
             m.d.comb += [
                 ml_wr[i].addr.eq(tg), ml_wr[i].en.eq(sm.o.valid),
                 ml_wr[i].data.eq(res),
@@ -526,6 +356,14 @@ class ComputeCore(wiring.Component):
         with m.If(sm.o.valid & (tg == groups - 1)):
             m.d.sync += exp_done.eq(tk + 1)
 
+
+    def _pv(self, m: Module, s: SimpleNamespace) -> None:
+        """The P V pipeline: O = (O >> shift) + p·v per MAC, chained over a row's lines."""
+        cfg, p, q, gmax, wmax = s.cfg, s.p, s.q, s.gmax, s.wmax
+        issue, is_qk, g, w, st = s.issue, s.is_qk, s.g, s.w, s.st
+        pb_rd, o_rd, o_wr, acc_word = s.pb_rd, s.o_rd, s.o_wr, s.acc_word
+        blog, bmask = s.blog, s.bmask
+        v1, prods, kwords = s.v1, s.prods, s.kwords
         # ---- P V pipeline ----
         # c0: read V and p/shift; c1: the MAC operands (registered); c1 also reads O; c2: the
         # products and the routed O words; c3: a chain head's O >> shift; c4: O = (O >> shift)
@@ -554,8 +392,8 @@ class ComputeCore(wiring.Component):
                for i in range(p)]
         for i in range(p):
             pbv = pb_rd[i].data
-            vword = lane_copy(v_rd, i, "v")
-            src = from_row_bank([o_rd[j].data for j in range(p)], acc_word, i, "o")
+            vword = s.lane_copy(s.kvr.v_data, i, "v")
+            src = s.from_row_bank([o_rd[j].data for j in range(p)], acc_word, i, "o")
             # combinational from the command (constant during a tile): with one key per step
             # it is a constant and synthesis drops the chain
             m.d.comb += head2[i].eq((i & bmask) == 0)
@@ -564,7 +402,7 @@ class ComputeCore(wiring.Component):
                 # One multiplier per MAC for both steps (a step is Q Kᵀ or P V, never both):
                 # q·k (B × B signed) or p·v (PF+1 unsigned × B signed) fits one 18×18 DSP.
                 # Its operands are registered (c1 → c2), its product too (c2 → c3).
-                m.d.sync += [opa[i][lane].eq(Mux(v1, q_rd[i].data[lane], pbv.p)),
+                m.d.sync += [opa[i][lane].eq(Mux(v1, s.qbuf.rd_data[i][lane], pbv.p)),
                              opb[i][lane].eq(Mux(v1, kwords[i][lane], vword[lane]))]
                 prod = Signal(signed(cfg.pv_bits + 1), name=f"mac{i}_{lane}")
                 m.d.comb += prod.eq(opa[i][lane] * opb[i][lane])
@@ -589,11 +427,20 @@ class ComputeCore(wiring.Component):
                 m.d.comb += out[lane].eq(src + o_pv3[i][lane])
             chain.append(out)
         for i in range(p):
-            m.d.comb += o_wr[i].data.eq(from_chain_end(chain, acc_word, i, "o"))
+            m.d.comb += o_wr[i].data.eq(s.from_chain_end(chain, acc_word, i, "o"))
             # with b > 1 only the banks of real rows (ρ < p/b) take the result
             m.d.comb += [o_wr[i].addr.eq(addrs[4]),
                          o_wr[i].en.eq(pvs[4] & ((blog == 0) | ((i << blog) < p)))]
+        s.addrs = addrs
 
+    def _finalize(self, m: Module, s: SimpleNamespace) -> None:
+        """Finalize: O words read row by row through the Finalize unit into the output
+        FIFO."""
+        cfg, p, lp, gmax, wmax = s.cfg, s.p, s.lp, s.gmax, s.wmax
+        running, keys, words, c = s.running, s.keys, s.words, s.c
+        o_rd, ml_rd, acc_word = s.o_rd, s.ml_rd, s.acc_word
+        fin_mode, fin_ml_addr, addrs = s.fin_mode, s.fin_ml_addr, s.addrs
+        steps_left = s.seq.steps_left
         # ---- finalize ----
         m.submodules.fin = fin = Finalize(cfg)
         m.submodules.ofifo = ofifo = fifo.SyncFIFOBuffered(
@@ -651,29 +498,29 @@ class ComputeCore(wiring.Component):
             self.o.payload.as_value().eq(ofifo.r_data),
             ofifo.r_en.eq(self.o.ready),
         ]
+        s.__dict__.update(f_all=f_all, inflight=inflight, fv1=fv1, fv2=fv2, ofifo=ofifo,
+                          frow=frow, fw=fw, drain=drain, f_issue=f_issue)
 
-        # internal state, for tests and debugging
-        self.dbg = {"ph": ph, "cnt": cnt, "step": st, "k_wr": k_wr_n, "v_wr": v_wr_n,
-                    "k_free": k_free, "v_free": v_free, "exp_done": exp_done,
-                    "running": running, "q_done": q_done, "f_all": f_all, "frow": frow,
-                    "inflight": inflight, "drain": drain, "g": g, "w": w, "ops": ops,
-                    "plen": plen, "qrow": qrow, "kvw": kvw, "kv_closed": kv_closed}
-
-        m.d.comb += [self.steps_done.eq(running & ~steps_left), self.k_free.eq(k_free),
-                     self.v_free.eq(v_free), self.active.eq(issue | f_issue)]
-
-        # ---- tile start and end ----
-        with m.If(q_done & ~running & self.busy & ~f_all):
+    def _tile_control(self, m: Module, s: SimpleNamespace) -> None:
+        """A tile starts once its Q rows are in and ends when its last output word has left:
+        every unit returns to its idle state."""
+        running, f_all, inflight, ofifo = s.running, s.f_all, s.inflight, s.ofifo
+        seq, kvr, qbuf = s.seq, s.kvr, s.qbuf
+        m.d.comb += [self.steps_done.eq(running & ~seq.steps_left), self.k_free.eq(kvr.k_free),
+                     self.v_free.eq(kvr.v_free), self.active.eq(s.issue | s.f_issue)]
+        with m.If(qbuf.loaded & ~running & self.busy & ~f_all):
             m.d.sync += running.eq(1)
         done = Signal()
-        m.d.comb += done.eq(f_all & (inflight == 0) & ~ofifo.r_rdy & ~fv1 & ~fv2)
+        m.d.comb += done.eq(f_all & (inflight == 0) & ~ofifo.r_rdy & ~s.fv1 & ~s.fv2)
+        m.d.comb += [qbuf.clear.eq(done), kvr.clear.eq(done), seq.clear.eq(done)]
         with m.If(done):
             m.d.sync += [
-                self.busy.eq(0), running.eq(0), q_done.eq(0), f_all.eq(0), drain.eq(0),
-                frow.eq(0), fw.eq(0), ph.eq(0), cnt.eq(0), g.eq(0),
-                w.eq(0), exp_done.eq(0), k_wr_n.eq(0), v_wr_n.eq(0), k_free.eq(0),
-                v_free.eq(0), kv_closed.eq(0), kvw.eq(0),
+                self.busy.eq(0), running.eq(0), f_all.eq(0), s.drain.eq(0),
+                s.frow.eq(0), s.fw.eq(0), s.exp_done.eq(0),
             ]
-            for occ, _, _, _, room_ in ring_occ.values():
-                m.d.sync += [occ.eq(0), room_.eq(1)]
-        return m
+        # internal state, for tests and debugging
+        self.dbg = {"step": s.st, "k_wr": kvr.k_written, "v_wr": kvr.v_written,
+                    "k_free": kvr.k_free, "v_free": kvr.v_free, "exp_done": s.exp_done,
+                    "running": running, "q_done": qbuf.loaded, "f_all": f_all,
+                    "frow": s.frow, "inflight": inflight, "drain": s.drain, "g": s.g,
+                    "w": s.w, "ops": s.ops, "plen": s.plen, "kv_closed": kvr.closed}

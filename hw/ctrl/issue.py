@@ -9,10 +9,10 @@ from amaranth.lib.wiring import In, Out
 from attenio.config import HardwareConfig
 from attenio.contract.program import INSTR_BITS, Op
 from attenio.errors import ErrorCode
-from attenio.hw.core import cmd_layout
 from attenio.hw.ctrl.decode import kps_log2_of
 from attenio.hw.ctrl.dispatch import queue_signature
 from attenio.hw.ctrl.layouts import ERR_BITS, view
+from attenio.hw.layouts import cmd_layout
 
 __all__ = ["ComputeIssue"]
 

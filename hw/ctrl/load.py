@@ -11,12 +11,12 @@ from attenio.config import HardwareConfig
 from attenio.contract.program import INSTR_BITS, Op
 from attenio.contract.timing import TIMING
 from attenio.errors import ErrorCode
-from attenio.hw.core import kv_beat_layout, qcmd_layout, word_layout
 from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, log2
 from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address
 from attenio.hw.ctrl.decode import kps_log2_of
 from attenio.hw.ctrl.dispatch import queue_signature
 from attenio.hw.ctrl.layouts import ERR_BITS, load_tag_layout, view
+from attenio.hw.layouts import kv_beat_layout, qcmd_layout, word_layout
 from attenio.model.rules import next_is_v
 
 __all__ = ["LoadEngine"]
@@ -251,8 +251,25 @@ class LoadEngine(wiring.Component):
             tag_in.push.eq(view(lraw).push_next),
             tags.w_en.eq(ar), tags.w_data.eq(tag_in),
         ]
+        r = self._read_data(m, tags, fail)
+        r_burst_end = r & self.rlast
+        m.d.comb += tags.r_en.eq(r_burst_end)
+        m.d.sync += rd_out.eq(rd_out + ar - r_burst_end)
         t = data.View(load_tag_layout(), tags.r_data)
-        t_kv, t_v, t_wd, t_lanes, t_end, t_push = t.kv, t.v, t.wd, t.lanes, t.end, t.push
+        with m.If(r_burst_end & t.end & t.push & ~self.stop):
+            m.d.comb += self.queue.push_next.eq(1)
+        m.d.comb += self.queue.quiet.eq(load_end & (rd_out == 0))
+        m.d.comb += [self.idle.eq(rd_out == 0), self.ended.eq(load_end), self.request.eq(ar),
+                     self.beat.eq(r), self.started.eq(l_start)]
+        return m
+
+    def _read_data(self, m: Module, tags, fail):
+        """R beats to the core: the oldest burst's tag says Q or K/V, which ring, the row's
+        words and its last word's lanes (the rest zeroed). Returns the R handshake."""
+        cfg = self.cfg
+        q = cfg.macs_per_line
+        t = data.View(load_tag_layout(), tags.r_data)
+        t_kv, t_v, t_wd, t_lanes, t_end = t.kv, t.v, t.wd, t.lanes, t.end
         rw = Signal(12)
         row_last = Signal()
         m.d.comb += row_last.eq(rw == t_wd - 1)
@@ -267,20 +284,11 @@ class LoadEngine(wiring.Component):
         for lane in range(q):
             elem = self.rdata[lane * cfg.data_bits:(lane + 1) * cfg.data_bits]
             m.d.comb += [self.q.payload[lane].eq(elem),
-                         self.kv.payload.data[lane].eq(Mux(~row_last | (lane < t_lanes), elem, 0))]
+                         self.kv.payload.data[lane].eq(
+                             Mux(~row_last | (lane < t_lanes), elem, 0))]
         r = self.rvalid & self.rready
         with m.If(r):
             m.d.sync += rw.eq(Mux(row_last, 0, rw + 1))
             with m.If(self.rresp != 0):
                 fail(ErrorCode.AXI_READ)
-        r_burst_end = r & self.rlast
-        m.d.comb += tags.r_en.eq(r_burst_end)
-        m.d.sync += rd_out.eq(rd_out + ar - r_burst_end)
-        with m.If(r_burst_end & t_end & t_push & ~self.stop):
-            m.d.comb += self.queue.push_next.eq(1)
-        m.d.comb += self.queue.quiet.eq(load_end & (rd_out == 0))
-
-
-        m.d.comb += [self.idle.eq(rd_out == 0), self.ended.eq(load_end), self.request.eq(ar),
-                     self.beat.eq(r), self.started.eq(l_start)]
-        return m
+        return r

@@ -1,0 +1,51 @@
+"""Payload layouts of the compute core's ports (hw/core.py) and their producers."""
+
+from __future__ import annotations
+
+from amaranth import signed, unsigned
+from amaranth.lib import data
+
+from attenio.config import HardwareConfig
+
+__all__ = ["word_layout", "qcmd_layout", "kv_beat_layout", "cmd_layout", "kps_bits"]
+
+
+def word_layout(cfg: HardwareConfig) -> data.ArrayLayout:
+    """q elements of Q, K or V: one memory word and one stream beat."""
+    return data.ArrayLayout(signed(cfg.data_bits), cfg.macs_per_line)
+
+
+def kps_bits(cfg: HardwareConfig) -> int:
+    """Bits of log2(keys per step)."""
+    return max(1, (cfg.max_keys_per_step.bit_length() - 1).bit_length())
+
+
+def qcmd_layout(cfg: HardwareConfig) -> data.StructLayout:
+    """What the Q loader needs (from ``LOAD_Q``): rows, head dim, log2 keys per step."""
+    return data.StructLayout({
+        "rows": unsigned((cfg.tile_rows).bit_length()),
+        "d": unsigned((cfg.max_head_dim).bit_length()),
+        "kps_log2": unsigned(kps_bits(cfg)),
+    })
+
+
+def kv_beat_layout(cfg: HardwareConfig) -> data.StructLayout:
+    """One K/V beat: a word, which ring it goes to, the last word of its row, the last beat of
+    the tile (the loader tags them, so the ring writer needs no command)."""
+    return data.StructLayout({"data": word_layout(cfg), "v": 1, "last": 1, "end": 1})
+
+
+def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:
+    return data.StructLayout({
+        "rows": unsigned((cfg.tile_rows).bit_length()),
+        "d": unsigned((cfg.max_head_dim).bit_length()),
+        "keys": unsigned((cfg.max_seq_len).bit_length()),
+        "c_m": unsigned(cfg.numerics.scale_mult_bits),
+        "c_sh": unsigned(6),
+        "causal": unsigned(1),
+        "q_pos": unsigned(24),
+        "diag": signed(25),
+        # keys per step = 2**kps_log2 ≤ max_keys_per_step; with more than one,
+        # rows·2**kps_log2 ≤ mac_lines
+        "kps_log2": unsigned(kps_bits(cfg)),
+    })

@@ -1,0 +1,96 @@
+"""QBuffer: the tile's Q rows, loaded from the Q stream into one bank per MAC line."""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from attenio.config import HardwareConfig
+from attenio.hw.arith import memory_banks
+from attenio.hw.layouts import qcmd_layout, word_layout
+
+__all__ = ["QBuffer"]
+
+
+def _log2(x: int) -> int:
+    return x.bit_length() - 1
+
+
+class QBuffer(wiring.Component):
+    """The Q loader and the Q buffer (``p = mac_lines`` banks of ``⌈tile_rows/p⌉·⌈d/q⌉``
+    words).
+
+    ``qcmd`` (rows, d, log2 keys per step) is taken when the core is idle (``core_busy`` low)
+    and no tile's rows are loading or loaded; the ``q`` stream then carries the rows,
+    ``⌈d/q⌉`` words each, lanes past d stored as 0. With one key per step, row ρ goes to bank
+    ρ mod p at word (ρ div p)·⌈max_head_dim/q⌉ + w; with b = 2**k keys per step (one row
+    group) row ρ is copied into the b banks ρ·b … ρ·b + b − 1 that take its b keys.
+    ``loaded`` rises after the last word and stays until ``clear``.
+
+    ``rd_addr`` reads word ``rd_addr`` of every bank: ``rd_data[i]`` the cycle after.
+    """
+
+    def __init__(self, cfg: HardwareConfig):
+        self.cfg = cfg
+        p, q = cfg.mac_lines, cfg.macs_per_line
+        self.wmax = -(-cfg.max_head_dim // q)
+        self.depth = -(-cfg.tile_rows // p) * self.wmax
+        super().__init__({
+            "qcmd": In(stream.Signature(qcmd_layout(cfg))),
+            "q": In(stream.Signature(word_layout(cfg))),
+            "core_busy": In(1), "clear": In(1), "loaded": Out(1),
+            "rd_addr": In(range(self.depth + 1)),
+            "rd_data": Out(data.ArrayLayout(word_layout(cfg), p)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        p, q = cfg.mac_lines, cfg.macs_per_line
+        lp, lq = _log2(p), _log2(q)
+        wmax = self.wmax
+        lkmax = _log2(cfg.max_keys_per_step)
+        q_rd, q_wr = memory_banks(m, "qbuf", word_layout(cfg), self.depth, p)
+        for i in range(p):
+            m.d.comb += [q_rd[i].addr.eq(self.rd_addr), self.rd_data[i].eq(q_rd[i].data)]
+
+        qrow = Signal(range(cfg.tile_rows + 1))
+        qw = Signal(range(wmax + 1))
+        q_loading = Signal()
+        q_done = self.loaded
+        qc = Signal(qcmd_layout(cfg))
+        q_words = Signal(range(wmax + 1))
+        qblog = Signal(range(lkmax + 1))
+        m.d.comb += qblog.eq(qc.kps_log2)
+        m.d.comb += self.qcmd.ready.eq(~self.core_busy & ~q_loading & ~q_done)
+        with m.If(self.qcmd.valid & self.qcmd.ready):
+            m.d.sync += [qc.eq(self.qcmd.payload), q_loading.eq(1), qrow.eq(0), qw.eq(0),
+                         q_words.eq((self.qcmd.payload.d + (q - 1)) >> lq)]
+        m.d.comb += self.q.ready.eq(q_loading)
+
+        def q_lane_mask(word_idx, lane):
+            return (word_idx << lq) + lane < qc.d
+
+        for i in range(p):
+            # b = 1: row ρ lives in bank ρ mod p; b > 1 (one row group): row ρ is copied into
+            # the b lines ρ·b … ρ·b+b−1 that take its b keys of a step
+            mine = Mux(qblog == 0, (qrow[:lp] == i) if lp else 1, (i >> qblog) == qrow)
+            m.d.comb += [
+                q_wr[i].addr.eq((qrow >> lp) * wmax + qw),
+                q_wr[i].en.eq(self.q.valid & self.q.ready & mine),
+            ]
+            for lane in range(q):
+                m.d.comb += q_wr[i].data[lane].eq(
+                    Mux(q_lane_mask(qw, lane), self.q.payload[lane], 0))
+        with m.If(self.q.valid & self.q.ready):
+            with m.If(qw == q_words - 1):
+                m.d.sync += qw.eq(0)
+                m.d.sync += qrow.eq(qrow + 1)
+                with m.If(qrow == qc.rows - 1):
+                    m.d.sync += [q_done.eq(1), q_loading.eq(0)]
+            with m.Else():
+                m.d.sync += qw.eq(qw + 1)
+        with m.If(self.clear):
+            m.d.sync += q_done.eq(0)
+        return m

@@ -1,0 +1,129 @@
+"""StepSequencer: the order and length of a tile's Q Kᵀ and P V steps and their issue."""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from attenio.config import HardwareConfig
+from attenio.contract.timing import TIMING
+
+__all__ = ["StepSequencer", "COUNTER_BITS"]
+
+COUNTER_BITS = 40
+
+
+class StepSequencer(wiring.Component):
+    """Phases ``QK(0), QK(1), PV(0), QK(2), PV(1), …, PV(steps−1)`` of a tile of ``keys`` keys
+    in steps of ``b = 2**blog`` keys (``steps = ⌈keys/b⌉``; step st covers keys st·b …
+    ``kend``). Each phase issues ``ops`` (row group ``g``, word ``w``) pairs, one per cycle,
+    and lasts ``plen = max(ops, Timing.min_phase)`` cycles; it may start when its keys are in
+    the ring (``k_written``/``v_written`` ≥ ``kend``) and, for P V, when step st's softmax is
+    written (``exp_done`` > st). ``step_end`` pulses in a phase's last cycle.
+
+    The phase's fields (``is_qk``, ``st``, ``kbase``, ``kend``) are registers: while not
+    ``running`` they are phase 0's, from the command; at a step's end those of the next phase,
+    computed in two register stages (a phase lasts ≥ ``min_phase`` cycles). ``clear`` (the
+    tile's end) returns it to phase 0.
+
+    Counters (cumulative): ``pe_busy`` (issuing), ``pe_wait_kv`` (a phase waits for its K/V
+    rows), ``pe_wait_exp`` (for the softmax), ``pe_pad`` (padding a short phase).
+    """
+
+    def __init__(self, cfg: HardwareConfig):
+        self.cfg = cfg
+        p, q = cfg.mac_lines, cfg.macs_per_line
+        gmax = -(-cfg.tile_rows // p)
+        wmax = -(-cfg.max_head_dim // q)
+        keys = range(cfg.max_seq_len + 1)
+        lkmax = cfg.max_keys_per_step.bit_length() - 1
+        plen = range(max(gmax * wmax, TIMING.min_phase) + 1)
+        super().__init__({
+            "running": In(1), "clear": In(1),
+            "keys": In(keys), "blog": In(range(lkmax + 1)),
+            "ops": In(range(gmax * wmax + 1)), "plen": In(plen), "words": In(range(wmax + 1)),
+            "k_written": In(keys), "v_written": In(keys), "exp_done": In(keys),
+            "is_qk": Out(1), "st": Out(keys), "kbase": Out(keys), "kend": Out(keys),
+            "steps_left": Out(1), "active": Out(1), "issue": Out(1), "step_end": Out(1),
+            "g": Out(range(gmax + 1)), "w": Out(range(wmax + 1)),
+            **{n: Out(COUNTER_BITS) for n in ("pe_busy", "pe_wait_kv", "pe_wait_exp", "pe_pad")},
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        keys, blog, ops, plen, words = self.keys, self.blog, self.ops, self.plen, self.words
+        k_wr_n, v_wr_n, exp_done = self.k_written, self.v_written, self.exp_done
+        running = self.running
+        g, w = self.g, self.w
+        is_qk, st, kbase, kend = self.is_qk, self.st, self.kbase, self.kend
+        steps = Signal(range(cfg.max_seq_len + 1))
+        bmask = Signal(range(cfg.mac_lines + 1))
+        m.d.comb += bmask.eq((1 << blog) - 1)
+        m.d.comb += steps.eq((keys + bmask) >> blog)
+        ph = Signal(range(2 * cfg.max_seq_len + 1))
+        cnt = Signal.like(plen)
+        last_ph = Signal()
+        more = Signal()                                 # ph is a step of the tile
+        step_end = self.step_end
+
+        fields = (last_ph, is_qk, st, kbase, kend, more)
+        nfields = [Signal.like(f_, name=f"next_{f_.name}") for f_ in fields]
+        steps_r = Signal.like(steps)
+        last_r = Signal(range(2 * cfg.max_seq_len + 1))
+        m.d.sync += [steps_r.eq(steps), last_r.eq((steps << 1) - 1)]
+        x = ph + 1
+        n_last, n_qk, n_st, n_kb, n_ke, n_more = nfields
+        lp_ = x == last_r
+        qk_ = (x == 0) | (x[0] & ~lp_)
+        m.d.sync += [n_last.eq(lp_), n_qk.eq(qk_), n_more.eq(x < (steps_r << 1)),
+                     n_st.eq(Mux(lp_, steps_r - 1, Mux(qk_, (x + 1) >> 1, (x >> 1) - 1)))]
+
+        def key_end(kb):
+            """One past the last key of the step whose first key is kb."""
+            return Mux(kb + (1 << blog) < keys, kb + (1 << blog), keys)
+
+        kb_ = n_st << blog
+        m.d.sync += [n_kb.eq(kb_), n_ke.eq(key_end(kb_))]
+        with m.If(~running):
+            m.d.sync += [last_ph.eq(0), is_qk.eq(1), st.eq(0), kbase.eq(0),
+                         kend.eq(key_end(0)), more.eq(keys != 0)]
+        with m.Elif(step_end):
+            for f_, v in zip(fields, nfields, strict=True):
+                m.d.sync += f_.eq(v)
+        steps_left = self.steps_left
+        m.d.comb += steps_left.eq(running & more)
+        can_start = Signal()
+        m.d.comb += can_start.eq(Mux(is_qk, k_wr_n >= kend,
+                                     (v_wr_n >= kend) & (exp_done > st)))
+        active = self.active
+        m.d.comb += active.eq(steps_left & ((cnt != 0) | can_start))
+        issue = self.issue
+        m.d.comb += issue.eq(active & (cnt < ops))
+        with m.If(issue):
+            with m.If(w == words - 1):
+                m.d.sync += [w.eq(0), g.eq(g + 1)]
+            with m.Else():
+                m.d.sync += w.eq(w + 1)
+        plen_m1 = Signal.like(plen)
+        m.d.sync += plen_m1.eq(plen - 1)
+        m.d.comb += step_end.eq(active & (cnt == plen_m1))
+        with m.If(active):  # after the issue counters: the end of a step resets them
+            with m.If(step_end):
+                m.d.sync += [cnt.eq(0), ph.eq(ph + 1), g.eq(0), w.eq(0)]
+            with m.Else():
+                m.d.sync += cnt.eq(cnt + 1)
+        with m.If(steps_left & ~active):
+            with m.If(is_qk | (v_wr_n < kend)):
+                m.d.sync += self.pe_wait_kv.eq(self.pe_wait_kv + 1)
+            with m.Else():
+                m.d.sync += self.pe_wait_exp.eq(self.pe_wait_exp + 1)
+        with m.If(active & ~issue):
+            m.d.sync += self.pe_pad.eq(self.pe_pad + 1)
+        with m.If(issue):
+            m.d.sync += self.pe_busy.eq(self.pe_busy + 1)
+        with m.If(self.clear):
+            m.d.sync += [ph.eq(0), cnt.eq(0), g.eq(0), w.eq(0)]
+        self.dbg = {"ph": ph, "cnt": cnt}
+        return m
