@@ -242,6 +242,52 @@ def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True) -> N
                            "LOAD_KV with no COMPUTE consuming it")
 
 
+def decode_error(word: int, hw: HardwareConfig) -> ErrorCode:
+    """The error the controller's decoder reports for one instruction ``word`` (an integer of
+    ``INSTR_BITS``), ``ErrorCode.NONE`` when it passes (docs/isa.md, "Errors"). The first
+    failing check names it: opcode, reserved bits, field ranges, alignment to the AXI beat,
+    token flags towards a neighbour the queue does not have."""
+    code = word & 0xF
+    if code not in {int(o) for o in Op} or code == Op.ILLEGAL:
+        return ErrorCode.ILLEGAL_OPCODE
+    op = Op(code)
+    layout = LAYOUTS[op]
+    used = 0xFF
+    f = {}
+    for name, (lsb, width) in layout.items():
+        used |= ((1 << width) - 1) << lsb
+        f[name] = (word >> lsb) & ((1 << width) - 1)
+    if word & ~used & ((1 << INSTR_BITS) - 1):
+        return ErrorCode.RESERVED_BITS
+    if op == Op.END:
+        return ErrorCode.NONE
+    rh = f.get("rows", 0) * f.get("heads", 0)
+    bad_range = [not 1 <= f["d"] <= hw.max_head_dim]
+    if "rows" in layout:
+        bad_range.append(not 1 <= rh <= hw.tile_rows)
+    if "keys" in layout:
+        bad_range.append(f["keys"] > hw.max_seq_len or (op == Op.LOAD_KV and f["keys"] == 0))
+    if "keys_per_step" in layout:
+        kps = f["keys_per_step"]
+        bad_range.append(kps == 0 or kps & (kps - 1) != 0 or kps > hw.max_keys_per_step)
+        if op != Op.LOAD_KV:
+            bad_range.append(kps > 1 and kps & (kps - 1) == 0 and rh * kps > hw.mac_lines)
+    if op == Op.COMPUTE:
+        bad_range += [f["c_sh"] > 62, f["causal"] == 1 and f["heads"] > 1]
+    if any(bad_range):
+        return ErrorCode.FIELD_RANGE
+    if any(f[n] % hw.axi_data_bytes for n in layout if n.endswith(("addr", "stride"))):
+        return ErrorCode.ADDRESS_RANGE
+    q = QUEUE_OF[op]
+    for side, nbr in (("prev", PREV), ("next", NEXT)):
+        if nbr[q] is None:
+            if (word >> HEADER[f"pop_{side}"][0]) & 1:
+                return ErrorCode.TOKEN_UNDERFLOW
+            if (word >> HEADER[f"push_{side}"][0]) & 1:
+                return ErrorCode.TOKEN_OVERFLOW
+    return ErrorCode.NONE
+
+
 def field_table(op: Op) -> list[tuple[str, int, int]]:
     """(name, lsb, width) rows of an opcode's format, header included (for docs/isa.md)."""
     rows = [(n, lsb, w) for n, (lsb, w) in HEADER.items()]
@@ -251,5 +297,5 @@ def field_table(op: Op) -> list[tuple[str, int, int]]:
 
 __all__ = [
     "INSTR_BYTES", "TOKEN_MAX", "Op", "ErrorCode", "Instr", "encode", "decode", "validate",
-    "ProgramError", "QUEUE_OF", "LAYOUTS", "field_table",
+    "ProgramError", "QUEUE_OF", "LAYOUTS", "field_table", "decode_error",
 ]

@@ -6,7 +6,8 @@ well as integers and NumPy arrays) and the test benches all call these.
 
 from __future__ import annotations
 
-__all__ = ["kv_blocks_during", "kv_order", "next_is_v", "causal_visible", "keys_seen"]
+__all__ = ["kv_blocks_during", "kv_order", "next_is_v", "causal_visible", "keys_seen",
+           "axi_bursts"]
 
 
 def kv_blocks_during(step: int, steps: int) -> list[tuple[str, int]]:
@@ -41,3 +42,16 @@ def causal_visible(key, row, diag):
 def keys_seen(row: int, diag: int, keys: int) -> int:
     """How many of the first ``keys`` keys causal query ``row`` sees."""
     return max(0, min(keys, row + diag + 1))
+
+
+def axi_bursts(addr: int, nbytes: int, beat_bytes: int, max_beats: int = 256):
+    """The AXI4 INCR bursts of a transfer of ``nbytes`` at ``addr``: (address, bytes) pairs of
+    at most ``max_beats`` beats that never cross a 4 KB line."""
+    out = []
+    limit = min(4096, max_beats * beat_bytes)
+    while nbytes > 0:
+        chunk = min(nbytes, limit, 4096 - addr % 4096)
+        out.append((addr, chunk))
+        addr += chunk
+        nbytes -= chunk
+    return out

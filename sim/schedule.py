@@ -43,7 +43,7 @@ from attenio.contract.timing import Timing
 from attenio.errors import bad
 from attenio.model import io_analysis as io
 from attenio.model.numerics import ScaleParams, softmax_scale
-from attenio.model.rules import keys_seen, kv_blocks_during
+from attenio.model.rules import axi_bursts, keys_seen, kv_blocks_during
 
 __all__ = ["Timing", "Layout", "Schedule", "schedule", "build_program", "simulate_program"]
 
@@ -155,7 +155,8 @@ class Channel:
     def __init__(self, hw: HardwareConfig, timing: Timing, write: bool = False, gap: int = 1):
         self.latency = hw.dram_latency
         self.rate = min(hw.dram_bytes_per_cycle, hw.axi_data_bytes)
-        self.max_burst = min(4096, timing.max_burst_beats * hw.axi_data_bytes)
+        self.beat = hw.axi_data_bytes
+        self.max_beats = timing.max_burst_beats
         self.max_out = timing.max_outstanding
         self.gap = gap
         self.write = write
@@ -167,11 +168,7 @@ class Channel:
         self.nbytes = 0
 
     def bursts(self, addr: int, n: int):
-        while n > 0:
-            chunk = min(n, self.max_burst, 4096 - addr % 4096)
-            yield addr, chunk
-            addr += chunk
-            n -= chunk
+        return axi_bursts(addr, n, self.beat, self.max_beats)
 
     def transfer(self, ready: int, addr: int, n: int) -> tuple[int, int]:
         """Move ``n`` bytes at ``addr``, requesting no earlier than ``ready``.

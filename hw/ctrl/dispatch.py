@@ -135,6 +135,5 @@ class Dispatch(wiring.Component):
                 m.d.comb += dec[(other, name)].eq(p.start & need)
                 m.d.comb += inc[(name, other)].eq(getattr(p, f"push_{side}"))
             m.d.comb += [p.ok.eq(Cat(*ok).all()), p.under.eq(Cat(*under).any())]
-        self.tokens = tok
         return m
 
