@@ -10,9 +10,15 @@ from amaranth.lib.wiring import In, Out
 from attenio.contract.program import NEXT, PREV, QUEUE_OF, QUEUES, TOKEN_MAX, Op
 from attenio.contract.timing import TIMING
 from attenio.errors import ErrorCode
-from attenio.hw.ctrl.layouts import ERR_BITS, fetch_entry_layout, queue_entry_layout, view
+from attenio.hw.ctrl.layouts import (
+    error_ports,
+    fetch_entry_layout,
+    queue_entry_layout,
+    raise_error,
+    view,
+)
 
-__all__ = ["Dispatch", "queue_signature", "TOKEN_PAIRS"]
+__all__ = ["Dispatch", "queue_signature", "engine_ports", "TOKEN_PAIRS"]
 
 QUEUE_DEPTH = TIMING.queue_depth
 # (producer, consumer) of every token counter: neighbours in the chain load ↔ compute ↔ store
@@ -33,6 +39,14 @@ def queue_signature() -> wiring.Signature:
         "ok": Out(1), "under": Out(1),
         "start": In(1), "push_prev": In(1), "push_next": In(1), "quiet": In(1),
     })
+
+
+def engine_ports() -> dict:
+    """The ports every queue engine has: the run's ``go`` and ``stop``, its ``queue``
+    (:func:`queue_signature`), the error ports, ``ended`` (the queue took ``END``) and
+    ``started`` (an instruction started this cycle)."""
+    return {"go": In(1), "stop": In(1), "queue": In(queue_signature()), **error_ports(),
+            "ended": Out(1), "started": Out(1)}
 
 
 class Dispatch(wiring.Component):
@@ -59,8 +73,7 @@ class Dispatch(wiring.Component):
             "fetched": In(stream.Signature(fetch_entry_layout())),
             "exhausted": In(1),
             **{q: Out(queue_signature()) for q in QUEUES},
-            "dispatched": Out(1),
-            "fail": Out(1), "fail_code": Out(ERR_BITS),
+            "dispatched": Out(1), **error_ports(),
         })
 
     def elaborate(self, platform):
@@ -68,7 +81,7 @@ class Dispatch(wiring.Component):
         ports = {q: getattr(self, q) for q in QUEUES}
 
         def fail(code):
-            m.d.comb += [self.fail.eq(1), self.fail_code.eq(code)]
+            raise_error(m, self, code)
 
         queues = {}
         for name in QUEUES:

@@ -12,7 +12,13 @@ from attenio.contract.timing import TIMING
 from attenio.errors import ErrorCode
 from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, log2
 from attenio.hw.ctrl.decode import InstructionDecoder
-from attenio.hw.ctrl.layouts import ERR_BITS, RH_BITS, fetch_entry_layout, tile_layout
+from attenio.hw.ctrl.layouts import (
+    RH_BITS,
+    error_ports,
+    fetch_entry_layout,
+    raise_error,
+    tile_layout,
+)
 
 __all__ = ["ProgramFetch"]
 
@@ -46,7 +52,7 @@ class ProgramFetch(wiring.Component):
             **axi4_ports("", cfg.axi_data_bytes * 8, write=False),
             "head": Out(stream.Signature(fetch_entry_layout())),
             "exhausted": Out(1), "idle": Out(1), "active": Out(1),
-            "fail": Out(1), "fail_code": Out(ERR_BITS),
+            **error_ports(),
         })
 
     def elaborate(self, platform):
@@ -93,7 +99,7 @@ class ProgramFetch(wiring.Component):
         with m.If(ir):
             m.d.sync += [ibuf.eq(assembled), ibeat.eq(Mux(ibeat == ipb - 1, 0, ibeat + 1))]
             with m.If(self.rresp != 0):
-                m.d.comb += [self.fail.eq(1), self.fail_code.eq(ErrorCode.AXI_READ)]
+                raise_error(m, self, ErrorCode.AXI_READ)
         m.d.sync += f_ready.eq(~iar)
         with m.If(iar):
             m.d.sync += f_next.eq(f_next + f_n)

@@ -10,8 +10,8 @@ from attenio.config import HardwareConfig
 from attenio.contract.program import INSTR_BITS, Op
 from attenio.errors import ErrorCode
 from attenio.hw.ctrl.decode import kps_log2_of
-from attenio.hw.ctrl.dispatch import queue_signature
-from attenio.hw.ctrl.layouts import ERR_BITS, view
+from attenio.hw.ctrl.dispatch import engine_ports
+from attenio.hw.ctrl.layouts import raise_error, view
 from attenio.hw.layouts import cmd_layout
 
 __all__ = ["ComputeIssue"]
@@ -33,12 +33,9 @@ class ComputeIssue(wiring.Component):
     def __init__(self, cfg: HardwareConfig):
         self.cfg = cfg
         super().__init__({
-            "go": In(1), "stop": In(1),
-            "queue": In(queue_signature()),
+            **engine_ports(),
             "cmd": Out(stream.Signature(cmd_layout(cfg))),
             "busy": In(1), "steps_done": In(1),
-            "fail": Out(1), "fail_code": Out(ERR_BITS),
-            "ended": Out(1), "started": Out(1),
         })
 
     def elaborate(self, platform):
@@ -70,7 +67,7 @@ class ComputeIssue(wiring.Component):
                 with m.Else():
                     m.d.comb += c_start.eq(1)
             with m.Elif(qp.under):
-                m.d.comb += [self.fail.eq(1), self.fail_code.eq(ErrorCode.TOKEN_UNDERFLOW)]
+                raise_error(m, self, ErrorCode.TOKEN_UNDERFLOW)
         m.d.comb += [qp.start.eq(c_start), qp.head.ready.eq(c_pop_end | c_start)]
         with m.If(c_start):
             m.d.sync += [craw.eq(chead.insn), c_state.eq(Mux(cop == int(Op.COMPUTE), 1, 2))]

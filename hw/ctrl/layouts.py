@@ -64,3 +64,15 @@ def load_tag_layout() -> data.StructLayout:
     """What a load burst's beats mean: K/V or Q, which ring, words per row, lanes of a row's
     last word, whether the burst ends the instruction and it pushes a token."""
     return data.StructLayout({"kv": 1, "v": 1, "wd": 12, "lanes": 8, "end": 1, "push": 1})
+
+
+def error_ports() -> dict:
+    """The error output every controller unit has: ``fail`` with an ``ErrorCode`` in
+    ``fail_code`` (of several in a cycle the one raised last in the unit's code wins)."""
+    from amaranth.lib.wiring import Out
+    return {"fail": Out(1), "fail_code": Out(ERR_BITS)}
+
+
+def raise_error(m, unit, code) -> None:
+    """Raise ``code`` on ``unit``'s error ports this cycle (inside the caller's conditions)."""
+    m.d.comb += [unit.fail.eq(1), unit.fail_code.eq(code)]

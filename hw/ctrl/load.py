@@ -14,8 +14,8 @@ from attenio.errors import ErrorCode
 from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, log2
 from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address
 from attenio.hw.ctrl.decode import kps_log2_of
-from attenio.hw.ctrl.dispatch import queue_signature
-from attenio.hw.ctrl.layouts import ERR_BITS, load_tag_layout, view
+from attenio.hw.ctrl.dispatch import engine_ports
+from attenio.hw.ctrl.layouts import load_tag_layout, raise_error, view
 from attenio.hw.layouts import kv_beat_layout, qcmd_layout, word_layout
 from attenio.model.rules import next_is_v
 
@@ -52,17 +52,14 @@ class LoadEngine(wiring.Component):
     def __init__(self, cfg: HardwareConfig):
         self.cfg = cfg
         super().__init__({
-            "go": In(1), "stop": In(1),
-            "queue": In(queue_signature()),
+            **engine_ports(),
             **axi4_ports("", cfg.axi_data_bytes * 8, write=False),
             "qcmd": Out(stream.Signature(qcmd_layout(cfg))),
             "q": Out(stream.Signature(word_layout(cfg))),
             "kv": Out(stream.Signature(kv_beat_layout(cfg))),
             "k_free": In(range(cfg.max_seq_len + 1)), "v_free": In(range(cfg.max_seq_len + 1)),
             "win_base": In(64), "win_size": In(64),
-            "fail": Out(1), "fail_code": Out(ERR_BITS),
-            "idle": Out(1), "ended": Out(1), "request": Out(1), "beat": Out(1),
-            "started": Out(1),
+            "idle": Out(1), "request": Out(1), "beat": Out(1),
         })
 
     def elaborate(self, platform):
@@ -75,7 +72,7 @@ class LoadEngine(wiring.Component):
         ring = max(1, cfg.kv_ring_depth // 2)
 
         def fail(code):
-            m.d.comb += [self.fail.eq(1), self.fail_code.eq(code)]
+            raise_error(m, self, code)
 
         def words_of(d):
             return (d + (q - 1)) >> log2(q)

@@ -12,8 +12,8 @@ from attenio.contract.timing import TIMING
 from attenio.errors import ErrorCode
 from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, log2
 from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address
-from attenio.hw.ctrl.dispatch import queue_signature
-from attenio.hw.ctrl.layouts import ERR_BITS, view
+from attenio.hw.ctrl.dispatch import engine_ports
+from attenio.hw.ctrl.layouts import raise_error, view
 from attenio.hw.finalize import out_word_layout
 from attenio.model.io_analysis import out_element_bytes
 
@@ -51,14 +51,12 @@ class StoreEngine(wiring.Component):
     def __init__(self, cfg: HardwareConfig):
         self.cfg = cfg
         super().__init__({
-            "go": In(1), "stop": In(1),
-            "queue": In(queue_signature()),
+            **engine_ports(),
             **axi4_ports("", cfg.axi_data_bytes * 8, read=False),
             "o": In(stream.Signature(out_word_layout(cfg))),
             "win_base": In(64), "win_size": In(64),
-            "fail": Out(1), "fail_code": Out(ERR_BITS),
-            "idle": Out(1), "ended": Out(1), "request": Out(1), "beat": Out(1),
-            "response": Out(1), "kept": Out(1), "started": Out(1),
+            "idle": Out(1), "request": Out(1), "beat": Out(1),
+            "response": Out(1), "kept": Out(1),
         })
 
     def elaborate(self, platform):
@@ -71,7 +69,7 @@ class StoreEngine(wiring.Component):
         k_out = q * ob // ab                     # AXI beats per output word
 
         def fail(code):
-            m.d.comb += [self.fail.eq(1), self.fail_code.eq(code)]
+            raise_error(m, self, code)
 
         def words_of(d):
             return (d + (q - 1)) >> log2(q)

@@ -7,7 +7,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.errors import ErrorCode
-from attenio.hw.ctrl.layouts import ERR_BITS
+from attenio.hw.ctrl.layouts import error_ports, raise_error
 
 __all__ = ["Watchdog", "DmaCounters", "WATCHDOG_BITS"]
 
@@ -22,7 +22,7 @@ class Watchdog(wiring.Component):
     def __init__(self, bits: int = WATCHDOG_BITS):
         self.bits = bits
         super().__init__({"go": In(1), "progress": In(1), "timed_out": Out(1),
-                          "fail": Out(1), "fail_code": Out(ERR_BITS)})
+                          **error_ports()})
 
     def elaborate(self, platform):
         m = Module()
@@ -32,7 +32,7 @@ class Watchdog(wiring.Component):
         m.d.sync += wd.eq(Mux(progress_r | ~self.go, 0, wd + 1))
         m.d.comb += self.timed_out.eq(wd == (1 << self.bits) - 1)
         with m.If(self.go & self.timed_out):
-            m.d.comb += [self.fail.eq(1), self.fail_code.eq(ErrorCode.TIMEOUT)]
+            raise_error(m, self, ErrorCode.TIMEOUT)
         return m
 
 

@@ -1,4 +1,4 @@
-"""The board self-test (hw/board.py): the accelerator runs from a ROM and checks its own O.
+"""The board self-test (fpga/board.py): the accelerator runs from a ROM and checks its own O.
 
 The fast tests simulate ``SelfTest`` in Amaranth's simulator (the same design the bitstream
 holds); the slow test builds the ULX3S-85F bitstream with the yowasp tools.
