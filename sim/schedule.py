@@ -38,7 +38,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from attenio.config import HardwareConfig, Workload
-from attenio.contract.program import Instr, Op, validate
+from attenio.contract.program import NEXT, PREV, QUEUES, Instr, Op, validate
 from attenio.contract.timing import Timing
 from attenio.errors import bad
 from attenio.model import io_analysis as io
@@ -424,11 +424,9 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
     dispatch = [0] * n
     start = [0] * n
     # per-queue: start times in order (for queue depth), end of last instruction
-    qstarts: dict[str, list[int]] = {"load": [], "compute": [], "store": []}
-    q_end = {"load": 0, "compute": 0, "store": 0}
+    qstarts: dict[str, list[int]] = {name: [] for name in QUEUES}
+    q_end = dict.fromkeys(QUEUES, 0)
     tokens: dict[tuple[str, str], deque] = {}
-    prev_q = {"load": None, "compute": "load", "store": "compute"}
-    next_q = {"load": "compute", "compute": "store", "store": None}
     pending_kv: tuple[Instr, int, int] | None = None
     pending_fin: tuple[int, int, int, int, Instr] | None = None
     last_pe_end = 0
@@ -455,13 +453,13 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
 
     def pop_time(ins: Instr, q: str) -> int:
         t = 0
-        for flag, other in (("pop_prev", prev_q[q]), ("pop_next", next_q[q])):
+        for flag, other in (("pop_prev", PREV[q]), ("pop_next", NEXT[q])):
             if getattr(ins, flag):
                 t = max(t, tokens[(other, q)].popleft())
         return t
 
     def push(ins: Instr, q: str, when: int) -> None:
-        for flag, other in (("push_prev", prev_q[q]), ("push_next", next_q[q])):
+        for flag, other in (("push_prev", PREV[q]), ("push_next", NEXT[q])):
             if getattr(ins, flag):
                 tokens.setdefault((q, other), deque()).append(when)
 

@@ -101,3 +101,23 @@ def test_no_hw_function_is_longer_than_200_lines():
                 if n > 200:
                     long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} {n} lines")
     assert long == []
+
+
+def test_every_package_is_installed():
+    # a regular (not editable) install takes only the packages pyproject.toml lists
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        import tomli as tomllib
+    tool = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(tool["packages"])
+    found = set()
+    for folder, pkg in FOLDERS.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(ROOT / folder).parts
+            found.add(".".join(["attenio"] + ([] if pkg == "attenio" else [pkg]) + list(rel)))
+            assert tool["package-dir"]["attenio" if pkg == "attenio" else f"attenio.{pkg}"] \
+                == folder
+    assert found == listed
