@@ -16,9 +16,18 @@ from pathlib import Path
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge, Timer, with_timeout
+from cocotb.triggers import (
+    ClockCycles,
+    FallingEdge,
+    First,
+    ReadOnly,
+    RisingEdge,
+    Timer,
+    with_timeout,
+)
 
 from attenio.hw.csr import python_map
+from attenio.verify.axi_monitor import LITE_CHANNELS, AxiMonitor, sample
 from attenio.verify.dram import Dram
 
 warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"cocotbext\.axi")
@@ -75,6 +84,24 @@ async def _progress(path: Path, expect: int, c0: int):
         path.write_text(f"{cyc} {expect}\n")
 
 
+async def _lite_monitor(dut, mon: AxiMonitor):
+    """Feed the register port's monitor every cycle one of its VALIDs is high."""
+    names = [n for c in LITE_CHANNELS
+             for n in (LITE_CHANNELS[c][0], LITE_CHANNELS[c][1], *LITE_CHANNELS[c][2])]
+    sigs = [(n, getattr(dut, f"s_axil_{n}")) for n in names]
+    valids = [getattr(dut, f"s_axil_{LITE_CHANNELS[c][0]}") for c in LITE_CHANNELS]
+    fe, ro = FallingEdge(dut.clk), ReadOnly()
+    active = False
+    while True:
+        if not active:
+            await First(*[RisingEdge(v) for v in valids])
+        await fe
+        await ro
+        values = sample(sigs)
+        mon.step(int(cocotb.utils.get_sim_time("ns") // PERIOD_NS), values)
+        active = any(values[LITE_CHANNELS[c][0]] for c in LITE_CHANNELS)
+
+
 @cocotb.test()
 async def run_case(dut):
     case = json.loads(Path(os.environ["ATTENIO_CASE"]).read_text())
@@ -98,6 +125,8 @@ async def run_case(dut):
         getattr(dut, f"s_axil_{s}").value = 0
     await _reset(dut)
     cocotb.start_soon(dram.run())
+    lite = AxiMonitor("s_axil", 4, lite=True)
+    cocotb.start_soon(_lite_monitor(dut, lite))
     host = Host(dut, python_map_for(case))
     await host.setup(case)
     t0 = time.perf_counter()
@@ -144,8 +173,12 @@ async def run_case(dut):
     await host.write("IRQ_STATUS", 1)
     result["irq_after_clear"] = int(dut.irq.value)
     result["dram_bytes_read"] = dram.rd.bytes
+    result["dram_insn_bytes"] = dram.insn.bytes
     result["dram_bytes_written"] = dram.bytes_written
     result["dram_awake_cycles"] = dram.steps
+    monitors = [mon for mon, _ in dram.monitors]
+    monitors[0].finish(dram.cycle())
+    result["axi"] = [mon.report() for mon in monitors + [lite]]
     if dram.log is not None:
         result["trace"] = [(k - c0, *rest) for k, *rest in dram.log]
     dram.halted = True

@@ -6,8 +6,10 @@ a write burst's response is valid ``latency`` cycles after its last beat. Reads 
 separate channels, and the instruction port has its own read channel. Bursts are INCR.
 
 Options make the bus hostile without changing results: ``p_stall`` drops each ready (AR, AW,
-W) and each valid (R, B) with that probability per cycle; ``errors`` are byte ranges that answer
-SLVERR. The storage is a bytearray; the host reads and writes it directly.
+W) with that probability per cycle and delays each R beat and B response the same way (a beat
+or response once offered stays until taken, as AXI4 requires of a subordinate); ``errors`` are
+byte ranges that answer SLVERR. Every awake cycle feeds the AXI4 protocol monitors
+(verify/axi_monitor.py). The storage is a bytearray; the host reads and writes it directly.
 
 The model runs every cycle only while the bus is active; in between it sleeps until a valid
 rises or its next scheduled beat, so long compute phases cost no Python time.
@@ -20,6 +22,8 @@ from collections import deque
 
 from cocotb.triggers import FallingEdge, First, ReadOnly, RisingEdge, Timer
 from cocotb.utils import get_sim_time
+
+from attenio.verify.axi_monitor import CHANNELS, AxiMonitor, sample
 
 SLVERR = 2
 DECERR = 3
@@ -44,10 +48,12 @@ class _ReadChannel:
         self.free = 0              # first cycle the data channel is free
         self.last_arvalid = 0
         self.driving = False
+        self.held = False          # the beat driven was not taken: it must stay
         self.bytes = 0
 
     def reset(self):
         self.pending.clear()
+        self.held = False
         self.cur = None
         self.free = 0
         self.last_arvalid = 0
@@ -67,12 +73,14 @@ class _ReadChannel:
                                                      self.free) <= k:
             t, addr, beats = self.pending.popleft()
             start = max(t + dr.latency, self.free)
-            self.cur = [addr, beats, 0, start, dr.resp_for(addr, beats)]
+            self.cur = [addr, beats, 0, start]
         cur = self.cur
+        if self.driving and self.held:
+            return                 # a beat offered and not taken stays, unchanged (A3.2.1)
         if cur is not None and cur[3] <= k and not dr.stall():
             addr = cur[0] + cur[2] * dr.ab
             self.rdata.value = int.from_bytes(dr.read(addr, dr.ab), "little")
-            self.rresp.value = cur[4]
+            self.rresp.value = dr.resp_for(addr, 1)   # each beat answers for its own bytes
             self.rlast.value = int(cur[2] == cur[1] - 1)
             self.rvalid.value = 1
             self.driving = True
@@ -88,6 +96,7 @@ class _ReadChannel:
             self.pending.append((k, int(self.araddr.value), int(self.arlen.value) + 1))
             if dr.log is not None:
                 dr.log.append((k, f"{self.name}ar", self.pending[-1][1], self.pending[-1][2]))
+        self.held = self.driving and not int(self.rready.value)
         if self.driving and int(self.rready.value):
             cur = self.cur
             cur[2] += 1
@@ -131,6 +140,7 @@ class Dram:
         self.aw = deque()          # [addr, beats, beat index, resp]
         self.b = deque()           # (cycle valid from, resp)
         self.b_driving = False
+        self.b_held = False
         self.w_next = 0            # earliest cycle of the next W beat
         self.last_wvalid = 0
         self.last_awvalid = 0
@@ -138,6 +148,13 @@ class Dram:
         self.halted = False
         self.steps = 0             # cycles the model was awake (simulation speed diagnostics)
         self.log = None            # a list to record (cycle, event, address) in, if set
+        # the protocol monitors of both ports (verify/axi_monitor.py), fed every awake cycle:
+        # the model stays awake while any VALID is high, so no handshake goes unseen
+        self.monitors = []
+        for prefix, chans in (("m_axi_", CHANNELS), ("m_axi_insn_", ("ar", "r"))):
+            mon = AxiMonitor(prefix[:-1], axi_bytes, chans)
+            names = [n for c in chans for n in (CHANNELS[c][0], CHANNELS[c][1], *CHANNELS[c][2])]
+            self.monitors.append((mon, [(n, getattr(dut, prefix + n)) for n in names]))
 
     # ---- storage ----
     def read(self, addr: int, n: int) -> bytes:
@@ -166,6 +183,7 @@ class Dram:
         self.insn.reset()
         self.aw.clear()
         self.b.clear()
+        self.b_held = False
         self.w_next = 0
 
     # ---- the loop ----
@@ -209,7 +227,9 @@ class Dram:
         self.insn.drive(k)
         self.awready.value = 0 if self.stall() else 1
         self.wready.value = int(bool(self.aw) and self.w_next <= k and not self.stall())
-        if self.b and self.b[0][0] <= k and not self.stall():
+        if self.b_driving and self.b_held:
+            pass                   # a response offered and not taken stays
+        elif self.b and self.b[0][0] <= k and not self.stall():
             self.bvalid.value = 1
             self.bresp.value = self.b[0][1]
             self.b_driving = True
@@ -218,6 +238,8 @@ class Dram:
             self.b_driving = False
 
     def _sample(self, k):
+        for mon, sigs in self.monitors:
+            mon.step(k, sample(sigs))
         self.rd.sample(k)
         self.insn.sample(k)
         av = int(self.awvalid.value)
@@ -246,6 +268,7 @@ class Dram:
                 self.b.append((k + self.latency, cur[3]))
                 if self.log is not None:
                     self.log.append((k, "wlast", cur[0], cur[1]))
+        self.b_held = self.b_driving and not int(self.bready.value)
         if self.b_driving and int(self.bready.value):
             self.b.popleft()
             if self.log is not None:

@@ -161,6 +161,16 @@ class SimResult:
         return (self.cycles - self.predicted_cycles) / max(1, self.predicted_cycles)
 
     @property
+    def axi_violations(self) -> int:
+        """AXI4 / AXI4-Lite protocol violations the monitors saw (verify/axi_monitor.py)."""
+        return sum(p["violations"] for p in self.extra.get("axi", []))
+
+    @property
+    def axi_report(self) -> list[str]:
+        """The first violations of each port."""
+        return [v for p in self.extra.get("axi", []) for v in p["first"]]
+
+    @property
     def sim_rate(self) -> float:
         return self.sim_cycles / self.wall_s if self.wall_s > 0 else 0.0
 
@@ -177,13 +187,16 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
              window: tuple[int, int] | None = None, reset_at: int | None = None,
              abort_at: int | None = None, start_twice: bool = False,
              max_cycles: int | None = None, progress=None, log=print,
-             check: bool = True, trace: bool = False) -> SimResult:
+             check: bool = True, trace: bool = False, prog_offset: int = 0,
+             prog_len: int | None = None) -> SimResult:
     """Run ``wl`` on the RTL of ``hw`` and compare with the models.
 
     ``program`` replaces the generated program bytes (fault tests); ``errors`` are DRAM byte
     ranges that answer SLVERR; ``window`` sets the DRAM window registers; ``reset_at`` resets
     the accelerator that many cycles into the run and then runs again; ``abort_at`` writes
-    ``CTRL.ABORT``; ``progress(done_cycles, expected)`` is called while it runs.
+    ``CTRL.ABORT``; ``progress(done_cycles, expected)`` is called while it runs;
+    ``prog_offset`` places the program that many bytes later (``PROG_BASE`` with it) and
+    ``prog_len`` overrides ``PROG_LEN`` (instructions).
     """
     from cocotb_tools.runner import get_runner
 
@@ -193,19 +206,20 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     bdir = build(hw, sim, waves=waves, log=log)
     image = bytearray(prep.image)
     prog = prep.program if program is None else program
-    if program is not None:
-        # a replacement program goes where the generated one was (or right before Q)
-        if len(prog) > lay.q:
-            raise bad("program", f"{len(prog)} bytes", f"at most {lay.q} bytes")
+    # a replacement program goes where the generated one was (or right before Q)
+    if len(prog) + prog_offset > lay.q:
+        raise bad("program", f"{len(prog)} bytes", f"at most {lay.q - prog_offset} bytes")
+    if program is not None or prog_offset:
         image[0:lay.q] = bytes(lay.q)
-        image[0:len(prog)] = prog
+        image[prog_offset:prog_offset + len(prog)] = prog
     expect = sched.total_cycles
     with tempfile.TemporaryDirectory(prefix="attenio-sim-") as tmp:
         tmpd = Path(tmp)
         (tmpd / "image.bin").write_bytes(bytes(image))
         case = {
             "hw": hw.to_dict(), "image": str(tmpd / "image.bin"), "mem_size": len(image),
-            "prog_base": lay.program, "prog_len": len(prog) // 32,
+            "prog_base": lay.program + prog_offset,
+            "prog_len": len(prog) // 32 if prog_len is None else prog_len,
             "o_addr": lay.o, "o_bytes": prep.o_bytes, "latency": hw.dram_latency,
             "rate": hw.dram_bytes_per_cycle, "axi_bytes": hw.axi_data_bytes,
             "p_stall": p_stall, "seed": seed, "errors": errors or [], "window": window,

@@ -88,10 +88,17 @@ class BurstRegs:
 def drive_address(m: Module, splitter: BurstSplitter, chan: dict, want) -> object:
     """Drive an AXI address channel (``chan``: ``valid``, ``ready``, ``addr``, ``len``, ``size``,
     ``burst``) with the splitter's next burst when ``want``; a transfer outside the window is
-    never requested (the splitter's ``window_fail``). Returns the handshake."""
+    never requested (the splitter's ``window_fail``). A request once offered stays offered,
+    unchanged, until it is taken, even when ``want`` falls (an error or ABORT stops the run):
+    AXI4 A3.2.1. The burst's state only moves with the handshake, so its payload is stable.
+    Returns the handshake."""
+    held = Signal()
+    valid = Signal()
+    m.d.comb += valid.eq(splitter.valid | held)
+    m.d.sync += held.eq(valid & ~chan["ready"])
     m.d.comb += [
         splitter.want.eq(want),
-        chan["valid"].eq(splitter.valid), chan["addr"].eq(splitter.addr),
+        chan["valid"].eq(valid), chan["addr"].eq(splitter.addr),
         chan["len"].eq(splitter.len - 1), chan["size"].eq(log2(splitter.beat_bytes)),
         chan["burst"].eq(1),
     ]

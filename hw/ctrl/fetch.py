@@ -7,7 +7,7 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
-from attenio.contract.program import INSTR_BITS, INSTR_BYTES
+from attenio.contract.program import INSTR_BITS, INSTR_BYTES, Op
 from attenio.contract.timing import TIMING
 from attenio.errors import ErrorCode
 from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, log2
@@ -83,13 +83,23 @@ class ProgramFetch(wiring.Component):
         f_n1 = Mux(f_left < FETCH_CHUNK, f_left, FETCH_CHUNK)
         m.d.sync += [f_addr.eq(f_addr_c), f_n.eq(Mux(f_4k < f_n1, f_4k, f_n1)),
                      f_more.eq(f_next < self.prog_len)]
+        # PROG_BASE must hold whole instructions (a 4 KB line then always falls between two)
+        misaligned = Signal()
+        m.d.comb += misaligned.eq(self.prog_base[:lib] != 0)
+        with m.If(self.go & misaligned):
+            raise_error(m, self, ErrorCode.ADDRESS_RANGE)
+        f_end = Signal()            # END has been fetched: nothing after it is requested
+        want = Signal()
+        held = Signal()             # a request offered and not taken stays (AXI4 A3.2.1)
         m.d.comb += [
-            self.arvalid.eq(self.go & ~self.stop & f_ready & f_more
-                            & (ififo.level + f_inflight <= FETCH_BUFFER - FETCH_CHUNK)),
+            want.eq(self.go & ~self.stop & ~misaligned & ~f_end & f_ready & f_more
+                    & (ififo.level + f_inflight <= FETCH_BUFFER - FETCH_CHUNK)),
+            self.arvalid.eq(want | held),
             self.araddr.eq(f_addr), self.arlen.eq(f_n * ipb - 1),
             self.arsize.eq(log2(ab)), self.arburst.eq(1), self.rready.eq(1),
         ]
         iar = self.arvalid & self.arready
+        m.d.sync += held.eq(self.arvalid & ~self.arready)
         ir = self.rvalid & self.rready
         ibuf = Signal(INSTR_BITS)
         ibeat = Signal(range(ipb))
@@ -98,7 +108,8 @@ class ProgramFetch(wiring.Component):
         m.d.comb += push_i.eq(ir & (ibeat == ipb - 1))
         with m.If(ir):
             m.d.sync += [ibuf.eq(assembled), ibeat.eq(Mux(ibeat == ipb - 1, 0, ibeat + 1))]
-            with m.If(self.rresp != 0):
+            # beats after END are not the program's: their responses do not matter
+            with m.If((self.rresp != 0) & ~f_end):
                 raise_error(m, self, ErrorCode.AXI_READ)
         m.d.sync += f_ready.eq(~iar)
         with m.If(iar):
@@ -113,6 +124,8 @@ class ProgramFetch(wiring.Component):
         # (Timing.decode_latency); the checks are computed from those registers
         raw = Signal(INSTR_BITS)
         rows_heads = Signal(24)
+        with m.If(push_i & (data.View(tile_layout, assembled).opcode == Op.END)):
+            m.d.sync += f_end.eq(1)
         with m.If(push_i):
             a = data.View(tile_layout, assembled)
             m.d.sync += [raw.eq(assembled), rows_heads.eq(a.rows * a.heads)]
@@ -126,7 +139,7 @@ class ProgramFetch(wiring.Component):
         m.d.comb += [
             self.exhausted.eq((f_next >= self.prog_len) & (f_inflight == 0)
                               & (ififo.level == 0)),
-            self.idle.eq(i_out == 0),
+            self.idle.eq((i_out == 0) & ~self.arvalid),
             self.active.eq(iar | ir),
         ]
         return m

@@ -256,8 +256,9 @@ class LoadEngine(wiring.Component):
         with m.If(r_burst_end & t.end & t.push & ~self.stop):
             m.d.comb += self.queue.push_next.eq(1)
         m.d.comb += self.queue.quiet.eq(load_end & (rd_out == 0))
-        m.d.comb += [self.idle.eq(rd_out == 0), self.ended.eq(load_end), self.request.eq(ar),
-                     self.beat.eq(r), self.started.eq(l_start)]
+        # idle: nothing in flight and no request offered (one offered is never withdrawn)
+        m.d.comb += [self.idle.eq((rd_out == 0) & ~self.arvalid), self.ended.eq(load_end),
+                     self.request.eq(ar), self.beat.eq(r), self.started.eq(l_start)]
         return m
 
     def _read_data(self, m: Module, tags, fail):

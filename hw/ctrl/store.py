@@ -154,10 +154,18 @@ class StoreEngine(wiring.Component):
         packed = Cat(*[sext(self.o.payload[i], ob * 8) for i in range(q)])
         w_ok = Signal()
         m.d.comb += w_ok.eq(wq.r_rdy & (self.stop | self.o.valid))
+        # after an error the bursts already requested are completed with strobes 0; a beat
+        # already offered keeps the strobes it was offered with (AXI4: payload stable until
+        # the handshake)
+        w_waiting = Signal()
+        strb_r = Signal(ab)
+        strb = Signal(ab)
+        m.d.comb += strb.eq(Mux(w_waiting, strb_r, Mux(self.stop, 0, (1 << ab) - 1)))
+        m.d.sync += [w_waiting.eq(self.wvalid & ~self.wready), strb_r.eq(strb)]
         wlast = wcnt == wq.r_data - 1
         m.d.comb += [
             self.wvalid.eq(w_ok), self.wlast.eq(wlast),
-            self.wstrb.eq(Mux(self.stop, 0, (1 << ab) - 1)),
+            self.wstrb.eq(strb),
         ]
         with m.Switch(part):
             for j in range(k_out):
@@ -185,7 +193,8 @@ class StoreEngine(wiring.Component):
         # ---- end of run, drain, watchdog ----
 
 
-        m.d.comb += [self.idle.eq((wr_out == 0) & ~wq.r_rdy), self.ended.eq(store_end),
+        m.d.comb += [self.idle.eq((wr_out == 0) & ~wq.r_rdy & ~self.awvalid),
+                     self.ended.eq(store_end),
                      self.request.eq(aw), self.beat.eq(w), self.response.eq(b),
-                     self.kept.eq(w & ~self.stop), self.started.eq(s_start)]
+                     self.kept.eq(w & (strb != 0)), self.started.eq(s_start)]
         return m

@@ -10,7 +10,8 @@ import shutil
 import pytest
 
 from attenio import config as C
-from attenio.contract.program import Instr, Op, encode
+from attenio.contract.program import INSTR_BYTES, Instr, Op, encode
+from attenio.contract.timing import TIMING
 from attenio.errors import ErrorCode
 from attenio.model import io_analysis as io
 from attenio.verify.runner import prepare, simulate
@@ -36,6 +37,7 @@ def check_run(hw, wl, r):
     assert r.counters["bytes_wr"] == r.predicted_write == traffic.write_bytes
     assert r.counters["pe_busy"] == r.pe_busy_model
     assert abs(r.cycle_gap) <= CYCLE_TOL, (r.cycles, r.predicted_cycles)
+    assert r.axi_violations == 0, r.axi_report
 
 
 MATRIX = [(n, d) for n in (1, 7, 64, 200, 256) for d in (8, 32, 64)]
@@ -66,6 +68,7 @@ def test_backpressure_changes_only_cycles(n, d, p):
     assert r.done and r.error == ErrorCode.NONE and r.bit_exact
     assert r.counters["bytes_rd"] == r.predicted_read
     assert r.cycles >= r.predicted_cycles * (1 - CYCLE_TOL)
+    assert r.axi_violations == 0, r.axi_report
 
 
 @pytest.mark.parametrize("n,d,p", [(16, 8, 0.0), (7, 8, 0.3)])
@@ -93,6 +96,7 @@ def _fault(expect, **kw):
     assert r.done and not r.timed_out, r.extra
     assert r.error == expect, (r.error, expect)
     assert not r.status & 1, "still busy"
+    assert r.axi_violations == 0, r.axi_report
     return r
 
 
@@ -187,3 +191,68 @@ def test_irq_is_cleared_by_writing_one():
 def test_causal_tile_of_several_heads_is_refused():
     prog = [Instr(Op.COMPUTE, _tile(heads=2, keys=0, keys_per_step=1, causal=1)), Instr(Op.END)]
     _fault(ErrorCode.FIELD_RANGE, program=encode(prog))
+
+
+# ---- the bus protocol when a run stops early: VALID held, payload and strobes stable ----
+
+MID = workload(TINY, 64, 16)
+
+
+def _stopped(expect, **kw):
+    r = simulate(TINY, MID, seed=4, log=lambda *a: None, check=False, **kw)
+    assert r.done and not r.timed_out, r.extra
+    assert r.error == expect, (r.error, expect)
+    assert r.axi_violations == 0, r.axi_report
+    return r
+
+
+@pytest.mark.parametrize("abort_at", [131, 260, 397, 1024, 2051])
+def test_abort_while_valids_wait(abort_at):
+    # ready is low 80% of the time: an abort lands while requests and beats wait
+    _stopped(ErrorCode.ABORTED, p_stall=0.8, abort_at=abort_at)
+
+
+@pytest.mark.parametrize("region, expect", [("k", ErrorCode.AXI_READ),
+                                            ("o", ErrorCode.AXI_WRITE)])
+def test_error_responses_under_backpressure(region, expect):
+    lay = prepare(TINY, MID, seed=4).layout
+    base = getattr(lay, region)
+    _stopped(expect, p_stall=0.6, errors=[(base + 64, base + 68)])
+
+
+# ---- program fetch: PROG_BASE alignment, nothing fetched past END ----
+
+def test_prog_base_not_instruction_aligned_is_refused():
+    # 16 bytes in: the fetch would otherwise straddle instructions and 4 KB lines
+    r = _fault(ErrorCode.ADDRESS_RANGE, prog_offset=16)
+    assert r.extra["dram_insn_bytes"] == 0
+
+
+def test_prog_base_aligned_anywhere_runs():
+    # 32-byte aligned, 96 bytes before a 4 KB line: chunks split at the line
+    prep = prepare(TINY, MID, seed=1)
+    off = prep.layout.q - 96 - len(prep.program) // 2 // 32 * 32
+    r = simulate(TINY, MID, seed=1, prog_offset=max(32, off - off % 32), log=lambda *a: None)
+    assert r.done and r.error == ErrorCode.NONE and r.bit_exact
+    assert r.axi_violations == 0, r.axi_report
+
+
+def test_fetch_stops_at_end():
+    # PROG_LEN far past the program: the same run, and nothing fetched after END's chunk
+    base = simulate(TINY, SMALL, seed=1, log=lambda *a: None)
+    r = simulate(TINY, SMALL, seed=1, prog_len=1024, log=lambda *a: None)
+    assert r.done and r.error == ErrorCode.NONE and r.bit_exact
+    assert r.cycles == base.cycles
+    n = len(prepare(TINY, SMALL, seed=1).program) // INSTR_BYTES
+    # END's chunk, and at most the chunks the fetch buffer had requested ahead of it
+    chunk = TIMING.fetch_chunk
+    ahead = TIMING.fetch_buffer - chunk
+    assert r.extra["dram_insn_bytes"] <= (-(-n // chunk) * chunk + ahead) * INSTR_BYTES
+
+
+def test_error_response_after_end_is_ignored():
+    # the program's chunk runs into an erroring range after END: not the program's bytes
+    prog = prepare(TINY, SMALL, seed=1).program
+    n = len(prog)
+    r = simulate(TINY, SMALL, seed=1, prog_len=1024, errors=[(n, n + 4)], log=lambda *a: None)
+    assert r.done and r.error == ErrorCode.NONE and r.bit_exact
