@@ -31,3 +31,4 @@ class ErrorCode(IntEnum):
     PROGRAM_OVERRUN = 9
     TIMEOUT = 10
     ABORTED = 11
+    REGION_OVERLAP = 12

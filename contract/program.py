@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from attenio.config import HardwareConfig
+from attenio.contract.progress import check_progress, check_regions
 from attenio.errors import ConfigError, ErrorCode
 
 INSTR_BYTES = 32
@@ -153,9 +154,13 @@ def decode(data: bytes) -> list[Instr]:
     raise ProgramError(len(data), ErrorCode.PROGRAM_OVERRUN, "no END instruction")
 
 
-def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True) -> None:
-    """Check fields against the hardware and token usage as the controller does; raise
-    :class:`ProgramError` for the first violation (offset of the instruction at fault).
+def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True,
+             prog_region: tuple[int, int] | None = None) -> None:
+    """Check fields against the hardware and token usage as the controller does, that the
+    program cannot deadlock (:func:`attenio.contract.progress.check_progress`) and that no
+    ``STORE_O`` writes over bytes the program reads (its inputs, or the program itself at
+    ``prog_region = (base, bytes)``); raise :class:`ProgramError` for the first violation
+    (offset of the instruction at fault).
 
     Token rule: pushes happen when an instruction ends, pops when it starts; a pop whose
     producer queue has reached END with the counter at zero is an underflow, a push to a
@@ -240,6 +245,8 @@ def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True) -> N
     if pending_kv:
         raise ProgramError((len(program) - 1) * INSTR_BYTES, ErrorCode.FIELD_RANGE,
                            "LOAD_KV with no COMPUTE consuming it")
+    check_progress(program, fail)
+    check_regions(program, hw, fail, prog_region)
 
 
 def decode_error(word: int, hw: HardwareConfig) -> ErrorCode:

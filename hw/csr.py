@@ -28,7 +28,7 @@ from attenio.config import HardwareConfig
 from attenio.errors import ErrorCode
 
 MAGIC = 0x4154494F  # "ATIO"
-VERSION = (0, 1)
+VERSION = (0, 2)   # 0.2: the write window (WWIN_*)
 ADDR_BITS = 12
 
 
@@ -111,10 +111,16 @@ def registers(cfg: HardwareConfig) -> list[Register]:
         Register("PROG_BASE_LO", 0x030, "rw", "program address, bits 31:0"),
         Register("PROG_BASE_HI", 0x034, "rw", "program address, bits 63:32"),
         Register("PROG_LEN", 0x038, "rw", "program length in instructions (fetch limit)"),
-        Register("WIN_BASE_LO", 0x040, "rw", "DRAM window base, bits 31:0"),
+        Register("WIN_BASE_LO", 0x040, "rw", "DRAM window base (reads; writes too when "
+                 "WWIN_SIZE is 0), bits 31:0"),
         Register("WIN_BASE_HI", 0x044, "rw", "DRAM window base, bits 63:32"),
         Register("WIN_SIZE_LO", 0x048, "rw", "DRAM window size in bytes, bits 31:0 (0: no check)"),
         Register("WIN_SIZE_HI", 0x04C, "rw", "DRAM window size in bytes, bits 63:32"),
+        Register("WWIN_BASE_LO", 0x050, "rw", "write window base (STORE_O only), bits 31:0"),
+        Register("WWIN_BASE_HI", 0x054, "rw", "write window base, bits 63:32"),
+        Register("WWIN_SIZE_LO", 0x058, "rw", "write window size in bytes, bits 31:0 (0: writes "
+                 "use WIN); START refuses one that overlaps WIN or the program"),
+        Register("WWIN_SIZE_HI", 0x05C, "rw", "write window size in bytes, bits 63:32"),
     ]
     off = 0x080
     for name, doc in COUNTERS:

@@ -20,7 +20,7 @@ ends a run that makes no progress for ``2**WATCHDOG_BITS`` cycles with ``TIMEOUT
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Elaboratable, Module, ResetInserter, Signal
+from amaranth import Cat, Const, Elaboratable, Module, Mux, ResetInserter, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -71,6 +71,9 @@ class _Engine(Elaboratable):
         self.prog_len = Signal(32)
         self.win_base = Signal(64)
         self.win_size = Signal(64)
+        self.wwin_base = Signal(64)          # the store engine's window (WIN when WWIN is 0)
+        self.wwin_size = Signal(64)
+        self.overlap = Signal()              # the write window overlaps WIN or the program
         self.finished = Signal()
         self.drained = Signal()
         self.err = Signal(4)
@@ -106,8 +109,8 @@ class _Engine(Elaboratable):
         m.d.comb += stop.eq(err != 0)
         for unit in (fetch, disp, load, issue, store):
             m.d.comb += [unit.go.eq(self.go), unit.stop.eq(stop)]
-        for unit in (load, store):
-            m.d.comb += [unit.win_base.eq(self.win_base), unit.win_size.eq(self.win_size)]
+        m.d.comb += [load.win_base.eq(self.win_base), load.win_size.eq(self.win_size),
+                     store.win_base.eq(self.wwin_base), store.win_size.eq(self.wwin_size)]
 
         # fetch → dispatch → the three queues' engines
         m.d.comb += [fetch.prog_base.eq(self.prog_base), fetch.prog_len.eq(self.prog_len),
@@ -135,6 +138,7 @@ class _Engine(Elaboratable):
                 m.d.sync += err.eq(code)
 
         fail(self.abort & self.go, ErrorCode.ABORTED)
+        fail(self.overlap & self.go, ErrorCode.REGION_OVERLAP)
         for unit in (fetch, disp, load, issue, store, wdog):
             fail(unit.fail, unit.fail_code)
 
@@ -213,6 +217,7 @@ class AttenIOTop(wiring.Component):
             eng.win_base.eq(Cat(csr.win_base_lo, csr.win_base_hi)),
             eng.win_size.eq(Cat(csr.win_size_lo, csr.win_size_hi)),
         ]
+        self._regions(m, csr, eng)
         cycles = Signal(64)
         end = busy & (eng.finished | ((eng.err != 0) & eng.drained))
         with m.If(start & ~busy):
@@ -233,3 +238,24 @@ class AttenIOTop(wiring.Component):
             m.d.comb += getattr(csr, name.lower()).eq(sig)
         self.engine = eng
         return m
+
+    @staticmethod
+    def _regions(m: Module, csr, eng) -> None:
+        """The store engine's window and the overlap check, from the registers (outside the
+        engine, so START's reset does not clear them; registers change only between runs).
+        Two register stages: the regions' ends, then the compares."""
+        rb, rs = Cat(csr.win_base_lo, csr.win_base_hi), Cat(csr.win_size_lo, csr.win_size_hi)
+        wb, ws = Cat(csr.wwin_base_lo, csr.wwin_base_hi), Cat(csr.wwin_size_lo, csr.wwin_size_hi)
+        pb = Cat(csr.prog_base_lo, csr.prog_base_hi)
+        own = Signal()
+        re, we, pe = Signal(65), Signal(65), Signal(65)
+        rb_r, wb_r, pb_r = Signal(64), Signal(64), Signal(64)
+        r_on, p_on = Signal(), Signal()
+        m.d.sync += [own.eq(ws != 0), re.eq(rb + rs), we.eq(wb + ws),
+                     pe.eq(pb + csr.prog_len * INSTR_BYTES), rb_r.eq(rb), wb_r.eq(wb), pb_r.eq(pb),
+                     r_on.eq(rs != 0), p_on.eq(csr.prog_len != 0)]
+        wbase, wsize = Signal(64), Signal(64)
+        m.d.sync += [wbase.eq(Mux(ws != 0, wb, rb)), wsize.eq(Mux(ws != 0, ws, rs)),
+                     eng.overlap.eq(own & ((r_on & (rb_r < we) & (wb_r < re))
+                                           | (p_on & (pb_r < we) & (wb_r < pe))))]
+        m.d.comb += [eng.wwin_base.eq(wbase), eng.wwin_size.eq(wsize)]

@@ -57,11 +57,12 @@ class Host:
         await self.write("PROG_BASE_LO", case["prog_base"])
         await self.write("PROG_BASE_HI", case["prog_base"] >> 32)
         await self.write("PROG_LEN", case["prog_len"])
-        win_base, win_size = case.get("window") or (0, 0)
-        await self.write("WIN_BASE_LO", win_base)
-        await self.write("WIN_BASE_HI", win_base >> 32)
-        await self.write("WIN_SIZE_LO", win_size)
-        await self.write("WIN_SIZE_HI", win_size >> 32)
+        for reg, key in (("WIN", "window"), ("WWIN", "write_window")):
+            base, size = case.get(key) or (0, 0)
+            await self.write(f"{reg}_BASE_LO", base)
+            await self.write(f"{reg}_BASE_HI", base >> 32)
+            await self.write(f"{reg}_SIZE_LO", size)
+            await self.write(f"{reg}_SIZE_HI", size >> 32)
         await self.write("IRQ_ENABLE", 1)
 
     async def start(self):
@@ -110,6 +111,7 @@ async def run_case(dut):
     dram = Dram(dut, case["mem_size"], latency=case["latency"], rate=case["rate"],
                 axi_bytes=case["axi_bytes"], period_ns=PERIOD_NS, p_stall=case["p_stall"],
                 seed=case["seed"], errors=[tuple(e) for e in case.get("errors", [])])
+    dram.allowed = (case["o_addr"], case["o_addr"] + case["o_region"])
     image = Path(case["image"]).read_bytes()
     dram.write(0, image)
     for s in ("m_axi_arready", "m_axi_rvalid", "m_axi_awready", "m_axi_wready",
@@ -175,6 +177,7 @@ async def run_case(dut):
     result["dram_bytes_read"] = dram.rd.bytes
     result["dram_insn_bytes"] = dram.insn.bytes
     result["dram_bytes_written"] = dram.bytes_written
+    result["dram_stray_bytes"] = dram.stray_bytes
     result["dram_awake_cycles"] = dram.steps
     monitors = [mon for mon, _ in dram.monitors]
     monitors[0].finish(dram.cycle())

@@ -148,6 +148,8 @@ class Dram:
         self.halted = False
         self.steps = 0             # cycles the model was awake (simulation speed diagnostics)
         self.log = None            # a list to record (cycle, event, address) in, if set
+        self.allowed = None        # (lo, hi): bytes written with strobes outside it are stray
+        self.stray_bytes = 0
         # the protocol monitors of both ports (verify/axi_monitor.py), fed every awake cycle:
         # the model stays awake while any VALID is high, so no handshake goes unseen
         self.monitors = []
@@ -256,6 +258,9 @@ class Dram:
             strb = int(self.wstrb.value)
             data = int(self.wdata.value).to_bytes(self.ab, "little")
             addr = cur[0] + cur[2] * self.ab
+            if strb and self.allowed and not (self.allowed[0] <= addr
+                                              and addr + self.ab <= self.allowed[1]):
+                self.stray_bytes += bin(strb).count("1")
             if cur[3] == 0:
                 for i in range(self.ab):
                     if strb >> i & 1:

@@ -166,6 +166,11 @@ class SimResult:
         return sum(p["violations"] for p in self.extra.get("axi", []))
 
     @property
+    def stray_bytes(self) -> int:
+        """Bytes the run wrote (strobes set) outside its output region."""
+        return self.extra.get("dram_stray_bytes", 0)
+
+    @property
     def axi_report(self) -> list[str]:
         """The first violations of each port."""
         return [v for p in self.extra.get("axi", []) for v in p["first"]]
@@ -188,7 +193,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
              abort_at: int | None = None, start_twice: bool = False,
              max_cycles: int | None = None, progress=None, log=print,
              check: bool = True, trace: bool = False, prog_offset: int = 0,
-             prog_len: int | None = None) -> SimResult:
+             prog_len: int | None = None,
+             write_window: tuple[int, int] | None | str = "layout") -> SimResult:
     """Run ``wl`` on the RTL of ``hw`` and compare with the models.
 
     ``program`` replaces the generated program bytes (fault tests); ``errors`` are DRAM byte
@@ -196,7 +202,10 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     the accelerator that many cycles into the run and then runs again; ``abort_at`` writes
     ``CTRL.ABORT``; ``progress(done_cycles, expected)`` is called while it runs;
     ``prog_offset`` places the program that many bytes later (``PROG_BASE`` with it) and
-    ``prog_len`` overrides ``PROG_LEN`` (instructions).
+    ``prog_len`` overrides ``PROG_LEN`` (instructions). Every run protects its inputs as a
+    host should: by default the read window (``WIN``) is the program, Q, K and V, and the
+    write window (``WWIN``) the output region (``write_window="layout"``); ``window`` and
+    ``write_window`` (``(base, size)``, or ``None`` for no register written) replace them.
     """
     from cocotb_tools.runner import get_runner
 
@@ -213,6 +222,10 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
         image[0:lay.q] = bytes(lay.q)
         image[prog_offset:prog_offset + len(prog)] = prog
     expect = sched.total_cycles
+    if write_window == "layout":
+        write_window = (lay.o, lay.end - lay.o)
+        if window is None:
+            window = (0, lay.o)
     with tempfile.TemporaryDirectory(prefix="attenio-sim-") as tmp:
         tmpd = Path(tmp)
         (tmpd / "image.bin").write_bytes(bytes(image))
@@ -220,9 +233,11 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
             "hw": hw.to_dict(), "image": str(tmpd / "image.bin"), "mem_size": len(image),
             "prog_base": lay.program + prog_offset,
             "prog_len": len(prog) // 32 if prog_len is None else prog_len,
-            "o_addr": lay.o, "o_bytes": prep.o_bytes, "latency": hw.dram_latency,
+            "o_addr": lay.o, "o_bytes": prep.o_bytes, "o_region": lay.end - lay.o,
+            "latency": hw.dram_latency,
             "rate": hw.dram_bytes_per_cycle, "axi_bytes": hw.axi_data_bytes,
             "p_stall": p_stall, "seed": seed, "errors": errors or [], "window": window,
+            "write_window": write_window,
             "reset_at": reset_at, "abort_at": abort_at, "start_twice": start_twice,
             "max_cycles": max_cycles or int(expect * (3 + 20 * p_stall)) + 200_000,
             "expect_cycles": expect, "progress": progress is not None, "out_dir": str(tmpd),

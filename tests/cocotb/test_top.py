@@ -97,6 +97,7 @@ def _fault(expect, **kw):
     assert r.error == expect, (r.error, expect)
     assert not r.status & 1, "still busy"
     assert r.axi_violations == 0, r.axi_report
+    assert r.stray_bytes == 0
     return r
 
 
@@ -137,6 +138,33 @@ def test_program_without_end_overruns():
 def test_address_outside_window():
     lay = prepare(TINY, SMALL, seed=1).layout
     _fault(ErrorCode.ADDRESS_RANGE, window=(0, lay.k))
+
+
+# ---- the output never overwrites the inputs: write window, overlap refused at START ----
+
+def _store_to(addr):
+    prog = list(prepare(TINY, SMALL, seed=1).schedule.program)
+    k = next(i for i, x in enumerate(prog) if x.op == Op.STORE_O)
+    prog[k] = Instr(Op.STORE_O, {**prog[k].args, "addr": addr})
+    return encode(prog)
+
+
+def test_output_over_inputs_is_stopped_by_the_write_window():
+    # a program that writes O over K: validate() refuses it; the hardware never writes it
+    lay = prepare(TINY, SMALL, seed=1).layout
+    r = _fault(ErrorCode.ADDRESS_RANGE, program=_store_to(lay.k))
+    assert r.extra["dram_bytes_written"] == 0 and r.stray_bytes == 0
+
+
+@pytest.mark.parametrize("what", ["read window", "program"])
+def test_write_window_overlapping_is_refused_at_start(what):
+    lay = prepare(TINY, SMALL, seed=1).layout
+    # the write window reaches into K (the read window holds program, Q, K, V), or, with no
+    # read window set, over the program itself
+    ww = (lay.k, lay.end - lay.k) if what == "read window" else (0, lay.end)
+    win = (0, lay.o) if what == "read window" else None
+    r = _fault(ErrorCode.REGION_OVERLAP, window=win, write_window=ww)
+    assert r.extra["dram_bytes_written"] == 0
 
 
 def test_misaligned_address():
@@ -240,7 +268,8 @@ def test_prog_base_aligned_anywhere_runs():
 def test_fetch_stops_at_end():
     # PROG_LEN far past the program: the same run, and nothing fetched after END's chunk
     base = simulate(TINY, SMALL, seed=1, log=lambda *a: None)
-    r = simulate(TINY, SMALL, seed=1, prog_len=1024, log=lambda *a: None)
+    # (the program's 32 KB would overlap the output's window: no windows here)
+    r = simulate(TINY, SMALL, seed=1, prog_len=1024, write_window=None, log=lambda *a: None)
     assert r.done and r.error == ErrorCode.NONE and r.bit_exact
     assert r.cycles == base.cycles
     n = len(prepare(TINY, SMALL, seed=1).program) // INSTR_BYTES
@@ -254,5 +283,6 @@ def test_error_response_after_end_is_ignored():
     # the program's chunk runs into an erroring range after END: not the program's bytes
     prog = prepare(TINY, SMALL, seed=1).program
     n = len(prog)
-    r = simulate(TINY, SMALL, seed=1, prog_len=1024, errors=[(n, n + 4)], log=lambda *a: None)
+    r = simulate(TINY, SMALL, seed=1, prog_len=1024, errors=[(n, n + 4)], write_window=None,
+                 log=lambda *a: None)
     assert r.done and r.error == ErrorCode.NONE and r.bit_exact

@@ -1,0 +1,258 @@
+"""Static checks of what a program does over time: can it deadlock the controller, and does
+its output overwrite what it reads? (docs/isa.md, "Programs that cannot hang").
+
+The controller's queues run decoupled, so whether a program finishes could depend on timing.
+This check does not simulate a timing: it builds the graph of *waits* that the hardware
+imposes whatever the timing (each event can happen only after the events it waits on) and
+refuses the program when
+
+* the graph has a cycle: every timing deadlocks (for example ``LOAD_KV`` ahead of its
+  ``LOAD_Q``: the in-order load queue waits for ring space that only the tile's run frees, and
+  the run waits for the Q rows behind it), or
+* an event the hardware needs *in order* is ordered only by chance: ``COMPUTE`` of a tile must
+  take the core after its ``LOAD_Q`` has handed the core its Q rows, or the core, busy with a
+  tile whose rows it cannot take, waits forever. A token chain must order the two.
+
+Events per instruction: dispatched, started, ended; per tile (the k-th ``LOAD_Q``, ``COMPUTE``,
+``FINALIZE`` and ``STORE_O``): running (Q rows in and command taken) and done (the core idle,
+its last output word taken by the store engine). The waits, from hw/ctrl/ and hw/core.py:
+
+* dispatch is in program order; a queue holds ``Timing.queue_depth`` instructions, so an
+  instruction dispatches only after the one that many places before it in its queue started;
+* a queue starts an instruction after it dispatched and the previous one of that queue ended
+  (taken as the end, where the hardware moves on earlier: a wait added, never one removed);
+* a pop waits for the push it takes (the k-th pop of a counter for its k-th push);
+* ``LOAD_Q`` starts when the core is idle with its Q buffer empty (the previous tile done);
+  ``COMPUTE`` starts when the core is idle (the previous tile done); a tile runs once both
+  started and its ``LOAD_Q`` ended; ``LOAD_KV`` ends only once its tile runs (ring space is
+  freed by the run: a wait the hardware skips when the keys fit the ring);
+  ``COMPUTE`` ends after the run and its ``LOAD_KV``;
+* a tile is done after its ``COMPUTE`` ended and its ``STORE_O`` started (the store engine
+  drains the output); ``FINALIZE`` and ``STORE_O`` end after the tile is done.
+
+Every wait here is one the hardware has (or a stronger one), so a program this check accepts
+cannot deadlock on them; a program it refuses may still run on some timings.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from attenio.contract.timing import TIMING
+from attenio.errors import ErrorCode
+
+__all__ = ["check_progress", "check_regions", "row_bytes"]
+
+
+def check_progress(program, fail) -> None:
+    """Refuse a program that can deadlock. ``program``: the instructions, END last, fields
+    already checked; ``fail(index, ErrorCode, reason)`` raises for instruction ``index``.
+
+    Also checks the tile structure the waits rest on: as many ``LOAD_Q``, ``COMPUTE``,
+    ``FINALIZE`` and ``STORE_O`` (the k-th of each form tile k), ``COMPUTE`` and ``FINALIZE``
+    alternating in the compute queue, and a tile's four agreeing on rows, heads and ``d``.
+    """
+    from attenio.contract.program import NEXT, PREV, Op  # the format module imports this one
+
+    body = [ins for ins in program if ins.op != Op.END]
+    n = len(body)
+    by_op: dict[Op, list[int]] = {op: [] for op in (Op.LOAD_Q, Op.LOAD_KV, Op.COMPUTE,
+                                                    Op.FINALIZE, Op.STORE_O)}
+    for i, ins in enumerate(body):
+        by_op[ins.op].append(i)
+    counts = {op.name: len(v) for op, v in by_op.items() if op != Op.LOAD_KV}
+    tiles = len(by_op[Op.COMPUTE])
+    for op in (Op.LOAD_Q, Op.FINALIZE, Op.STORE_O):
+        have = by_op[op]
+        if len(have) != tiles:
+            at = have[tiles] if len(have) > tiles else (
+                by_op[Op.COMPUTE][len(have)] if len(have) < tiles else n)
+            fail(at, ErrorCode.FIELD_RANGE, f"a tile is LOAD_Q, COMPUTE, FINALIZE and STORE_O, "
+                 f"one each: the program has {counts} (tile {min(len(have), tiles)} has "
+                 f"{'no' if len(have) < tiles else 'a second'} {op.name}); the core would "
+                 "wait for it forever")
+    compute_q = [i for i in range(n) if body[i].op in (Op.COMPUTE, Op.FINALIZE)]
+    for k, i in enumerate(compute_q):
+        want = Op.COMPUTE if k % 2 == 0 else Op.FINALIZE
+        if body[i].op != want:
+            fail(i, ErrorCode.FIELD_RANGE, f"{body[i].op.name} where the compute queue needs "
+                 f"{want.name}: each COMPUTE is followed by its tile's FINALIZE")
+    for t in range(tiles):
+        c = body[by_op[Op.COMPUTE][t]]
+        shape = (c.rows, c.heads, c.d)
+        for op in (Op.LOAD_Q, Op.FINALIZE, Op.STORE_O):
+            i = by_op[op][t]
+            other = body[i]
+            if (other.rows, other.heads, other.d) != shape:
+                fail(i, ErrorCode.FIELD_RANGE, f"{op.name} of tile {t} has rows, heads, d = "
+                     f"{(other.rows, other.heads, other.d)}, its COMPUTE {shape}")
+        lq = body[by_op[Op.LOAD_Q][t]]
+        if lq.keys_per_step != c.keys_per_step:
+            fail(by_op[Op.LOAD_Q][t], ErrorCode.FIELD_RANGE, f"LOAD_Q of tile {t} has "
+                 f"keys_per_step={lq.keys_per_step}, its COMPUTE {c.keys_per_step}")
+    tile_of = {}
+    for op in (Op.LOAD_Q, Op.COMPUTE, Op.FINALIZE, Op.STORE_O):
+        for t, i in enumerate(by_op[op]):
+            tile_of[i] = t
+    kv_tiles = [t for t, i in enumerate(by_op[Op.COMPUTE]) if body[i].keys > 0]
+    for j, i in enumerate(by_op[Op.LOAD_KV]):
+        tile_of[i] = kv_tiles[j]          # validate() has matched them one to one
+    kv_of = {t: by_op[Op.LOAD_KV][j] for j, t in enumerate(kv_tiles)}
+
+    # ---- the wait graph ----
+    def D(i):
+        return 3 * i
+
+    def S(i):
+        return 3 * i + 1
+
+    def E(i):
+        return 3 * i + 2
+
+    def RUN(t):
+        return 3 * n + 2 * t
+
+    def DONE(t):
+        return 3 * n + 2 * t + 1
+
+    nodes = 3 * n + 2 * tiles
+    succ: list[list[int]] = [[] for _ in range(nodes)]
+
+    def wait(before, after):
+        succ[before].append(after)
+
+    last_in_queue: dict[str, int] = {}
+    queue_pos: dict[str, list[int]] = {}
+    pushes: dict[tuple[str, str], list[int]] = {}
+    pops: dict[tuple[str, str], list[int]] = {}
+    for i, ins in enumerate(body):
+        q = ins.queue
+        if i:
+            wait(D(i - 1), D(i))
+        seen = queue_pos.setdefault(q, [])
+        if len(seen) >= TIMING.queue_depth:
+            wait(S(seen[-TIMING.queue_depth]), D(i))
+        seen.append(i)
+        wait(D(i), S(i))
+        wait(S(i), E(i))
+        if q in last_in_queue:
+            wait(E(last_in_queue[q]), S(i))
+        last_in_queue[q] = i
+        for flag, other in (("pop_prev", PREV[q]), ("pop_next", NEXT[q])):
+            if getattr(ins, flag):
+                pops.setdefault((other, q), []).append(i)
+        for flag, other in (("push_prev", PREV[q]), ("push_next", NEXT[q])):
+            if getattr(ins, flag):
+                pushes.setdefault((q, other), []).append(i)
+        t = tile_of[i]
+        if ins.op in (Op.LOAD_Q, Op.COMPUTE) and t > 0:
+            wait(DONE(t - 1), S(i))
+        if ins.op == Op.LOAD_Q:
+            wait(E(i), RUN(t))
+        elif ins.op == Op.COMPUTE:
+            wait(S(i), RUN(t))
+            wait(RUN(t), E(i))
+            wait(E(i), DONE(t))
+            if t in kv_of:
+                wait(E(kv_of[t]), E(i))
+        elif ins.op == Op.LOAD_KV:
+            wait(RUN(t), E(i))
+        elif ins.op == Op.STORE_O:
+            wait(S(i), DONE(t))
+            wait(DONE(t), E(i))
+        elif ins.op == Op.FINALIZE:
+            wait(DONE(t), E(i))
+    for pair, takers in pops.items():
+        for k, i in enumerate(takers):   # validate() has checked every pop has its push
+            wait(E(pushes[pair][k]), S(i))
+
+    # ---- topological order; with it, the latest LOAD_Q start before each event ----
+    indeg = [0] * nodes
+    for s in succ:
+        for v in s:
+            indeg[v] += 1
+    latest_q = [-1] * nodes
+    for t, i in enumerate(by_op[Op.LOAD_Q]):
+        latest_q[S(i)] = t
+    ready = deque(v for v in range(nodes) if indeg[v] == 0)
+    order = 0
+    while ready:
+        u = ready.popleft()
+        order += 1
+        for v in succ[u]:
+            if latest_q[u] > latest_q[v]:
+                latest_q[v] = latest_q[u]
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                ready.append(v)
+    if order < nodes:
+        stuck = min(v // 3 for v in range(3 * n) if indeg[v] > 0)
+        ins = body[stuck]
+        hint = ""
+        if ins.op == Op.LOAD_KV and by_op[Op.LOAD_Q][tile_of[stuck]] > stuck:
+            hint = ": it is ahead of its tile's LOAD_Q in the load queue"
+        elif ins.op == Op.LOAD_KV:
+            hint = ": its tile's run, which frees ring space, waits for it"
+        fail(stuck, ErrorCode.TIMEOUT, f"the program can deadlock at {ins.op.name} of tile "
+             f"{tile_of[stuck]}{hint} (a cycle of waits: queue order, tokens, the core)")
+    for t, i in enumerate(by_op[Op.COMPUTE]):
+        if latest_q[S(i)] < t:
+            fail(i, ErrorCode.TIMEOUT, f"COMPUTE of tile {t} may take the core before its "
+                 "LOAD_Q has given the core its Q rows, and then both wait forever: pop a "
+                 "load→compute token pushed by that LOAD_Q (or a later load)")
+
+
+def row_bytes(hw, d: int, elem_bytes: int) -> int:
+    """Bytes a row of ``d`` elements occupies in DRAM as the DMA moves it: whole words of
+    ``macs_per_line`` elements (the host pads the last one)."""
+    q = hw.macs_per_line
+    return -(-d // q) * q * elem_bytes
+
+
+def _spans(ins, hw, out_bytes: int):
+    """The byte ranges [lo, hi) an instruction reads (``False``) or writes (``True``), one per
+    head or per K/V block: the hull of its rows."""
+    from attenio.contract.program import Op
+
+    eb = hw.element_bytes
+    if ins.op == Op.LOAD_KV:
+        span = (ins.keys - 1) * ins.row_stride + row_bytes(hw, ins.d, eb)
+        return [(False, ins.k_addr, ins.k_addr + span), (False, ins.v_addr, ins.v_addr + span)]
+    if ins.op in (Op.LOAD_Q, Op.STORE_O):
+        write = ins.op == Op.STORE_O
+        span = (ins.rows - 1) * ins.row_stride + row_bytes(hw, ins.d, out_bytes if write else eb)
+        return [(write, ins.addr + h * ins.head_stride, ins.addr + h * ins.head_stride + span)
+                for h in range(ins.heads)]
+    return []
+
+
+def check_regions(program, hw, fail, prog_region=None) -> None:
+    """Refuse a ``STORE_O`` that writes over bytes the program reads (Q, K, V of any tile, and
+    the program itself at ``prog_region = (base, bytes)``): the output would overwrite inputs
+    a later tile still reads, with no error. ``REGION_OVERLAP`` names the first such write."""
+    import bisect
+
+    out_bytes = -(-hw.out_bits // 8)
+    reads, writes = [], []
+    if prog_region is not None:
+        reads.append((prog_region[0], prog_region[0] + prog_region[1], -1))
+    for i, ins in enumerate(program):
+        for write, lo, hi in _spans(ins, hw, out_bytes):
+            (writes if write else reads).append((lo, hi, i))
+    if not writes or not reads:
+        return
+    reads.sort()
+    merged = []                     # disjoint [lo, hi, first reader]
+    for lo, hi, i in reads:
+        if merged and lo < merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi, i])
+    starts = [r[0] for r in merged]
+    for lo, hi, i in sorted(writes, key=lambda w: w[2]):
+        j = bisect.bisect_right(starts, hi - 1) - 1
+        if j >= 0 and merged[j][1] > lo:
+            who = "the program" if merged[j][2] < 0 else f"instruction {merged[j][2]}"
+            fail(i, ErrorCode.REGION_OVERLAP, f"STORE_O writes [{lo:#x}, {hi:#x}), which "
+                 f"overlaps bytes read by {who} (from {merged[j][0]:#x} to {merged[j][1]:#x}): "
+                 "the output must not overwrite the inputs or the program")
