@@ -433,8 +433,11 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
 
     Prints correctness (bit-exact with the integer model, error against float64), the RTL's
     cycles beside the schedule generator's prediction, utilization and DRAM bytes. Exits 1 if
-    the output is wrong or the run ended with an error.
+    the output is wrong, the run ended with an error, an AXI monitor saw a protocol violation,
+    or the cycles break their rule: without ``--stall`` they must agree with the prediction
+    (within 1%); with it the prediction is a lower bound.
     """
+    from attenio.contract.timing import CYCLE_TOLERANCE
     from attenio.model import io_analysis as io
     from attenio.model.golden import MAX_REL_BOUND, MEAN_REL_BOUND, within_bounds
     from attenio.verify.runner import simulate
@@ -475,20 +478,34 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     click.echo(f"  error vs float64     max {r.errors.get('max_rel', float('nan')):.2e}, mean "
                f"{r.errors.get('mean_rel', float('nan')):.2e} of V's range (bounds "
                f"{MAX_REL_BOUND:.0e}, {MEAN_REL_BOUND:.0e})")
+    ran = r.done and r.error.name == "NONE"
+    if stall == 0:
+        cycles_ok = abs(r.cycle_gap) <= CYCLE_TOLERANCE
+        rule = f"must agree within {CYCLE_TOLERANCE:.0%}"
+    else:
+        cycles_ok = r.cycles >= r.predicted_cycles * (1 - CYCLE_TOLERANCE)
+        rule = "a lower bound under --stall"
+    cycles_ok = cycles_ok or not ran      # a run that stopped early has its error instead
     click.echo(f"  cycles               RTL {c['cycles']:,}  predicted {r.predicted_cycles:,}  "
-               f"({100 * r.cycle_gap:+.3f}%)")
-    click.echo(f"  PE array             busy {c['pe_busy']:,} cycles = "
-               f"{c['pe_busy'] / max(1, c['cycles']):.2%} by time, "
-               f"{r.useful_macs / (hw.macs * max(1, c['cycles'])):.2%} by MAC; waiting for K/V "
-               f"{c['pe_wait_kv']:,}, for softmax {c['pe_wait_exp']:,}")
+               f"({100 * r.cycle_gap:+.3f}%; {rule}: {'ok' if cycles_ok else 'FAIL'})")
+    if ran:
+        click.echo(f"  PE array             busy {c['pe_busy']:,} cycles = "
+                   f"{c['pe_busy'] / max(1, c['cycles']):.2%} by time, "
+                   f"{r.useful_macs / (hw.macs * max(1, c['cycles'])):.2%} by MAC; waiting for "
+                   f"K/V {c['pe_wait_kv']:,}, for softmax {c['pe_wait_exp']:,}")
+    padded = hw.row_elements(d) != d
     click.echo(f"  DRAM                 read {_fmt_bytes(c['bytes_rd'])} (closed form "
                f"{_fmt_bytes(traffic.read_bytes)}), written {_fmt_bytes(c['bytes_wr'])} "
-               f"(closed form {_fmt_bytes(traffic.write_bytes)})")
+               f"(closed form {_fmt_bytes(traffic.write_bytes)})"
+               + (f"; rows of d = {d} move as {hw.row_elements(d)} elements (whole words)"
+                  if padded else ""))
+    click.echo(f"  AXI protocol         {r.axi_violations} violations (monitors on every port)"
+               + (f": {r.axi_report[0]}" if r.axi_violations else ""))
     click.echo(f"  simulation           {r.sim_cycles:,} cycles in {r.wall_s:.1f} s = "
                f"{r.sim_rate:,.0f} cycles/s ({sim})")
     if r.extra.get("waves"):
         click.echo(f"  waves                {r.extra['waves']}")
-    good = r.done and r.error.name == "NONE" and r.bit_exact and ok_err
+    good = ran and r.bit_exact and ok_err and cycles_ok and r.axi_violations == 0
     click.echo(f"  result               {'PASS' if good else 'FAIL'}")
     sys.exit(0 if good else 1)
 

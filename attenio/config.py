@@ -280,6 +280,12 @@ class HardwareConfig(_Serializable):
     def axi_data_bytes(self) -> int:
         return self.axi_data_bits // 8
 
+    def row_elements(self, d: int) -> int:
+        """Elements a row of ``d`` occupies in DRAM: whole words of ``macs_per_line`` (the DMA
+        moves rows as words; the host pads the last one, the hardware ignores the padding)."""
+        q = self.macs_per_line
+        return -(-d // q) * q
+
     # ---- datapath widths (docs/numerics.md derives each) ---------------------------------------
     @property
     def score_bits(self) -> int:

@@ -203,10 +203,8 @@ def check_progress(program, fail) -> None:
 
 
 def row_bytes(hw, d: int, elem_bytes: int) -> int:
-    """Bytes a row of ``d`` elements occupies in DRAM as the DMA moves it: whole words of
-    ``macs_per_line`` elements (the host pads the last one)."""
-    q = hw.macs_per_line
-    return -(-d // q) * q * elem_bytes
+    """Bytes a row of ``d`` elements occupies in DRAM as the DMA moves it."""
+    return hw.row_elements(d) * elem_bytes
 
 
 def _spans(ins, hw, out_bytes: int):

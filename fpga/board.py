@@ -41,7 +41,7 @@ def selftest_data(hw: HardwareConfig, wl: Workload, seed: int = 1) -> dict:
         raise bad("workload", f"{lay.end} bytes of DRAM image",
                   f"at most {MAX_IMAGE_BYTES} bytes for the on-chip self-test (smaller n or d)")
     golden = golden_output(hw, wl, prep.inputs)
-    o_bytes = np.asarray(golden, dtype=np.int64).astype(f"<i{prep.ob}").tobytes()
+    o_bytes = prep.pack_output(np.asarray(golden, dtype=np.int64))
     regs = python_map(hw)
     writes = [("PROG_BASE_LO", lay.program), ("PROG_BASE_HI", 0),
               ("PROG_LEN", len(prep.program) // 32), ("IRQ_ENABLE", 1), ("CTRL", 1)]

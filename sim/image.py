@@ -1,5 +1,7 @@
 """The DRAM image of one run: the program from the schedule generator and the quantized Q, K,
-V laid out as ``Layout.packed`` places them. The RTL runner and the board self-test load it."""
+V laid out as ``Layout.packed`` places them (rows padded to whole words of ``macs_per_line``
+elements, so any head dim the config accepts runs). The RTL runner and the board self-test load
+it."""
 
 from __future__ import annotations
 
@@ -28,10 +30,28 @@ class RunImage:
     image: bytes
     o_bytes: int          # bytes of O the run writes at ``layout.o``
     ob: int               # bytes per output element
+    row: int              # elements a row occupies in DRAM (head_dim padded to whole words)
+
+    def pack_output(self, o: np.ndarray) -> bytes:
+        """O (batch, heads, seq_q, head_dim) as the run writes it at ``layout.o``: rows padded
+        to whole words with zeros (the hardware writes 0 there: its padded lanes are 0)."""
+        return _pack(_pad_rows(np.asarray(o), self.row), self.ob)
+
+    def unpack_output(self, raw: bytes) -> np.ndarray:
+        """The O the run wrote (``o_bytes`` read back at ``layout.o``), padding dropped."""
+        o = np.frombuffer(raw, dtype=f"<i{self.ob}").astype(np.int64)
+        d = self.inputs.q.shape[-1]
+        return o.reshape(*self.inputs.q.shape[:-1], self.row)[..., :d]
 
 
 def _pack(x: np.ndarray, nbytes: int) -> bytes:
     return np.asarray(x, dtype=f"<i{nbytes}").tobytes()
+
+
+def _pad_rows(x: np.ndarray, row: int) -> np.ndarray:
+    """``x`` with its last axis padded with zeros to ``row`` elements."""
+    pad = row - x.shape[-1]
+    return np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)]) if pad else x
 
 
 def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> RunImage:
@@ -44,8 +64,9 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> RunImage:
     eb, ob = hw.element_bytes, io.out_element_bytes(hw)
     image = bytearray(lay.end)
     image[lay.program:lay.program + len(program)] = program
+    row = hw.row_elements(wl.head_dim)
     for base, x in ((lay.q, inp.q), (lay.k, inp.k), (lay.v, inp.v)):
-        data = _pack(x, eb)
+        data = _pack(_pad_rows(np.asarray(x), row), eb)
         image[base:base + len(data)] = data
-    o_bytes = wl.batch * wl.heads * wl.seq_q * wl.head_dim * ob
-    return RunImage(inp, sched, program, lay, bytes(image), o_bytes, ob)
+    o_bytes = wl.batch * wl.heads * wl.seq_q * row * ob
+    return RunImage(inp, sched, program, lay, bytes(image), o_bytes, ob, row)

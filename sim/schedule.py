@@ -70,9 +70,10 @@ class Layout:
             return -(-x // 4096) * 4096
 
         eb, ob = hw.element_bytes, io.out_element_bytes(hw)
-        qb = wl.batch * wl.heads * wl.seq_q * wl.head_dim * eb
-        kb = wl.batch * wl.kv_heads * wl.seq_k * wl.head_dim * eb
-        obytes = wl.batch * wl.heads * wl.seq_q * wl.head_dim * ob
+        dp = hw.row_elements(wl.head_dim)      # rows padded to whole words
+        qb = wl.batch * wl.heads * wl.seq_q * dp * eb
+        kb = wl.batch * wl.kv_heads * wl.seq_k * dp * eb
+        obytes = wl.batch * wl.heads * wl.seq_q * dp * ob
         p = 0
         q = up(p + program_bytes)
         k = up(q + qb)
@@ -101,6 +102,7 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
     """
     eb, ob = hw.element_bytes, io.out_element_bytes(hw)
     d = wl.head_dim
+    dp = hw.row_elements(d)      # a row's pitch in DRAM: whole words (Layout.packed)
     g = tiling.heads_per_tile
     pos = tiling.positions
     attenio_flow = tiling.dataflow == "attenio"
@@ -117,18 +119,18 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
         keys = io.tile_keys(p0, rows, wl.seq_q, wl.seq_k, wl.causal, tiling.kv_block)
         kps = (_keys_per_step(hw, rows * g, 1, ring) if attenio_flow and not tiling.fixed_b
                else tiling.keys_per_step)
-        q_addr = layout.q + ((b * wl.heads + h0) * wl.seq_q + p0) * d * eb
-        o_addr = layout.o + ((b * wl.heads + h0) * wl.seq_q + p0) * d * ob
-        kv_off = (b * wl.kv_heads + hk) * wl.seq_k * d * eb
+        q_addr = layout.q + ((b * wl.heads + h0) * wl.seq_q + p0) * dp * eb
+        o_addr = layout.o + ((b * wl.heads + h0) * wl.seq_q + p0) * dp * ob
+        kv_off = (b * wl.kv_heads + hk) * wl.seq_k * dp * eb
         common = {"rows": rows, "heads": g, "d": d}
         prog.append(Instr(Op.LOAD_Q, {**common, "keys_per_step": kps, "addr": q_addr,
-                                      "row_stride": d * eb,
-                                      "head_stride": wl.seq_q * d * eb},
+                                      "row_stride": dp * eb,
+                                      "head_stride": wl.seq_q * dp * eb},
                           pop_next=t > 0, push_next=True))
         if keys > 0:
             prog.append(Instr(Op.LOAD_KV, {"keys": keys, "d": d, "keys_per_step": kps,
                                            "k_addr": layout.k + kv_off,
-                                           "v_addr": layout.v + kv_off, "row_stride": d * eb}))
+                                           "v_addr": layout.v + kv_off, "row_stride": dp * eb}))
         prog.append(Instr(Op.COMPUTE, {**common, "causal": int(wl.causal), "keys": keys,
                                        "keys_per_step": kps, "q_pos": p0,
                                        "diag": wl.seq_k - wl.seq_q, "c_m": scale.c_m,
@@ -137,8 +139,8 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
         # The Q buffer is released when the core is idle again (after FINALIZE), as the RTL
         # takes the next tile's command and Q rows only then.
         prog.append(Instr(Op.FINALIZE, dict(common), push_prev=t < last))
-        prog.append(Instr(Op.STORE_O, {**common, "addr": o_addr, "row_stride": d * ob,
-                                       "head_stride": wl.seq_q * d * ob}))
+        prog.append(Instr(Op.STORE_O, {**common, "addr": o_addr, "row_stride": dp * ob,
+                                       "head_stride": wl.seq_q * dp * ob}))
     prog.append(Instr(Op.END))
     return prog
 
@@ -232,7 +234,7 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
     steps = _cdiv(keys, b)
     lanes = hw.exp_lanes
     ck = max(1, ring_rows // b)
-    row_bytes = d * eb
+    row_bytes = hw.row_elements(d) * eb     # whole words, as the DMA moves rows
     contiguous = kv.row_stride == row_bytes
 
     words = _cdiv(d, hw.macs_per_line)
@@ -481,7 +483,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
             qstarts[q].pop(0)
         args = {"tile": tile, **ins.args}
         if ins.op == Op.LOAD_Q:
-            issue_end, done = _tile_transfer(rd, st + timing.request_delay, ins, eb)
+            issue_end, done = _tile_transfer(hw, rd, st + timing.request_delay, ins, eb)
             q_end[q] = issue_end + 1
             push(ins, q, done)
             if keep_spans:
@@ -529,7 +531,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
                 raise bad("program", f"instruction {k}", "STORE_O without FINALIZE")
             f_st, first, last, words, fin_ins = pending_fin
             pending_fin = None
-            _, done = _tile_transfer(wr, max(st + timing.request_delay, first), ins, ob)
+            _, done = _tile_transfer(hw, wr, max(st + timing.request_delay, first), ins, ob)
             # data cannot leave before the finalize unit produced it (a word is several beats)
             data_end = max(wr.free, last + _cdiv(hw.macs_per_line * ob, hw.axi_data_bytes))
             done = max(done, data_end + hw.dram_latency)
@@ -555,17 +557,19 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
     return total, stats, rd.nbytes, wr.nbytes, spans
 
 
-def _tile_transfer(ch: Channel, ready: int, ins: Instr, elem_bytes: int) -> tuple[int, int]:
+def _tile_transfer(hw: HardwareConfig, ch: Channel, ready: int, ins: Instr,
+                   elem_bytes: int) -> tuple[int, int]:
     """Move a tile's rows (``LOAD_Q`` or ``STORE_O``): one transfer per head when its rows are
     contiguous, else one per row. Returns (last request, completion)."""
     out = (ready, ready)
+    row = hw.row_elements(ins.d) * elem_bytes          # whole words, as the DMA moves rows
     for h in range(ins.heads):
         base = ins.addr + h * ins.head_stride
-        if ins.row_stride == ins.d * elem_bytes:
-            out = ch.transfer(ready, base, ins.rows * ins.d * elem_bytes)
+        if ins.row_stride == row:
+            out = ch.transfer(ready, base, ins.rows * row)
         else:
             for r in range(ins.rows):
-                out = ch.transfer(ready, base + r * ins.row_stride, ins.d * elem_bytes)
+                out = ch.transfer(ready, base + r * ins.row_stride, row)
     return out
 
 

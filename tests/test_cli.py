@@ -125,3 +125,38 @@ def test_failed_tool_run_is_one_line_and_status_1(monkeypatch):
     assert res.exit_code == 1
     assert "error: the verilator simulation failed" in res.output
     assert "Traceback" not in res.output
+
+
+def _fake_run(monkeypatch, cycles, predicted):
+    import numpy as np
+
+    from attenio.errors import ErrorCode
+    from attenio.verify import runner
+
+    def fake(*a, **k):
+        out = np.zeros((1, 1, 7, 8), dtype=np.int64)
+        ctr = dict.fromkeys(("pe_busy", "pe_wait_kv", "pe_wait_exp", "exp_busy", "fin_busy",
+                             "dma_rd_busy", "dma_wr_busy", "bytes_rd", "bytes_wr"), 0)
+        return runner.SimResult(
+            status=2, error=ErrorCode.NONE, done=True, timed_out=False, out=out, golden=out,
+            counters={**ctr, "cycles": cycles}, predicted_cycles=predicted, predicted_read=0,
+            predicted_write=0, pe_busy_model=0, useful_macs=0, wall_s=1.0, sim_cycles=cycles,
+            errors={"max_rel": 0.0, "mean_rel": 0.0, "max_abs": 0.0, "mean_abs": 0.0})
+
+    monkeypatch.setattr(runner, "simulate", fake)
+
+
+def test_simulate_fails_when_cycles_break_the_model(monkeypatch):
+    # without stalls the prediction must hold; with them it is a lower bound
+    args = ["simulate", "--preset", "tiny", "--n", "7", "--d", "8"]
+    _fake_run(monkeypatch, 1100, 1000)
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 1 and "must agree within 1%: FAIL" in res.output, res.output
+    res = CliRunner().invoke(main, args + ["--stall", "0.3"])
+    assert res.exit_code == 0 and "a lower bound under --stall: ok" in res.output, res.output
+    _fake_run(monkeypatch, 900, 1000)
+    res = CliRunner().invoke(main, args + ["--stall", "0.3"])
+    assert res.exit_code == 1 and "lower bound under --stall: FAIL" in res.output
+    _fake_run(monkeypatch, 1000, 1000)
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0 and "PASS" in res.output

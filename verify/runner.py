@@ -288,8 +288,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     counters = {k: res[k] for k in ("cycles", "pe_busy", "pe_wait_kv", "pe_wait_exp",
                                     "exp_busy", "fin_busy", "dma_rd_busy", "dma_wr_busy",
                                     "bytes_rd", "bytes_wr")}
-    out = np.frombuffer(raw, dtype=f"<i{prep.ob}").astype(np.int64).reshape(
-        wl.batch, wl.heads, wl.seq_q, wl.head_dim)
+    out = prep.unpack_output(raw)
     golden = None
     metrics = {}
     if check:

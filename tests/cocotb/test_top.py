@@ -32,9 +32,12 @@ def check_run(hw, wl, r):
     assert r.error == ErrorCode.NONE, r.error
     assert r.bit_exact, f"{r.mismatches} output elements differ from the integer model"
     assert r.errors["max_rel"] <= MAX_REL and r.errors["mean_rel"] <= MEAN_REL, r.errors
-    traffic = io.workload_traffic(hw, wl, "attenio", io.choose_tiling(hw, wl, "attenio"))
-    assert r.counters["bytes_rd"] == r.predicted_read == traffic.read_bytes
-    assert r.counters["bytes_wr"] == r.predicted_write == traffic.write_bytes
+    assert r.counters["bytes_rd"] == r.predicted_read
+    assert r.counters["bytes_wr"] == r.predicted_write
+    if hw.row_elements(wl.head_dim) == wl.head_dim:     # padded rows move more than the form
+        traffic = io.workload_traffic(hw, wl, "attenio", io.choose_tiling(hw, wl, "attenio"))
+        assert r.predicted_read == traffic.read_bytes
+        assert r.predicted_write == traffic.write_bytes
     assert r.counters["pe_busy"] == r.pe_busy_model
     assert abs(r.cycle_gap) <= CYCLE_TOL, (r.cycles, r.predicted_cycles)
     assert r.axi_violations == 0, r.axi_report
@@ -58,6 +61,20 @@ def test_tiny_matrix(n, d):
 def test_tiny_shapes(shape):
     wl = workload(TINY, **shape)
     check_run(TINY, wl, simulate(TINY, wl, seed=5, log=lambda *a: None))
+
+
+# head dims that are not a multiple of macs_per_line (FlashAttention's tests use odd ones):
+# the host pads rows to whole words, the hardware ignores the padding
+@pytest.mark.parametrize("shape", [
+    {"n": 113, "nk": 203, "d": 59, "causal": True},
+    {"n": 3, "nk": 31, "d": 1},
+    {"n": 40, "d": 33, "heads": 2, "kv_heads": 1},
+])
+def test_odd_head_dims(shape):
+    wl = workload(TINY, **shape)
+    r = simulate(TINY, wl, seed=11, log=lambda *a: None)
+    check_run(TINY, wl, r)
+    assert r.out.shape[-1] == wl.head_dim
 
 
 @pytest.mark.parametrize("n,d,p", [(64, 32, 0.3), (7, 8, 0.5), (200, 8, 0.2)])
