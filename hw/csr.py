@@ -111,17 +111,21 @@ def registers(cfg: HardwareConfig) -> list[Register]:
         Register("PROG_BASE_LO", 0x030, "rw", "program address, bits 31:0"),
         Register("PROG_BASE_HI", 0x034, "rw", "program address, bits 63:32"),
         Register("PROG_LEN", 0x038, "rw", "program length in instructions (fetch limit)"),
-        Register("WIN_BASE_LO", 0x040, "rw", "DRAM window base (reads; writes too when "
-                 "WWIN_SIZE is 0), bits 31:0"),
-        Register("WIN_BASE_HI", 0x044, "rw", "DRAM window base, bits 63:32"),
-        Register("WIN_SIZE_LO", 0x048, "rw", "DRAM window size in bytes, bits 31:0 (0: no check)"),
-        Register("WIN_SIZE_HI", 0x04C, "rw", "DRAM window size in bytes, bits 63:32"),
-        Register("WWIN_BASE_LO", 0x050, "rw", "write window base (STORE_O only), bits 31:0"),
-        Register("WWIN_BASE_HI", 0x054, "rw", "write window base, bits 63:32"),
-        Register("WWIN_SIZE_LO", 0x058, "rw", "write window size in bytes, bits 31:0 (0: writes "
-                 "use WIN); START refuses one that overlaps WIN or the program"),
-        Register("WWIN_SIZE_HI", 0x05C, "rw", "write window size in bytes, bits 63:32"),
     ]
+    windows = [
+        ("WIN", 0x040, "DRAM window", "reads; writes too when WWIN_SIZE is 0",
+         "0: no check"),
+        ("WWIN", 0x050, "write window", "STORE_O only",
+         "0: writes use WIN; START refuses one that overlaps WIN or the program"),
+    ]
+    for name, off, what, base_note, size_note in windows:
+        regs += [
+            Register(f"{name}_BASE_LO", off, "rw", f"{what} base ({base_note}), bits 31:0"),
+            Register(f"{name}_BASE_HI", off + 4, "rw", f"{what} base, bits 63:32"),
+            Register(f"{name}_SIZE_LO", off + 8, "rw",
+                     f"{what} size in bytes, bits 31:0 ({size_note})"),
+            Register(f"{name}_SIZE_HI", off + 12, "rw", f"{what} size in bytes, bits 63:32"),
+        ]
     off = 0x080
     for name, doc in COUNTERS:
         regs.append(Register(f"{name}_LO", off, "ro64", f"{doc}, bits 31:0 (snapshots _HI)"))

@@ -148,6 +148,14 @@ class AxiMonitor:
             self._aw.popleft()
             self._w_beat = 0
 
+    def reset(self) -> None:
+        """The port was reset (AXI4 A3.1.2: VALIDs go low, transactions are abandoned): what
+        was waiting or open is forgotten."""
+        self._prev = self._prev_k = None
+        self._aw.clear()
+        self._w_early.clear()
+        self._w_beat = 0
+
     def finish(self, k: int) -> None:
         """The end of the run: every write burst begun must have been completed."""
         if self._aw or self._w_early:

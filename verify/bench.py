@@ -99,7 +99,10 @@ async def _lite_monitor(dut, mon: AxiMonitor):
         await fe
         await ro
         values = sample(sigs)
-        mon.step(int(cocotb.utils.get_sim_time("ns") // PERIOD_NS), values)
+        if int(dut.rst.value) == 1:
+            mon.reset()
+        else:
+            mon.step(int(cocotb.utils.get_sim_time("ns") // PERIOD_NS), values)
         active = any(values[LITE_CHANNELS[c][0]] for c in LITE_CHANNELS)
 
 
@@ -158,12 +161,7 @@ async def run_case(dut):
         await ClockCycles(dut.clk, case["abort_at"])
         await host.write("CTRL", 2)
     limit = case["max_cycles"] * PERIOD_NS
-    timed_out = False
-    if not int(dut.irq.value):
-        try:
-            await with_timeout(RisingEdge(dut.irq), limit, "ns")
-        except cocotb.triggers.SimTimeoutError:
-            timed_out = True
+    timed_out = await _wait_done(dut, limit)
     wall = time.perf_counter() - t0
     sim_cycles = dram.cycle() - c0
     result.update({"timed_out": timed_out, "wall_s": wall, "sim_cycles": sim_cycles,
@@ -179,14 +177,45 @@ async def run_case(dut):
     result["dram_bytes_written"] = dram.bytes_written
     result["dram_stray_bytes"] = dram.stray_bytes
     result["dram_awake_cycles"] = dram.steps
+    (out_dir / "o.bin").write_bytes(dram.read(case["o_addr"], case["o_bytes"]))
+    if case.get("rerun"):
+        result["rerun"] = await _rerun(dut, dram, host, case, limit)
     monitors = [mon for mon, _ in dram.monitors]
     monitors[0].finish(dram.cycle())
     result["axi"] = [mon.report() for mon in monitors + [lite]]
     if dram.log is not None:
         result["trace"] = [(k - c0, *rest) for k, *rest in dram.log]
     dram.halted = True
-    (out_dir / "o.bin").write_bytes(dram.read(case["o_addr"], case["o_bytes"]))
     (out_dir / "result.json").write_text(json.dumps(result))
+
+
+async def _wait_done(dut, limit_ns) -> bool:
+    """Wait for the interrupt (the run's end); True if it did not come within the limit."""
+    if int(dut.irq.value):
+        return False
+    try:
+        await with_timeout(RisingEdge(dut.irq), limit_ns, "ns")
+    except cocotb.triggers.SimTimeoutError:
+        return True
+    return False
+
+
+async def _rerun(dut, dram, host, case, limit) -> dict:
+    """After the run (a fault case), the clean program on clean inputs with no faults: the
+    accelerator must have recovered. Writes ``o_rerun.bin``."""
+    rr = case["rerun"]
+    dram.errors = []
+    dram.write(0, Path(rr["image"]).read_bytes())
+    dram.write(case["o_addr"], bytes(case["o_bytes"]))
+    await host.setup({**case, "prog_base": rr["prog_base"], "prog_len": rr["prog_len"]})
+    c0 = dram.cycle()
+    await host.start()
+    timed_out = await _wait_done(dut, limit)
+    out = {"timed_out": timed_out, "status": await host.read("STATUS"),
+           "cycles": await host.read64("CYCLES"), "sim_cycles": dram.cycle() - c0}
+    await host.write("IRQ_STATUS", 1)
+    (Path(case["out_dir"]) / "o_rerun.bin").write_bytes(dram.read(case["o_addr"], case["o_bytes"]))
+    return out
 
 
 def python_map_for(case):

@@ -225,6 +225,8 @@ class Dram:
             self._sample(k)
 
     def _drive(self, k):
+        if int(self.dut.rst.value) == 1:
+            self.reset()           # the subordinate shares the reset: VALIDs low (A3.1.2)
         self.rd.drive(k)
         self.insn.drive(k)
         self.awready.value = 0 if self.stall() else 1
@@ -240,8 +242,12 @@ class Dram:
             self.b_driving = False
 
     def _sample(self, k):
+        in_reset = int(self.dut.rst.value) == 1
         for mon, sigs in self.monitors:
-            mon.step(k, sample(sigs))
+            if in_reset:
+                mon.reset()
+            else:
+                mon.step(k, sample(sigs))
         self.rd.sample(k)
         self.insn.sample(k)
         av = int(self.awvalid.value)

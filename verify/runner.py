@@ -166,6 +166,12 @@ class SimResult:
         return sum(p["violations"] for p in self.extra.get("axi", []))
 
     @property
+    def rerun(self) -> dict | None:
+        """The clean run after this one (``simulate(rerun=True)``): ``done``, ``error``,
+        ``bit_exact``, ``timed_out``, ``cycles``."""
+        return self.extra.get("rerun")
+
+    @property
     def stray_bytes(self) -> int:
         """Bytes the run wrote (strobes set) outside its output region."""
         return self.extra.get("dram_stray_bytes", 0)
@@ -194,7 +200,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
              max_cycles: int | None = None, progress=None, log=print,
              check: bool = True, trace: bool = False, prog_offset: int = 0,
              prog_len: int | None = None,
-             write_window: tuple[int, int] | None | str = "layout") -> SimResult:
+             write_window: tuple[int, int] | None | str = "layout",
+             rerun: bool = False) -> SimResult:
     """Run ``wl`` on the RTL of ``hw`` and compare with the models.
 
     ``program`` replaces the generated program bytes (fault tests); ``errors`` are DRAM byte
@@ -206,6 +213,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     host should: by default the read window (``WIN``) is the program, Q, K and V, and the
     write window (``WWIN``) the output region (``write_window="layout"``); ``window`` and
     ``write_window`` (``(base, size)``, or ``None`` for no register written) replace them.
+    ``rerun``: after the run, run the generated program again on clean inputs with no faults
+    in the same simulation (``SimResult.rerun``, with ``rerun["bit_exact"]``): recovery.
     """
     from cocotb_tools.runner import get_runner
 
@@ -229,6 +238,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     with tempfile.TemporaryDirectory(prefix="attenio-sim-") as tmp:
         tmpd = Path(tmp)
         (tmpd / "image.bin").write_bytes(bytes(image))
+        (tmpd / "clean.bin").write_bytes(prep.image)
         case = {
             "hw": hw.to_dict(), "image": str(tmpd / "image.bin"), "mem_size": len(image),
             "prog_base": lay.program + prog_offset,
@@ -238,6 +248,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
             "rate": hw.dram_bytes_per_cycle, "axi_bytes": hw.axi_data_bytes,
             "p_stall": p_stall, "seed": seed, "errors": errors or [], "window": window,
             "write_window": write_window,
+            "rerun": {"image": str(tmpd / "clean.bin"), "prog_base": lay.program,
+                      "prog_len": len(prep.program) // 32} if rerun else None,
             "reset_at": reset_at, "abort_at": abort_at, "start_twice": start_twice,
             "max_cycles": max_cycles or int(expect * (3 + 20 * p_stall)) + 200_000,
             "expect_cycles": expect, "progress": progress is not None, "out_dir": str(tmpd),
@@ -275,6 +287,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
             raise RuntimeError(f"the {sim} simulation ended without a result")
         res = json.loads(res_file.read_text())
         raw = (tmpd / "o.bin").read_bytes()
+        if rerun and (tmpd / "o_rerun.bin").exists():
+            res["rerun"]["out"] = prep.unpack_output((tmpd / "o_rerun.bin").read_bytes())
         if waves:
             dumps = [p for p in list(tmpd.iterdir()) + list(bdir.iterdir())
                      if p.suffix in (".fst", ".vcd")]
@@ -291,9 +305,15 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     out = prep.unpack_output(raw)
     golden = None
     metrics = {}
-    if check:
+    if check or rerun:
         golden = golden_output(hw, wl, prep.inputs)
+    if check:
         metrics = error_vs_float(hw, wl, out, prep.inputs)
+    if rerun and "out" in res.get("rerun", {}):
+        rr = res["rerun"]
+        rr["bit_exact"] = bool(np.array_equal(rr.pop("out"), golden))
+        rr["error"] = ErrorCode((rr["status"] >> 8) & 0xF)
+        rr["done"] = bool(rr["status"] & 2)
     return SimResult(
         status=status, error=ErrorCode((status >> 8) & 0xF), done=bool(status & 2),
         timed_out=res["timed_out"], out=out, golden=golden, counters=counters,
