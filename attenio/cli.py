@@ -469,7 +469,10 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     finally:
         if bar["bar"] is not None:
             bar["bar"].__exit__(None, None, None)
-    traffic = io.workload_traffic(hw, wl, "attenio", io.choose_tiling(hw, wl, "attenio"))
+    from attenio.sim.schedule import schedule
+
+    tiling = schedule(hw, wl, keep_spans=False).tiling      # the tiling the program used
+    traffic = io.workload_traffic(hw, wl, "attenio", tiling)
     ok_err = within_bounds(r.errors)
     c = r.counters
     click.echo(f"  status               done={int(r.done)} error={r.error.name}")

@@ -126,13 +126,23 @@ def attenio_rows(hw: HardwareConfig, d: int) -> int:
     return min(hw.tile_rows, attenio_rows_eq14(memory_elements(hw), d))
 
 
-def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio") -> Tiling:
+def causal_mask(wl: Workload) -> bool:
+    """Whether the causal mask hides anything: with one query (decode) bottom-right alignment
+    lets it see every key, so the work is the non-causal one (and GQA heads can share a
+    tile)."""
+    return wl.causal and wl.seq_q > 1
+
+
+def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *,
+                  pack: bool = True) -> Tiling:
     """The tiling a dataflow uses for ``wl`` on ``hw`` (see the module table).
 
     For ``attenio``: ``a`` from :func:`attenio_rows`; when ``a`` is below the number of MAC
     lines the array takes ``b`` keys per step (:func:`keys_per_step`),
     re-solving Eq. 14 for that ``b`` on a unified budget; GQA packs the group's heads into one
-    tile when ``a ≥ group`` and there is no causal mask.
+    tile when ``pack``, ``a ≥ group`` and the causal mask hides nothing (:func:`causal_mask`).
+    Whether packing is worth it is the schedule's call (``sim.schedule.schedule`` keeps it only
+    when its cycles win).
     """
     if dataflow not in DATAFLOWS:
         raise bad("dataflow", dataflow, f"choose one of: {', '.join(DATAFLOWS)}")
@@ -143,7 +153,7 @@ def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio") -
         g = wl.group_size
         # (with a causal mask each head of a tile would need its own row positions; the
         # core's mask takes one head's rows, so causal tiles hold one head)
-        heads = g if (g > 1 and a >= g and not wl.causal) else 1
+        heads = g if (pack and g > 1 and a >= g and not causal_mask(wl)) else 1
         rows_needed = wl.seq_q * heads
         a = min(a, rows_needed)
         a -= a % heads  # whole positions per head
@@ -264,7 +274,7 @@ def head_traffic(hw: HardwareConfig, wl: Workload, tiling: Tiling) -> Traffic:
     h = tiling.heads_per_tile
     if tiling.dataflow == "standard":
         return _standard(hw, nq, nk, d).scaled(h)
-    kv = _kv_reads(nq, nk, d, tiling.positions, wl.causal, tiling.kv_block)
+    kv = _kv_reads(nq, nk, d, tiling.positions, causal_mask(wl), tiling.kv_block)
     reads = {"Q": h * nq * d, "K": kv // 2, "V": kv // 2}
     writes = {"O": h * nq * d}
     if tiling.dataflow == "flat" and "spills" in tiling.notes:

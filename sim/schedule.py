@@ -106,17 +106,18 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
     g = tiling.heads_per_tile
     pos = tiling.positions
     attenio_flow = tiling.dataflow == "attenio"
+    causal = io.causal_mask(wl)      # a mask that hides nothing (decode) is not applied
     ring = max(1, hw.kv_ring_depth // 2) if attenio_flow else tiling.keys_per_step
     tiles = []
     for b in range(wl.batch):
         for hk in range(wl.kv_heads):
             for h0 in range(hk * wl.group_size, (hk + 1) * wl.group_size, g):
-                for p0, rows in io.query_tiles(wl.seq_q, pos, wl.causal):
+                for p0, rows in io.query_tiles(wl.seq_q, pos, causal):
                     tiles.append((b, hk, h0, p0, rows))
     prog: list[Instr] = []
     last = len(tiles) - 1
     for t, (b, hk, h0, p0, rows) in enumerate(tiles):
-        keys = io.tile_keys(p0, rows, wl.seq_q, wl.seq_k, wl.causal, tiling.kv_block)
+        keys = io.tile_keys(p0, rows, wl.seq_q, wl.seq_k, causal, tiling.kv_block)
         kps = (_keys_per_step(hw, rows * g, 1, ring) if attenio_flow and not tiling.fixed_b
                else tiling.keys_per_step)
         q_addr = layout.q + ((b * wl.heads + h0) * wl.seq_q + p0) * dp * eb
@@ -131,7 +132,7 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
             prog.append(Instr(Op.LOAD_KV, {"keys": keys, "d": d, "keys_per_step": kps,
                                            "k_addr": layout.k + kv_off,
                                            "v_addr": layout.v + kv_off, "row_stride": dp * eb}))
-        prog.append(Instr(Op.COMPUTE, {**common, "causal": int(wl.causal), "keys": keys,
+        prog.append(Instr(Op.COMPUTE, {**common, "causal": int(causal), "keys": keys,
                                        "keys_per_step": kps, "q_pos": p0,
                                        "diag": wl.seq_k - wl.seq_q, "c_m": scale.c_m,
                                        "c_sh": scale.c_sh},
@@ -600,12 +601,28 @@ def schedule(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *,
         raise bad("dataflow", dataflow, f"choose one of: {', '.join(io.DATAFLOWS)}")
     if wl.head_dim > hw.max_head_dim:
         raise bad("head_dim", wl.head_dim, f"must be in [1, {hw.max_head_dim}] (max_head_dim)")
-    tiling = tiling or io.choose_tiling(hw, wl, dataflow)
     if dataflow in ("flat", "standard"):
-        return _phase_model(hw, wl, tiling, timing)
+        return _phase_model(hw, wl, tiling or io.choose_tiling(hw, wl, dataflow), timing)
     if scale is None:
         qmax = (1 << (hw.data_bits - 1)) - 1
         scale = softmax_scale(hw, 1.0 / qmax, 1.0 / qmax, wl.head_dim)
+    if tiling is not None:
+        return _schedule_tiling(hw, wl, dataflow, tiling, timing, scale, keep_spans)
+    tiling = io.choose_tiling(hw, wl, dataflow)
+    best = _schedule_tiling(hw, wl, dataflow, tiling, timing, scale, keep_spans)
+    if tiling.heads_per_tile > 1:
+        # GQA packing shares K/V but makes tiles of fewer positions: keep it only when it
+        # wins by the model's cycles (then bytes)
+        mha = _schedule_tiling(hw, wl, dataflow, io.choose_tiling(hw, wl, dataflow, pack=False),
+                               timing, scale, keep_spans)
+        if (mha.total_cycles, mha.read_bytes) < (best.total_cycles, best.read_bytes):
+            best = mha
+    return best
+
+
+def _schedule_tiling(hw: HardwareConfig, wl: Workload, dataflow: str, tiling: io.Tiling,
+                     timing: Timing, scale: ScaleParams, keep_spans: bool) -> Schedule:
+    """The program of ``wl`` under ``tiling``, validated, and its timeline."""
     probe = build_program(hw, wl, tiling, Layout.packed(hw, wl, 0), scale)
     layout = Layout.packed(hw, wl, len(probe) * 32)
     program = build_program(hw, wl, tiling, layout, scale)

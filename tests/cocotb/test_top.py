@@ -14,6 +14,7 @@ from attenio.contract.program import INSTR_BYTES, Instr, Op, encode
 from attenio.contract.timing import TIMING
 from attenio.errors import ErrorCode
 from attenio.model import io_analysis as io
+from attenio.sim.schedule import schedule
 from attenio.verify.runner import prepare, simulate
 
 TINY = C.tiny()
@@ -35,7 +36,8 @@ def check_run(hw, wl, r):
     assert r.counters["bytes_rd"] == r.predicted_read
     assert r.counters["bytes_wr"] == r.predicted_write
     if hw.row_elements(wl.head_dim) == wl.head_dim:     # padded rows move more than the form
-        traffic = io.workload_traffic(hw, wl, "attenio", io.choose_tiling(hw, wl, "attenio"))
+        tiling = schedule(hw, wl, keep_spans=False).tiling
+        traffic = io.workload_traffic(hw, wl, "attenio", tiling)
         assert r.predicted_read == traffic.read_bytes
         assert r.predicted_write == traffic.write_bytes
     assert r.counters["pe_busy"] == r.pe_busy_model
@@ -57,6 +59,8 @@ def test_tiny_matrix(n, d):
     {"n": 24, "d": 8, "heads": 4, "kv_heads": 2},               # GQA, group of 2
     {"n": 100, "d": 32, "causal": True},                        # causal, block skipping
     {"n": 3, "d": 16, "nk": 50},                                # decode-like: keys per step
+    {"n": 1, "nk": 239, "d": 64, "heads": 4, "kv_heads": 1, "causal": True},  # causal decode, MQA
+    {"n": 64, "nk": 100, "d": 24, "heads": 6, "kv_heads": 2},   # GQA where packing loses
 ])
 def test_tiny_shapes(shape):
     wl = workload(TINY, **shape)
