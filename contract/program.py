@@ -209,9 +209,10 @@ def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True,
                 if a in ins.args and ins.args[a] % eb:
                     fail(k, ErrorCode.ADDRESS_RANGE, f"{a}={ins.args[a]} not a multiple of "
                          f"the element size {eb}")
-        if ins.op == Op.COMPUTE and ins.causal and ins.heads > 1:
-            fail(k, ErrorCode.FIELD_RANGE, "causal COMPUTE with heads > 1: the causal mask "
-                 "takes one head's rows (one head per tile)")
+        if ins.op == Op.COMPUTE and ins.causal and ins.heads > 1 and ins.rows < hw.mac_lines:
+            fail(k, ErrorCode.FIELD_RANGE, f"causal COMPUTE with heads > 1 and rows={ins.rows} "
+                 f"< mac_lines ({hw.mac_lines}): the causal mask of packed heads needs each "
+                 "head's rows to fill a row group")
         if ins.op == Op.COMPUTE and ins.c_sh > 62:
             fail(k, ErrorCode.FIELD_RANGE, f"c_sh={ins.c_sh} above 62")
         # pops at start
@@ -280,7 +281,8 @@ def decode_error(word: int, hw: HardwareConfig) -> ErrorCode:
         if op != Op.LOAD_KV:
             bad_range.append(kps > 1 and kps & (kps - 1) == 0 and rh * kps > hw.mac_lines)
     if op == Op.COMPUTE:
-        bad_range += [f["c_sh"] > 62, f["causal"] == 1 and f["heads"] > 1]
+        bad_range += [f["c_sh"] > 62,
+                      f["causal"] == 1 and f["heads"] > 1 and f["rows"] < hw.mac_lines]
     if any(bad_range):
         return ErrorCode.FIELD_RANGE
     if any(f[n] % hw.axi_data_bytes for n in layout if n.endswith(("addr", "stride"))):

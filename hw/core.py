@@ -305,11 +305,29 @@ class ComputeCore(wiring.Component):
         # visibility of key (k4·b + slot) to the row of each line: causal mask and, in the
         # last step, keys past the end
         vis = Signal(p)
+        # Packed heads (GQA, head_rows < rows): line i of group g holds tile row g·p + i, at
+        # position (g·p + i) mod head_rows of its head. head_rows ≥ p (the decoder's rule), so
+        # each line's position is a register that steps by p and wraps once per head, moved
+        # as each group's scores finish (groups finish in order within a Q Kᵀ step); lines
+        # past the tile's rows (padding) see every key.
+        multi = Signal()
+        m.d.comb += multi.eq((c.head_rows != 0) & (c.head_rows < c.rows))
+        pos = [Signal(range(cfg.tile_rows + p), name=f"qk_pos{i}") for i in range(p)]
+        last_group = Signal()
+        m.d.comb += last_group.eq(g4 == s.groups - 1)
+        with m.If(~s.running | (sv4 & last_group)):
+            m.d.sync += [pos[i].eq(i) for i in range(p)]
+        with m.Elif(sv4):
+            for i in range(p):
+                nxt = pos[i] + p
+                m.d.sync += pos[i].eq(Mux(nxt >= c.head_rows, nxt - c.head_rows, nxt))
         for i in range(p):
-            row = Mux(blog == 0, (g4 << lp) + i, i >> blog)
+            tile_row = (g4 << lp) + i
+            row = Mux(blog == 0, Mux(multi, pos[i], tile_row), i >> blog)
             key_i = (k4 << blog) + (i & bmask)
             seen = causal_visible(key_i, row + c.q_pos, c.diag)
-            m.d.comb += vis[i].eq((key_i < keys) & (~c.causal | seen))
+            pad = multi & (tile_row >= c.rows)
+            m.d.comb += vis[i].eq((key_i < keys) & (~c.causal | seen | pad))
         s.__dict__.update(v1=v1, prods=prods, kwords=kwords, fin_mode=fin_mode,
                           fin_ml_addr=fin_ml_addr,
                           accs=accs, sv4=sv4, g4=g4, k4=k4, vis=vis)

@@ -38,6 +38,8 @@ def kv_beat_layout(cfg: HardwareConfig) -> data.StructLayout:
 def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:
     return data.StructLayout({
         "rows": unsigned((cfg.tile_rows).bit_length()),
+        # rows of one head (GQA packs heads side by side; the causal mask needs it)
+        "head_rows": unsigned((cfg.tile_rows).bit_length()),
         "d": unsigned((cfg.max_head_dim).bit_length()),
         "keys": unsigned((cfg.max_seq_len).bit_length()),
         "c_m": unsigned(cfg.numerics.scale_mult_bits),

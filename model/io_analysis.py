@@ -151,9 +151,13 @@ def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *
     if dataflow == "attenio":
         a = attenio_rows(hw, d)
         g = wl.group_size
-        # (with a causal mask each head of a tile would need its own row positions; the
-        # core's mask takes one head's rows, so causal tiles hold one head)
-        heads = g if (pack and g > 1 and a >= g and not causal_mask(wl)) else 1
+        heads = g if (pack and g > 1 and a >= g) else 1
+        if heads > 1 and causal_mask(wl):
+            # the core's mask of packed heads needs each head's rows in a tile to fill a row
+            # group (≥ mac_lines), in every tile the causal order makes
+            pos = min(a, wl.seq_q * heads) // heads
+            if min(r for _, r in query_tiles(wl.seq_q, pos, True)) < hw.mac_lines:
+                heads = 1
         rows_needed = wl.seq_q * heads
         a = min(a, rows_needed)
         a -= a % heads  # whole positions per head

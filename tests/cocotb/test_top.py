@@ -61,6 +61,8 @@ def test_tiny_matrix(n, d):
     {"n": 3, "d": 16, "nk": 50},                                # decode-like: keys per step
     {"n": 1, "nk": 239, "d": 64, "heads": 4, "kv_heads": 1, "causal": True},  # causal decode, MQA
     {"n": 64, "nk": 100, "d": 24, "heads": 6, "kv_heads": 2},   # GQA where packing loses
+    {"n": 31, "nk": 45, "d": 16, "heads": 2, "kv_heads": 1, "causal": True},  # causal GQA: a
+    {"n": 70, "nk": 50, "d": 12, "heads": 3, "kv_heads": 1, "causal": True},  # head ends mid-group
 ])
 def test_tiny_shapes(shape):
     wl = workload(TINY, **shape)
@@ -237,7 +239,8 @@ def test_irq_is_cleared_by_writing_one():
     assert r.extra["irq_status"] == 1 and r.extra["irq_after_clear"] == 0
 
 
-def test_causal_tile_of_several_heads_is_refused():
+def test_causal_tile_of_several_short_heads_is_refused():
+    # packed heads under the causal mask need rows ≥ mac_lines each
     prog = [Instr(Op.COMPUTE, _tile(heads=2, keys=0, keys_per_step=1, causal=1)), Instr(Op.END)]
     _fault(ErrorCode.FIELD_RANGE, program=encode(prog))
 

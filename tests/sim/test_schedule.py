@@ -157,3 +157,21 @@ def test_causal_decode_costs_what_non_causal_does(hw, nk, d, heads):
     assert runs[0].total_cycles == runs[1].total_cycles
     assert runs[0].read_bytes == runs[1].read_bytes
     assert runs[0].tiling.heads_per_tile == heads[0] // heads[1]
+
+
+def test_causal_gqa_shares_kv():
+    # the group's queries fit one tile: K/V is read once for the group, as without the mask
+    wl = C.Workload(seq_q=16, seq_k=200, head_dim=16, heads=4, kv_heads=1, causal=True)
+    gqa = S.schedule(TINY, wl, keep_spans=False)
+    mha = S.schedule(TINY, wl, keep_spans=False, tiling=io.choose_tiling(TINY, wl, pack=False))
+    assert gqa.tiling.heads_per_tile == 4
+    row = wl.head_dim * TINY.element_bytes
+    q_bytes = wl.heads * wl.seq_q * row
+    assert gqa.read_bytes <= (mha.read_bytes - q_bytes) / 4 + q_bytes
+    assert gqa.total_cycles < mha.total_cycles
+
+
+def test_causal_packing_needs_a_row_group_per_head():
+    # 4/1 heads of 3 queries: 3 rows per head < 4 MAC lines, so one head per tile
+    wl = C.Workload(seq_q=3, seq_k=50, head_dim=16, heads=4, kv_heads=1, causal=True)
+    assert io.choose_tiling(TINY, wl).heads_per_tile == 1
