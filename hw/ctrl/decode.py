@@ -22,7 +22,8 @@ class InstructionDecoder(wiring.Component):
 
     The checks, in order: ``RESERVED_BITS``; ``FIELD_RANGE`` (rows·heads in [1, tile_rows], d in
     [1, max_head_dim], keys ≤ max_seq_len, LOAD_KV keys ≥ 1, keys_per_step a power of two ≤
-    max_keys_per_step with rows·keys_per_step ≤ mac_lines, c_sh ≤ 62, causal with one head or ≥ mac_lines rows per head);
+    max_keys_per_step with rows·keys_per_step ≤ mac_lines, c_sh ≤ 62, causal with one head or
+    ≥ mac_lines rows per head);
     ``ADDRESS_RANGE`` (addresses and strides a multiple of the AXI beat); a pop or push towards
     a neighbour the queue does not have (``TOKEN_UNDERFLOW``, ``TOKEN_OVERFLOW``). An opcode
     with no format is ``ILLEGAL_OPCODE``.
