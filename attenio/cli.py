@@ -36,16 +36,44 @@ def _friendly(fn):
 
 def _load_hw(preset: str | None, config_file: str | None) -> C.HardwareConfig:
     if config_file:
-        hw, _ = C.load_toml(config_file)
+        hw, wl = C.load_toml(config_file)
         if hw is None:
             raise ConfigError(f"config file={config_file!r} is invalid: it has no [hardware] table")
+        if wl is not None:
+            raise ConfigError(f"config file={config_file!r} is invalid: the commands do not read "
+                              "its [workload] table (give the workload as --n, --d, --heads …); "
+                              "remove the table")
         return hw
     return C.preset(preset or "fpga")
 
 
-preset_option = click.option(
-    "--preset", default=None, metavar="NAME",
-    help=f"Hardware preset: {', '.join(C.PRESETS)} (default fpga).")
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def _outputs(plots=(), **paths) -> None:
+    """Refuse, before any work, an output file the command could not write at the end: its
+    folder missing (or not a folder), or a plot whose suffix matplotlib cannot write."""
+    for opt, path in paths.items():
+        if path is None:
+            continue
+        parent = Path(path).resolve().parent
+        if not parent.is_dir():
+            raise ConfigError(f"{opt}={path!r} is invalid: the folder {str(parent)!r} does not "
+                              "exist")
+        if Path(path).is_dir():
+            raise ConfigError(f"{opt}={path!r} is invalid: a folder; give a file name")
+        if opt in plots and Path(path).suffix.lower() not in PLOT_SUFFIXES:
+            raise ConfigError(f"{opt}={path!r} is invalid: a plot is written as "
+                              f"{', '.join(PLOT_SUFFIXES)}")
+
+
+def preset_option_for(default: str):
+    """``--preset`` with the command's own default, shown in ``--help``."""
+    return click.option("--preset", default=default, show_default=True, metavar="NAME",
+                        help=f"Hardware preset: {', '.join(C.PRESETS)}.")
+
+
+preset_option = preset_option_for("fpga")
 config_option = click.option(
     "--config", "config_file", default=None, metavar="FILE",
     help="TOML file with a [hardware] table (overrides --preset).")
@@ -94,6 +122,7 @@ def config_show(preset, config_file, as_toml):
 @_friendly
 def config_save(preset, config_file, output):
     """Write a configuration as TOML (edit it, then pass it with --config)."""
+    _outputs(output=output)
     C.save_toml(output, _load_hw(preset, config_file))
     click.echo(f"wrote {output}")
 
@@ -109,6 +138,7 @@ def registers_cmd(preset, config_file, header_path):
     from attenio.hw import csr
 
     hw = _load_hw(preset, config_file)
+    _outputs(header=header_path)
     if header_path:
         Path(header_path).write_text(csr.c_header(hw))
         click.echo(f"wrote {header_path}")
@@ -197,7 +227,7 @@ def _fmt_bytes(n: float) -> str:
 
 
 @main.command("schedule")
-@preset_option
+@preset_option_for("asplos26")
 @config_option
 @_workload_options
 @click.option("--dataflow", type=click.Choice(["attenio", "fa2", "fa2-uncapped", "flat",
@@ -218,12 +248,17 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     from attenio.sim.schedule import ENGINES, schedule
     from attenio.sim.trace import TRACK_NAMES, write_chrome_trace, write_plot
 
-    hw = _load_hw(preset or "asplos26", config_file)
+    hw = _load_hw(preset, config_file)
+    _outputs(plots=("plot",), trace=trace_path, plot=plot_path, program=program_path)
     wl = C.Workload(seq_q=n, seq_k=nk or n, head_dim=d, heads=heads, kv_heads=kv_heads or heads,
                     batch=batch, causal=causal, element_bytes=hw.element_bytes)
+    hw.check_workload(wl)        # the program would be refused by this hardware otherwise
     if program_path and dataflow in ("flat", "standard"):
         raise ConfigError(f"dataflow={dataflow!r} is invalid with --program: flat and standard "
                           "run a phase model and have no program (use attenio, fa2, fa2-uncapped)")
+    if program_path and dataflow != "attenio":
+        raise ConfigError(f"dataflow={dataflow!r} is invalid with --program: only attenio's "
+                          "program fits this controller (fa2's K/V blocks exceed its fields)")
     t0 = time.perf_counter()
     sch = schedule(hw, wl, dataflow, keep_spans=bool(trace_path or plot_path))
     elapsed = time.perf_counter() - t0
@@ -269,7 +304,7 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
 
 
 @main.command("dataflows")
-@preset_option
+@preset_option_for("asplos26")
 @config_option
 @click.option("--ns", default="8192,16384,32768,65536,131072", show_default=True,
               help="Comma-separated sequence lengths.")
@@ -284,7 +319,8 @@ def dataflows_cmd(preset, config_file, ns, ds, causal, csv_path, bandwidth_sweep
     from attenio.sim.compare import PAPER, compare_dataflows, geomean
     from attenio.sim.compare import bandwidth_sweep as sweep
 
-    hw = _load_hw(preset or "asplos26", config_file)
+    hw = _load_hw(preset, config_file)
+    _outputs(csv=csv_path)
     try:
         n_list = [int(x) for x in ns.split(",")]
         d_list = [int(x) for x in ds.split(",")]
@@ -328,7 +364,7 @@ def dataflows_cmd(preset, config_file, ns, ds, causal, csv_path, bandwidth_sweep
 
 
 @main.command("compare")
-@preset_option
+@preset_option_for("asplos26")
 @config_option
 @click.option("--gpu", "gpu_csv", required=True, metavar="CSV",
               help="GPU measurements from scripts/gpu_baseline.py (see data/gpu/).")
@@ -348,7 +384,11 @@ def compare_cmd(preset, config_file, gpu_csv, ns, ds, causal, dtype, gpu_peak_tf
     """Accelerator cycles (modeled) against GPU baselines (measured), with labeled projections."""
     from attenio.sim import gpu as G
 
-    hw = _load_hw(preset or "asplos26", config_file)
+    hw = _load_hw(preset, config_file)
+    _outputs(plots=("plot",), csv=csv_path, plot=plot_path)
+    for name, v in (("gpu_peak_tflops", gpu_peak_tflops), ("gpu_bandwidth_tbs", gpu_bandwidth_tbs)):
+        if not v > 0:
+            raise ConfigError(f"{name}={v!r} is invalid: a positive number")
     data = G.load_gpu_csv(gpu_csv)
     try:
         n_list = [int(x) for x in ns.split(",")]
@@ -410,13 +450,13 @@ def verilog_cmd(preset, config_file, output, sv):
     from attenio.hw.top import AttenIOTop
 
     hw = _load_hw(preset, config_file)
+    _outputs(output=output)
     path = write_verilog(AttenIOTop(hw), "attenio_top", output, sv=sv)
     click.echo(f"wrote {path} ({path.stat().st_size // 1024} KB, top module attenio_top)")
 
 
 @main.command("simulate")
-@click.option("--preset", default="tiny", show_default=True, metavar="NAME",
-              help=f"Hardware preset: {', '.join(C.PRESETS)}.")
+@preset_option_for("tiny")
 @config_option
 @_workload_options
 @click.option("--sim", type=click.Choice(["verilator", "icarus"]), default="verilator",
@@ -529,6 +569,7 @@ def synth_cmd(preset, config_file, target, freq, no_place, json_path, out):
     from attenio.fpga.synth import synthesize
 
     hw = _load_hw(preset, config_file)
+    _outputs(json=json_path)
     name = config_file or preset or "fpga"
     r = synthesize(hw, target, preset=Path(name).stem, out=out, freq_mhz=freq, place=not no_place,
                    log=lambda msg: click.echo(f"  {msg}"))
@@ -559,7 +600,7 @@ def synth_cmd(preset, config_file, target, freq, no_place, json_path, out):
 
 
 @main.command("board")
-@preset_option
+@preset_option_for("tiny")
 @config_option
 @click.option("--board", default="ulx3s-85f", show_default=True, help="ulx3s-85f.")
 @click.option("--n", type=int, default=16, show_default=True, help="Sequence length of the "
@@ -575,7 +616,7 @@ def board_cmd(preset, config_file, board, n, d, seed, clock_mhz, out):
     ROM and lights LED 0 when O matches the integer model bit for bit (LED 1: mismatch)."""
     from attenio.fpga.board import build_board
 
-    hw = _load_hw(preset or "tiny", config_file)
+    hw = _load_hw(preset, config_file)
     wl = C.Workload(seq_q=n, seq_k=n, head_dim=d)
     hw.check_workload(wl)
     r = build_board(hw, wl, board=board, out=out, seed=seed, clock_mhz=clock_mhz,

@@ -515,6 +515,10 @@ def load_toml(path: str | Path) -> tuple[HardwareConfig | None, Workload | None]
         data = tomllib.loads(p.read_text())
     except FileNotFoundError:
         raise bad("config file", str(p), "file not found") from None
+    except IsADirectoryError:
+        raise bad("config file", str(p), "a directory; give a TOML file") from None
+    except (UnicodeDecodeError, PermissionError) as e:
+        raise bad("config file", str(p), f"not a readable text file ({type(e).__name__})") from None
     except tomllib.TOMLDecodeError as e:
         raise bad("config file", str(p), f"not valid TOML ({e})") from None
     unknown = sorted(set(data) - {"hardware", "workload"})

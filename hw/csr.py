@@ -25,7 +25,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
-from attenio.errors import ErrorCode
+from attenio.errors import ConfigError, ErrorCode
 
 MAGIC = 0x4154494F  # "ATIO"
 VERSION = (0, 2)   # 0.2: the write window (WWIN_*)
@@ -70,7 +70,10 @@ def registers(cfg: HardwareConfig) -> list[Register]:
         value = 0
         fields = []
         for fname, lsb, width, v, fdoc in parts:
-            value |= (min(v, (1 << width) - 1)) << lsb
+            if not 0 <= v < 1 << width:
+                raise ConfigError(f"{fname.lower()}={v} is invalid: the register {name}.{fname} "
+                                  f"holds [0, {(1 << width) - 1}] ({width} bits)")
+            value |= v << lsb
             fields.append(Field(fname, lsb, width, fdoc))
         return Register(name, off, "const", doc, tuple(fields), value)
 

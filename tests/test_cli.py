@@ -1,5 +1,6 @@
 """The attenio command line: output, exit codes, one-line errors."""
 
+import pytest
 from click.testing import CliRunner
 
 from attenio.cli import main
@@ -160,3 +161,50 @@ def test_simulate_fails_when_cycles_break_the_model(monkeypatch):
     _fake_run(monkeypatch, 1000, 1000)
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0 and "PASS" in res.output
+
+
+def test_rough_inputs_are_one_line_before_any_work(tmp_path):
+    binary = tmp_path / "bin.toml"
+    binary.write_bytes(bytes(range(256)))
+    with_wl = tmp_path / "wl.toml"
+    with_wl.write_text('[hardware]\npreset = "tiny"\n[workload]\nseq_q = 64\nseq_k = 64\n'
+                       'head_dim = 16\n')
+    gpu = "data/gpu/h200-sdpa-2026-11-29.csv"
+    cases = [
+        (["config", "save", "-o", str(tmp_path / "no" / "x.toml")], "does not exist"),
+        (["schedule", "--n", "64", "--trace", str(tmp_path / "no" / "t.json")], "does not exist"),
+        (["schedule", "--n", "64", "--plot", str(tmp_path / "t.xyz")], "a plot is written as"),
+        (["registers", "--header", str(tmp_path / "no" / "r.h")], "does not exist"),
+        (["dataflows", "--csv", str(tmp_path / "no" / "d.csv")], "does not exist"),
+        (["schedule", "--n", "64", "--config", str(tmp_path)], "a directory"),
+        (["schedule", "--n", "64", "--config", str(binary)], "not a readable text file"),
+        (["schedule", "--n", "64", "--config", str(with_wl)], "[workload] table"),
+        (["schedule", "--preset", "tiny", "--n", "131072"], "max_seq_len"),
+        (["schedule", "--n", "1024", "--dataflow", "fa2", "--program", str(tmp_path / "p")],
+         "only attenio's program"),
+        (["compare", "--gpu", gpu, "--gpu-peak-tflops", "-1"], "gpu_peak_tflops=-1.0"),
+        (["compare", "--gpu", gpu, "--gpu-bandwidth-tbs", "0"], "gpu_bandwidth_tbs=0.0"),
+    ]
+    for args, msg in cases:
+        res = run(*args)
+        assert res.exit_code == 2, (args, res.output)
+        assert msg in res.output and "Traceback" not in res.output, (args, res.output)
+        assert len(res.output.strip().splitlines()) == 1, (args, res.output)
+
+
+def test_help_shows_each_commands_own_preset():
+    for cmd, preset in (("schedule", "asplos26"), ("simulate", "tiny"), ("board", "tiny"),
+                        ("golden", "fpga"), ("dataflows", "asplos26")):
+        out = " ".join(run(cmd, "--help").output.split())     # click wraps long lines
+        assert f"--preset NAME Hardware preset: tiny, fpga, asplos26. [default: {preset}]" \
+            in out, (cmd, out)
+
+
+def test_register_field_overflow_is_refused():
+    import dataclasses
+
+    from attenio import config as C
+    from attenio.hw import csr
+
+    with pytest.raises(C.ConfigError, match=r"mac_lines=256 .*CFG_ARRAY.MAC_LINES"):
+        csr.python_map(dataclasses.replace(C.tiny(), mac_lines=256))
