@@ -293,8 +293,10 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
                "the compulsory 4Nd)")
     click.echo(f"  model time           {elapsed:.2f} s")
     if trace_path:
-        write_chrome_trace(sch, trace_path)
-        click.echo(f"  wrote trace          {trace_path}")
+        size = write_chrome_trace(sch, trace_path)
+        hint = ("; over 50 MB: a name ending in .json.gz writes it gzipped"
+                if size > 50e6 and not trace_path.endswith(".gz") else "")
+        click.echo(f"  wrote trace          {trace_path} ({_fmt_bytes(size)}{hint})")
     if plot_path:
         write_plot(sch, plot_path)
         click.echo(f"  wrote plot           {plot_path}")

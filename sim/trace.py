@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -11,34 +12,70 @@ TRACK_NAMES = {"dma_read": "DMA read", "dma_write": "DMA write", "pe": "PE array
                "exp": "EXP (softmax)", "finalize": "finalize"}
 
 
+def _stream(sp) -> str:
+    """The track family of a span: the DMA read engine carries two streams (Q rows and the
+    K/V stream), which overlap in time, so each gets its own tracks."""
+    if sp.engine == "dma_read":
+        return "Q" if sp.name.startswith("LOAD_Q") else "K/V"
+    return ""
+
+
 def chrome_trace(sched: Schedule) -> dict:
     """The schedule as Chrome trace-event JSON (opens in ui.perfetto.dev and chrome://tracing).
 
-    One track (thread) per engine; timestamps are cycles shown as microseconds at 1 cycle/µs
-    (the trace metadata gives the real clock). Each span carries its instruction's fields and
-    tile index in ``args``.
+    Tracks (threads) per engine, and per stream on the DMA read engine (Q, K/V); a span that
+    would overlap the one before it on its track without nesting goes to a further track of the
+    same name (``… 2``), so every track's slices nest, as the format requires. ``ts``/``dur``
+    are microseconds of the preset's clock; each span's ``args`` carry its cycles
+    (``start_cycle``, ``end_cycle``), its tile and its instruction's fields.
     """
+    mhz = sched.hw.clock_mhz
     events = [{"name": "process_name", "ph": "M", "pid": 1,
-               "args": {"name": f"attenio {sched.dataflow} ({sched.hw.clock_mhz:g} MHz; "
-                                "1 us in this trace = 1 cycle)"}}]
-    for tid, eng in enumerate(ENGINES, start=1):
+               "args": {"name": f"attenio {sched.dataflow} ({mhz:g} MHz)"}}]
+    lanes: dict[tuple[str, str], list[int]] = {}   # (engine, stream) → end cycle per lane
+    tids: dict[tuple[str, str, int], int] = {}
+    order = {eng: i for i, eng in enumerate(ENGINES)}
+    slices = []
+    for sp in sorted(sched.spans, key=lambda sp: (order[sp.engine], sp.start, -sp.end)):
+        key = (sp.engine, _stream(sp))
+        ends = lanes.setdefault(key, [])
+        lane = next((i for i, e in enumerate(ends) if e <= sp.start), None)
+        if lane is None:
+            lane = len(ends)
+            ends.append(sp.end)
+        else:
+            ends[lane] = sp.end
+        slices.append((sp, (*key, lane)))
+    streams = {"": 0, "Q": 0, "K/V": 1}
+    for eng, stream, lane in sorted({t for _, t in slices},
+                                    key=lambda t: (order[t[0]], streams[t[1]], t[2])):
+        tid = len(tids) + 1
+        tids[(eng, stream, lane)] = tid
+        name = TRACK_NAMES[eng] + (f" ({stream})" if stream else "") + \
+            (f" {lane + 1}" if lane else "")
         events.append({"name": "thread_name", "ph": "M", "pid": 1, "tid": tid,
-                       "args": {"name": TRACK_NAMES[eng]}})
+                       "args": {"name": name}})
         events.append({"name": "thread_sort_index", "ph": "M", "pid": 1, "tid": tid,
                        "args": {"sort_index": tid}})
-    tids = {eng: i for i, eng in enumerate(ENGINES, start=1)}
-    for sp in sched.spans:
-        events.append({"name": sp.name, "ph": "X", "pid": 1, "tid": tids[sp.engine],
-                       "ts": sp.start, "dur": max(0, sp.end - sp.start),
-                       "args": {k: int(v) if isinstance(v, bool) else v
-                                for k, v in sp.args.items()}})
+    for sp, track in slices:
+        args = {k: int(v) if isinstance(v, bool) else v for k, v in sp.args.items()}
+        args.update(start_cycle=sp.start, end_cycle=sp.end)
+        events.append({"name": sp.name, "ph": "X", "pid": 1, "tid": tids[track],
+                       "ts": sp.start / mhz, "dur": max(0, sp.end - sp.start) / mhz,
+                       "args": args})
     return {"traceEvents": events, "displayTimeUnit": "ns",
             "otherData": {"dataflow": sched.dataflow, "total_cycles": sched.total_cycles,
-                          "clock_mhz": sched.hw.clock_mhz}}
+                          "clock_mhz": mhz, "time_unit": "us"}}
 
 
-def write_chrome_trace(sched: Schedule, path: str | Path) -> None:
-    Path(path).write_text(json.dumps(chrome_trace(sched)))
+def write_chrome_trace(sched: Schedule, path: str | Path) -> int:
+    """Write the trace; a path ending in ``.gz`` is gzipped (Perfetto opens both). Returns
+    the bytes written."""
+    data = json.dumps(chrome_trace(sched)).encode()
+    if str(path).endswith(".gz"):
+        data = gzip.compress(data)
+    Path(path).write_bytes(data)
+    return len(data)
 
 
 def write_plot(sched: Schedule, path: str | Path) -> None:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from attenio import config as C
 from attenio.model import io_analysis as io
 from attenio.sim import schedule as S
-from attenio.sim.trace import chrome_trace, write_plot
+from attenio.sim.trace import chrome_trace, write_chrome_trace, write_plot
 
 TINY, FPGA, ASP = C.tiny(), C.fpga(), C.asplos26()
 
@@ -117,12 +117,49 @@ def test_trace_and_plot(tmp_path):
     json.dumps(tr)
     spans = [e for e in tr["traceEvents"] if e["ph"] == "X"]
     names = {e["args"]["name"] for e in tr["traceEvents"] if e["name"] == "thread_name"}
-    assert names == {"DMA read", "DMA write", "PE array", "EXP (softmax)", "finalize"}
+    assert {"DMA read (Q)", "DMA read (K/V)", "DMA write", "PE array", "EXP (softmax)",
+            "finalize"} <= names
     assert {e["args"]["tile"] for e in spans} == {0, 1, 2}
-    assert all(0 <= e["ts"] and e["ts"] + e["dur"] <= sch.total_cycles for e in spans)
+    us = sch.total_cycles / sch.hw.clock_mhz                  # time in µs of the clock
+    assert all(0 <= e["ts"] and e["ts"] + e["dur"] <= us * (1 + 1e-12) for e in spans)
+    assert all(e["args"]["end_cycle"] <= sch.total_cycles for e in spans)
     png = tmp_path / "t.png"
     write_plot(sch, png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("hw, wl", [
+    (TINY, C.Workload.square(300, 16)),
+    (ASP, C.Workload.square(131072, 64, element_bytes=2)),
+    (FPGA, C.Workload(seq_q=40, seq_k=40, head_dim=16, heads=8, kv_heads=2, causal=True)),
+])
+def test_trace_slices_nest_on_every_track(hw, wl):
+    # the trace-event format: slices on one thread nest (older Perfetto drops the others)
+    tr = chrome_trace(S.schedule(hw, wl))
+    by_tid = {}
+    for e in tr["traceEvents"]:
+        if e["ph"] == "X":
+            by_tid.setdefault(e["tid"], []).append((e["args"]["start_cycle"],
+                                                    e["args"]["end_cycle"]))
+    for tid, sl in by_tid.items():
+        sl.sort(key=lambda x: (x[0], -x[1]))
+        stack = []
+        for a, b in sl:
+            while stack and stack[-1] <= a:
+                stack.pop()
+            assert not stack or b <= stack[-1], (tid, a, b, stack[-1])
+            stack.append(b)
+    kv = [e for e in tr["traceEvents"] if e["ph"] == "X" and e["name"].startswith("LOAD_KV")]
+    assert kv, "the K/V stream is in the trace"
+
+
+def test_trace_gz(tmp_path):
+    import gzip
+
+    sch = S.schedule(TINY, C.Workload.square(64, 16))
+    n = write_chrome_trace(sch, tmp_path / "t.json.gz")
+    assert n == (tmp_path / "t.json.gz").stat().st_size
+    assert json.loads(gzip.decompress((tmp_path / "t.json.gz").read_bytes()))["traceEvents"]
 
 
 # ---- GQA packing only when it wins; causal decode is the non-causal work ----
