@@ -67,6 +67,29 @@ def _outputs(plots=(), **paths) -> None:
                               f"{', '.join(PLOT_SUFFIXES)}")
 
 
+def _write_json(path: str, obj) -> None:
+    import json
+
+    def plain(o):
+        if hasattr(o, "item"):          # NumPy scalars
+            return o.item()
+        if hasattr(o, "to_dict"):
+            return o.to_dict()
+        if hasattr(o, "__dataclass_fields__"):
+            import dataclasses
+            return dataclasses.asdict(o)
+        if hasattr(o, "name") and hasattr(o, "value"):      # enums
+            return o.name
+        return str(o)
+
+    Path(path).write_text(json.dumps(obj, indent=1, default=plain))
+    click.echo(f"wrote {path}")
+
+
+json_option = click.option("--json", "json_path", default=None, metavar="FILE",
+                           help="Also write the results as JSON.")
+
+
 def preset_option_for(default: str):
     """``--preset`` with the command's own default, shown in ``--help``."""
     return click.option("--preset", default=default, show_default=True, metavar="NAME",
@@ -162,14 +185,17 @@ def registers_cmd(preset, config_file, header_path):
               show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--stepwise", is_flag=True, help="Use the block-by-block model (slower, same bits).")
+@json_option
 @_friendly
-def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, dist, seed, stepwise):
+def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, dist, seed, stepwise,
+           json_path):
     """Run the bit-exact integer model against the float64 reference and print the errors.
 
     Exits 1 if the error exceeds the contract of docs/numerics.md (max 1e-3 and mean 1e-4 of
     V's value range).
     """
     hw = _load_hw(preset, config_file)
+    _outputs(json=json_path)
     wl = C.Workload(seq_q=n, seq_k=nk or n, head_dim=d, heads=heads,
                     kv_heads=kv_heads or heads, batch=batch, causal=causal,
                     element_bytes=hw.element_bytes)
@@ -190,6 +216,11 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, dist, 
     click.echo(f"  time                 integer model {m['t_int']:.2f} s, "
                f"float64 reference {m['t_ref']:.2f} s")
     click.echo(f"  result               {'PASS' if ok else 'FAIL'}")
+    if json_path:
+        _write_json(json_path, {"hardware": hw.to_dict(), "workload": wl.to_dict(),
+                                "dist": dist, "seed": seed,
+                                **{k: v for k, v in m.items() if k != "scale"},
+                                "c_m": sp.c_m, "c_sh": sp.c_sh})
     sys.exit(0 if ok else 1)
 
 
@@ -239,9 +270,10 @@ def _fmt_bytes(n: float) -> str:
               help="Write a PNG Gantt and utilization plot.")
 @click.option("--program", "program_path", default=None, metavar="FILE",
               help="Write the binary program the controller fetches.")
+@json_option
 @_friendly
 def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, dataflow,
-                 trace_path, plot_path, program_path):
+                 trace_path, plot_path, program_path, json_path):
     """Tile a workload, emit its program and print the predicted timeline."""
     from attenio.contract import program as prog
     from attenio.model import io_analysis as io
@@ -249,7 +281,8 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     from attenio.sim.trace import TRACK_NAMES, write_chrome_trace, write_plot
 
     hw = _load_hw(preset, config_file)
-    _outputs(plots=("plot",), trace=trace_path, plot=plot_path, program=program_path)
+    _outputs(plots=("plot",), trace=trace_path, plot=plot_path, program=program_path,
+             json=json_path)
     wl = C.Workload(seq_q=n, seq_k=nk or n, head_dim=d, heads=heads, kv_heads=kv_heads or heads,
                     batch=batch, causal=causal, element_bytes=hw.element_bytes)
     hw.check_workload(wl)        # the program would be refused by this hardware otherwise
@@ -303,6 +336,9 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     if program_path:
         Path(program_path).write_bytes(prog.encode(sch.program))
         click.echo(f"  wrote program        {program_path}")
+    if json_path:
+        _write_json(json_path, {**sch.to_dict(), "closed_form": {
+            "read_bytes": traffic.read_bytes, "write_bytes": traffic.write_bytes}})
 
 
 @main.command("dataflows")
@@ -315,14 +351,15 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
 @click.option("--csv", "csv_path", default=None, metavar="FILE", help="Write every row as CSV.")
 @click.option("--bandwidth-sweep", is_flag=True,
               help="Also sweep DRAM bytes/cycle at the middle N to show where regimes cross.")
+@json_option
 @_friendly
-def dataflows_cmd(preset, config_file, ns, ds, causal, csv_path, bandwidth_sweep):
+def dataflows_cmd(preset, config_file, ns, ds, causal, csv_path, bandwidth_sweep, json_path):
     """Rerun the paper's comparison: traffic and cycles of every dataflow on the same hardware."""
     from attenio.sim.compare import PAPER, compare_dataflows, geomean
     from attenio.sim.compare import bandwidth_sweep as sweep
 
     hw = _load_hw(preset, config_file)
-    _outputs(csv=csv_path)
+    _outputs(csv=csv_path, json=json_path)
     try:
         n_list = [int(x) for x in ns.split(",")]
         d_list = [int(x) for x in ds.split(",")]
@@ -352,6 +389,7 @@ def dataflows_cmd(preset, config_file, ns, ds, causal, csv_path, bandwidth_sweep
             sp = " ".join(f"{p['speedup'][f]:>11.2f}x" for f in ("flat", "standard", "fa2"))
             click.echo(f"  {'paper':>7} {tr} {'-':>12} | {sp} {'-':>12} | "
                        f"PE {p['pe_util']:.1%} by time")
+    sweep_rows = []
     if bandwidth_sweep:
         n_mid = n_list[len(n_list) // 2]
         for d in d_list:
@@ -361,8 +399,17 @@ def dataflows_cmd(preset, config_file, ns, ds, causal, csv_path, bandwidth_sweep
                 a = res["attenio"]
                 click.echo(f"  {bw:>7} {a:>12,}" + "".join(f" {res[f] / a:>11.2f}x"
                                                             for f in flows))
+                sweep_rows.append({"n": n_mid, "d": d, "bytes_per_cycle": bw,
+                                   **{f"cycles_{f}": c for f, c in res.items()}})
+    name = config_file or preset
+    for r in rows:
+        r.setdefault("preset", name)
+        r.setdefault("causal", causal)
     if csv_path:
         _write_csv(csv_path, rows)
+    if json_path:
+        _write_json(json_path, {"hardware": hw.to_dict(), "preset": name, "causal": causal,
+                                "rows": rows, "bandwidth_sweep": sweep_rows})
 
 
 @main.command("compare")
@@ -380,14 +427,15 @@ def dataflows_cmd(preset, config_file, ns, ds, causal, csv_path, bandwidth_sweep
 @click.option("--gpu-bandwidth-tbs", type=float, default=4.8, show_default=True)
 @click.option("--csv", "csv_path", default=None, metavar="FILE")
 @click.option("--plot", "plot_path", default=None, metavar="FILE", help="Roofline PNG.")
+@json_option
 @_friendly
 def compare_cmd(preset, config_file, gpu_csv, ns, ds, causal, dtype, gpu_peak_tflops,
-                gpu_bandwidth_tbs, csv_path, plot_path):
+                gpu_bandwidth_tbs, csv_path, plot_path, json_path):
     """Accelerator cycles (modeled) against GPU baselines (measured), with labeled projections."""
     from attenio.sim import gpu as G
 
     hw = _load_hw(preset, config_file)
-    _outputs(plots=("plot",), csv=csv_path, plot=plot_path)
+    _outputs(plots=("plot",), csv=csv_path, plot=plot_path, json=json_path)
     for name, v in (("gpu_peak_tflops", gpu_peak_tflops), ("gpu_bandwidth_tbs", gpu_bandwidth_tbs)):
         if not v > 0:
             raise ConfigError(f"{name}={v!r} is invalid: a positive number")
@@ -433,6 +481,10 @@ def compare_cmd(preset, config_file, gpu_csv, ns, ds, causal, dtype, gpu_peak_tf
                    "(paper: 2.4-3.4x over an H100 at N = 1K-8K)")
     if csv_path:
         _write_csv(csv_path, rows)
+    if json_path:
+        _write_json(json_path, {"hardware": hw.to_dict(), "gpu": pv, "dtype": dtype,
+                                "gpu_peak_tflops": gpu_peak_tflops,
+                                "gpu_bandwidth_tbs": gpu_bandwidth_tbs, "rows": rows})
     if plot_path:
         G.roofline_plot(rows, hw, plot_path, gpu_peak_tflops, gpu_bandwidth_tbs)
         click.echo(f"wrote {plot_path}")
@@ -468,9 +520,10 @@ def verilog_cmd(preset, config_file, output, sv):
 @click.option("--stall", type=float, default=0.0, show_default=True,
               help="Probability per cycle that each AXI ready/valid of the DRAM drops.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@json_option
 @_friendly
 def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, sim, waves,
-                 stall, seed):
+                 stall, seed, json_path):
     """Run a workload on the RTL (cocotb) and check it against the models.
 
     Prints correctness (bit-exact with the integer model, error against float64), the RTL's
@@ -490,6 +543,7 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     wl = C.Workload(seq_q=n, seq_k=nk or n, head_dim=d, heads=heads, kv_heads=kv_heads or heads,
                     batch=batch, causal=causal, element_bytes=hw.element_bytes)
     hw.check_workload(wl)
+    _outputs(json=json_path)
     name = config_file or preset
     click.echo(f"simulate: preset={name} N={wl.seq_q}x{wl.seq_k} d={d} heads={heads}/"
                f"{wl.kv_heads} batch={batch} causal={causal} sim={sim} stall={stall}")
@@ -552,6 +606,16 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
         click.echo(f"  waves                {r.extra['waves']}")
     good = ran and r.bit_exact and ok_err and cycles_ok and r.axi_violations == 0
     click.echo(f"  result               {'PASS' if good else 'FAIL'}")
+    if json_path:
+        _write_json(json_path, {
+            "hardware": hw.to_dict(), "workload": wl.to_dict(), "sim": sim, "stall": stall,
+            "seed": seed, "pass": good, "done": r.done, "error": r.error.name,
+            "bit_exact": r.bit_exact, "mismatches": r.mismatches, "errors_vs_float": r.errors,
+            "counters": r.counters, "predicted_cycles": r.predicted_cycles,
+            "cycle_gap": r.cycle_gap, "cycles_ok": cycles_ok,
+            "predicted_read": r.predicted_read, "predicted_write": r.predicted_write,
+            "useful_macs": r.useful_macs, "axi": r.extra.get("axi", []),
+            "tiling": tiling, "wall_s": r.wall_s, "sim_cycles": r.sim_cycles})
     sys.exit(0 if good else 1)
 
 

@@ -399,6 +399,24 @@ class Schedule:
     def time_us(self) -> float:
         return self.total_cycles / self.hw.clock_mhz
 
+    def to_dict(self) -> dict:
+        """The schedule's figures as plain data (JSON-ready): configuration, workload,
+        tiling, cycles and time, busy and stall cycles per engine, utilization, traffic and
+        program length. Spans and the program itself are left out (``attenio schedule
+        --trace`` and ``--program`` write those)."""
+        import dataclasses
+
+        return {
+            "hardware": self.hw.to_dict(), "workload": self.workload.to_dict(),
+            "dataflow": self.dataflow, "tiling": dataclasses.asdict(self.tiling),
+            "total_cycles": self.total_cycles, "time_us": self.time_us,
+            "busy": dict(self.busy), "stalls": dict(self.stalls),
+            "useful_macs": self.useful_macs, "pe_util_time": self.pe_util_time,
+            "pe_util_mac": self.pe_util_mac, "stall_share": self.stall_share,
+            "read_bytes": self.read_bytes, "write_bytes": self.write_bytes,
+            "program_instructions": None if self.program is None else len(self.program),
+        }
+
     @property
     def stall_share(self) -> float:
         """Share of cycles the PE array waits on data movement (DRAM, Q load, O store)."""

@@ -208,3 +208,25 @@ def test_register_field_overflow_is_refused():
 
     with pytest.raises(C.ConfigError, match=r"mac_lines=256 .*CFG_ARRAY.MAC_LINES"):
         csr.python_map(dataclasses.replace(C.tiny(), mac_lines=256))
+
+
+def test_json_results(tmp_path):
+    import json
+
+    s = tmp_path / "s.json"
+    assert run("schedule", "--preset", "tiny", "--n", "64", "--d", "16", "--json",
+               str(s)).exit_code == 0
+    d = json.loads(s.read_text())
+    assert d["workload"]["seq_q"] == 64 and d["total_cycles"] > 0
+    assert d["read_bytes"] == d["closed_form"]["read_bytes"]
+    g = tmp_path / "g.json"
+    assert run("golden", "--preset", "tiny", "--n", "32", "--d", "8", "--json",
+               str(g)).exit_code == 0
+    assert json.loads(g.read_text())["ok"] is True
+    f = tmp_path / "f.json"
+    assert run("dataflows", "--preset", "tiny", "--ns", "256", "--ds", "16", "--bandwidth-sweep",
+               "--json", str(f)).exit_code == 0
+    d = json.loads(f.read_text())
+    assert {r["dataflow"] for r in d["rows"]} >= {"attenio", "fa2"}
+    assert all(r["preset"] == "tiny" and r["causal"] is False for r in d["rows"])
+    assert d["bandwidth_sweep"] and "cycles_attenio" in d["bandwidth_sweep"][0]
