@@ -1,0 +1,50 @@
+"""The Python API (attenio/api.py): the README's example runs as written, and each function
+checks its input."""
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import attenio
+from attenio.errors import ConfigError
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def test_readme_example_runs(capsys):
+    block = re.search(r"## Python API\n\n```python\n(.*?)```", README, re.S).group(1)
+    assert len(block.strip().splitlines()) <= 12
+    exec(compile(block, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "cycles, PE" in out and attenio.__version__ in out
+
+
+def test_attention_is_the_integer_model():
+    from attenio import config as C
+    from attenio.model.numerics import attention_int, dequantize_output, quantize
+
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal((2, 4, 33, 16)) for _ in range(3))
+    k, v = k[:, :2], v[:, :2]                                  # GQA, 2 K/V heads
+    o = attenio.attention(q, k, v, preset="tiny")
+    hw = C.tiny()
+    (qi, sq), (ki, sk), (vi, sv) = (quantize(x, hw.data_bits) for x in (q, k, v))
+    wl = C.Workload(seq_q=33, seq_k=33, head_dim=16, heads=4, kv_heads=2, batch=2)
+    np.testing.assert_array_equal(o, dequantize_output(hw, attention_int(hw, wl, qi, ki, vi,
+                                                                          sq, sk), sv))
+    assert np.max(np.abs(o - attenio.reference_attention(q, k, v))) < 0.05
+
+
+def test_bad_shapes_are_clear():
+    x = np.zeros((8, 16))
+    with pytest.raises(ConfigError, match=r"q=.*\[seq, d\]"):
+        attenio.attention(np.zeros(5), x, x)
+    with pytest.raises(ConfigError, match=r"head dim 16"):
+        attenio.attention(x, np.zeros((8, 8)), np.zeros((8, 8)))
+    with pytest.raises(ConfigError, match=r"head_dim=100"):
+        attenio.attention(np.zeros((8, 100)), np.zeros((8, 100)), np.zeros((8, 100)),
+                          preset="tiny")
+    with pytest.raises(AttributeError):
+        attenio.nothing_here
