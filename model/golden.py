@@ -49,9 +49,10 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
 
 
 def golden_output(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, *,
-                  stepwise: bool = False) -> np.ndarray:
+                  stepwise: bool = False, progress=None) -> np.ndarray:
     """The integer model's output: what the accelerator must write, bit for bit."""
-    return nm.attention_int(hw, wl, inp.q, inp.k, inp.v, inp.sq, inp.sk, stepwise=stepwise)
+    return nm.attention_int(hw, wl, inp.q, inp.k, inp.v, inp.sq, inp.sk, stepwise=stepwise,
+                            progress=progress)
 
 
 def error_vs_float(hw: HardwareConfig, wl: Workload, out: np.ndarray,
@@ -69,12 +70,12 @@ def within_bounds(metrics: dict) -> bool:
 
 
 def golden_check(hw: HardwareConfig, wl: Workload, dist: str = "gaussian", seed: int = 0,
-                 stepwise: bool = False) -> dict:
+                 stepwise: bool = False, progress=None) -> dict:
     """The whole sequence on random inputs: the metrics, the two models' times (``t_int``,
     ``t_ref``), the softmax ``scale`` and ``ok`` (within the bounds)."""
     inp = quantized_inputs(hw, wl, dist, seed)
     t0 = time.perf_counter()
-    out = golden_output(hw, wl, inp, stepwise=stepwise)
+    out = golden_output(hw, wl, inp, stepwise=stepwise, progress=progress)
     t_int = time.perf_counter() - t0
     t0 = time.perf_counter()
     m = error_vs_float(hw, wl, out, inp)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
@@ -384,7 +385,7 @@ def _chunk_rows(nq: int, nk: int) -> int:
 
 
 def attention_head(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
-                   causal: bool = False) -> np.ndarray:
+                   causal: bool = False, progress=None) -> np.ndarray:
     """One head, bit-identical to :func:`attention_head_stepwise`, vectorized.
 
     The running max of every (row, key block) is a cumulative maximum; rescales happen only
@@ -460,12 +461,22 @@ def attention_head(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
         out[rows] = finalize(cfg, o, l)
 
     starts = range(0, nq, step)
+    done = [0]
+    lock = threading.Lock()
+
+    def chunk(r0: int) -> None:
+        run_chunk(r0)
+        if progress is not None:
+            with lock:
+                done[0] += 1
+                progress(done[0] / len(starts))
+
     if len(starts) == 1:
-        run_chunk(0)
+        chunk(0)
     else:
         # NumPy releases the GIL inside its loops, so chunks run in parallel on the cores.
         with ThreadPoolExecutor(max_workers=min(len(starts), os.cpu_count() or 1)) as pool:
-            list(pool.map(run_chunk, starts))
+            list(pool.map(chunk, starts))
     return out
 
 
@@ -485,7 +496,7 @@ def _check_int_tensor(name: str, x, shape: tuple[int, ...], bits: int) -> np.nda
 
 
 def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale: float, k_scale: float,
-                  *, stepwise: bool = False) -> np.ndarray:
+                  *, stepwise: bool = False, progress=None) -> np.ndarray:
     """Integer attention for a whole workload, exactly as the accelerator computes it.
 
     Parameters
@@ -494,6 +505,7 @@ def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale: float, k_
     k, v : int arrays ``[batch, kv_heads, seq_k, head_dim]``
     q_scale, k_scale : per-tensor scales of q and k (V's scale does not enter the datapath)
     stepwise : use the block-by-block model instead of the vectorized one (same result)
+    progress : ``progress(fraction)`` after each head, if given
 
     Returns
     -------
@@ -511,12 +523,19 @@ def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale: float, k_
     k = _check_int_tensor("k", k, (b, hk, nk, d), cfg.data_bits)
     v = _check_int_tensor("v", v, (b, hk, nk, d), cfg.data_bits)
     sp = softmax_scale(cfg, q_scale, k_scale, d)
-    head_fn = attention_head_stepwise if stepwise else attention_head
     out = np.empty((b, h, nq, d), dtype=np.int64)
     g = wl.group_size
     for bi in range(b):
         for hi in range(h):
-            out[bi, hi] = head_fn(cfg, q[bi, hi], k[bi, hi // g], v[bi, hi // g], sp, wl.causal)
+            n0 = bi * h + hi
+            args = (cfg, q[bi, hi], k[bi, hi // g], v[bi, hi // g], sp, wl.causal)
+            if stepwise:
+                out[bi, hi] = attention_head_stepwise(*args)
+            else:
+                out[bi, hi] = attention_head(*args, progress=None if progress is None else (
+                    lambda f, n0=n0: progress((n0 + f) / (b * h))))
+            if progress is not None:
+                progress((n0 + 1) / (b * h))
     return out
 
 

@@ -427,8 +427,10 @@ class Schedule:
 
 def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
                      timing: Timing | None = None, ring_rows: int | None = None,
-                     keep_spans: bool = True) -> tuple[int, Stats, int, int, list[Span]]:
-    """Run the timing model over a program. Returns (total cycles, stats, bytes read,
+                     keep_spans: bool = True,
+                     progress=None) -> tuple[int, Stats, int, int, list[Span]]:
+    """Run the timing model over a program (``progress(fraction)`` about every 1% of its
+    instructions). Returns (total cycles, stats, bytes read,
     bytes written, spans)."""
     timing = timing or Timing()
     eb, ob = hw.element_bytes, io.out_element_bytes(hw)
@@ -484,7 +486,10 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
             if getattr(ins, flag):
                 tokens.setdefault((q, other), deque()).append(when)
 
+    every = max(1, n // 100)
     for k, ins in enumerate(program):
+        if progress is not None and k % every == 0:
+            progress(k / n)
         arrive = arrival(k)
         disp = max(arrive, dispatch[k - 1] + 1 if k else 0)
         if ins.op == Op.END:
@@ -602,7 +607,8 @@ def _visible_pairs(ins: Instr) -> int:
 
 def schedule(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *,
              timing: Timing | None = None, scale: ScaleParams | None = None,
-             keep_spans: bool = True, tiling: io.Tiling | None = None) -> Schedule:
+             keep_spans: bool = True, tiling: io.Tiling | None = None,
+             progress=None) -> Schedule:
     """Tile ``wl`` for ``dataflow`` on ``hw``, emit the program and compute the timeline.
 
     ``tiling`` overrides the chosen tiling (for example the paper's b = 1 rule:
@@ -625,21 +631,29 @@ def schedule(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *,
         qmax = (1 << (hw.data_bits - 1)) - 1
         scale = softmax_scale(hw, 1.0 / qmax, 1.0 / qmax, wl.head_dim)
     if tiling is not None:
-        return _schedule_tiling(hw, wl, dataflow, tiling, timing, scale, keep_spans)
+        return _schedule_tiling(hw, wl, dataflow, tiling, timing, scale, keep_spans, progress)
     tiling = io.choose_tiling(hw, wl, dataflow)
-    best = _schedule_tiling(hw, wl, dataflow, tiling, timing, scale, keep_spans)
-    if tiling.heads_per_tile > 1:
+    two = tiling.heads_per_tile > 1
+
+    def part(i):                       # progress of candidate i of the one or two
+        if progress is None:
+            return None
+        return lambda f: progress((i + f) / 2 if two else f)
+
+    best = _schedule_tiling(hw, wl, dataflow, tiling, timing, scale, keep_spans, part(0))
+    if two:
         # GQA packing shares K/V but makes tiles of fewer positions: keep it only when it
         # wins by the model's cycles (then bytes)
         mha = _schedule_tiling(hw, wl, dataflow, io.choose_tiling(hw, wl, dataflow, pack=False),
-                               timing, scale, keep_spans)
+                               timing, scale, keep_spans, part(1))
         if (mha.total_cycles, mha.read_bytes) < (best.total_cycles, best.read_bytes):
             best = mha
     return best
 
 
 def _schedule_tiling(hw: HardwareConfig, wl: Workload, dataflow: str, tiling: io.Tiling,
-                     timing: Timing, scale: ScaleParams, keep_spans: bool) -> Schedule:
+                     timing: Timing, scale: ScaleParams, keep_spans: bool,
+                     progress=None) -> Schedule:
     """The program of ``wl`` under ``tiling``, validated, and its timeline."""
     probe = build_program(hw, wl, tiling, Layout.packed(hw, wl, 0), scale)
     layout = Layout.packed(hw, wl, len(probe) * 32)
@@ -649,7 +663,8 @@ def _schedule_tiling(hw: HardwareConfig, wl: Workload, dataflow: str, tiling: io
         validate(program, hw)
     else:
         validate(program, _with_ring(hw, 2 * ring, tiling.rows), rtl=False)
-    total, stats, rb, wb, spans = simulate_program(hw, wl, program, timing, ring, keep_spans)
+    total, stats, rb, wb, spans = simulate_program(hw, wl, program, timing, ring, keep_spans,
+                                                   progress)
     return Schedule(hw, wl, dataflow, tiling, program, total, stats.busy, stats.stalls,
                     stats.useful_macs, rb, wb, spans, timing)
 

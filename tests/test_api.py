@@ -47,4 +47,4 @@ def test_bad_shapes_are_clear():
         attenio.attention(np.zeros((8, 100)), np.zeros((8, 100)), np.zeros((8, 100)),
                           preset="tiny")
     with pytest.raises(AttributeError):
-        attenio.nothing_here
+        _ = attenio.nothing_here

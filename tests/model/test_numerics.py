@@ -314,3 +314,13 @@ def test_quantize_round_trip_and_errors():
         nm.quantize(x, 1)
     with pytest.raises(ConfigError, match="non-finite"):
         nm.quantize(np.array([np.nan]), 8)
+
+
+def test_integer_model_reports_progress():
+    from attenio.model.golden import golden_output, quantized_inputs
+
+    hw = C.tiny()
+    wl = C.Workload(seq_q=300, seq_k=300, head_dim=16, heads=2)
+    seen = []
+    golden_output(hw, wl, quantized_inputs(hw, wl, seed=1), progress=seen.append)
+    assert seen[-1] == 1.0 and seen == sorted(seen)

@@ -212,3 +212,11 @@ def test_causal_packing_needs_a_row_group_per_head():
     # 4/1 heads of 3 queries: 3 rows per head < 4 MAC lines, so one head per tile
     wl = C.Workload(seq_q=3, seq_k=50, head_dim=16, heads=4, kv_heads=1, causal=True)
     assert io.choose_tiling(TINY, wl).heads_per_tile == 1
+
+
+def test_progress_is_reported():
+    seen = []
+    S.schedule(TINY, C.Workload(seq_q=400, seq_k=400, head_dim=16, heads=4, kv_heads=2),
+               keep_spans=False, progress=seen.append)
+    assert seen and seen == sorted(seen) and 0 <= seen[0] and seen[-1] <= 1
+    assert seen[-1] > 0.9
