@@ -1,0 +1,51 @@
+"""Every command the README shows runs, exactly as written: the fast ones in the default suite,
+those of several seconds (RTL simulation, Verilog, the dataflow and GPU comparisons) behind the
+slow marker; those that take minutes or need the FPGA tools (the fpga-preset simulation, synth,
+board) are left to their own targets."""
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text()
+SKIP = ("--preset fpga --n 1024", "attenio synth", "attenio board")
+SECONDS = ("attenio simulate", "attenio verilog", "attenio dataflows", "attenio compare")
+
+
+def commands():
+    block = re.search(r"## Command line\n\n```sh\n(.*?)```", README, re.S).group(1)
+    for line in block.splitlines():
+        cmd = line.split("#", 1)[0].strip()
+        if cmd and not any(s in cmd for s in SKIP):
+            yield cmd
+
+
+def test_the_list_is_not_empty():
+    assert len(list(commands())) >= 12
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    d = tmp_path_factory.mktemp("readme")
+    (d / "data").symlink_to(ROOT / "data")
+    (d / "build").mkdir()
+    return d
+
+
+@pytest.mark.parametrize("cmd", [
+    pytest.param(c, marks=pytest.mark.slow) if c.startswith(SECONDS) else c for c in commands()])
+def test_readme_command(cmd, workdir):
+    argv = shlex.split(cmd)
+    assert argv[0] == "attenio"
+    exe = Path(sys.executable).with_name("attenio")
+    env = dict(os.environ, ATTENIO_BUILD=str(ROOT / "build"))
+    r = subprocess.run([str(exe), *argv[1:]], cwd=workdir, capture_output=True, text=True,
+                       env=env, timeout=600)
+    assert r.returncode == 0, (cmd, r.stdout[-2000:], r.stderr[-2000:])
+    assert "Traceback" not in r.stderr
