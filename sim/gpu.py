@@ -144,37 +144,86 @@ def compare(hw: HardwareConfig, data: GpuData, ns: list[int], ds: list[int],
 def roofline_plot(rows: list[dict], hw: HardwareConfig, path: str | Path,
                   gpu_peak_tflops: float = H200_PEAK_TFLOPS,
                   gpu_bandwidth_tbs: float = H200_BANDWIDTH_TBS) -> None:
-    """Log-log roofline: both machines' roofs, GPU points at the compulsory-traffic intensity,
-    accelerator points at its modeled traffic."""
+    """Two panels. Left: log-log roofline, both machines' roofs drawn across every point, GPU
+    points (measured, at the compulsory-traffic intensity) and accelerator points (modeled, at
+    its modeled traffic); colour is N, marker d, filled = causal. Right: the claim, the
+    accelerator scaled to the GPU's peak (and to its bytes per FLOP) over the measured GPU,
+    against N."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.colors import LogNorm
 
     acc_peak = 2 * hw.macs * hw.clock_mhz * 1e6 / 1e12
     acc_bw = hw.dram_bytes_per_cycle * hw.clock_mhz * 1e6 / 1e12
-    fig, ax = plt.subplots(figsize=(8, 5.5))
-    xs = [2 ** (k / 4) for k in range(0, 4 * 16)]
-    ax.plot(xs, [min(gpu_peak_tflops, gpu_bandwidth_tbs * x) for x in xs], "k-",
-            label=f"GPU roof ({gpu_peak_tflops:g} TFLOP/s, {gpu_bandwidth_tbs:g} TB/s)")
-    ax.plot(xs, [min(acc_peak, acc_bw * x) for x in xs], "r-",
-            label=f"accelerator roof ({acc_peak:.2f} TFLOP/s, {acc_bw:.3f} TB/s)")
     eb = hw.element_bytes
+    pts = []
     for r in rows:
         fl = attention_flops(r["n"], r["d"], r["causal"])
-        gpu_i = fl / (4 * r["n"] * r["d"] * eb)
-        acc_i = fl / (r["acc_read_bytes"] + r["acc_write_bytes"])
-        mk = "s" if r["causal"] else "o"
-        ax.plot(gpu_i, r["gpu_filled_tflops"], mk, color="k", mfc="none")
-        ax.plot(acc_i, fl / (r["acc_us"] * 1e-6) / 1e12, mk, color="r", mfc="none")
+        pts.append((r, fl / (4 * r["n"] * r["d"] * eb), r["gpu_filled_tflops"],
+                    fl / (r["acc_read_bytes"] + r["acc_write_bytes"]),
+                    fl / (r["acc_us"] * 1e-6) / 1e12))
+    xs_all = [p[1] for p in pts] + [p[3] for p in pts] + [gpu_peak_tflops / gpu_bandwidth_tbs,
+                                                            acc_peak / acc_bw]
+    lo, hi = min(xs_all) / 2, max(xs_all) * 2
+    xs = [lo * (hi / lo) ** (k / 200) for k in range(201)]
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 5.5),
+                                  gridspec_kw={"width_ratios": [1.25, 1]})
+    ax.plot(xs, [min(gpu_peak_tflops, gpu_bandwidth_tbs * x) for x in xs], "k-", lw=1.2,
+            label=f"GPU roof ({gpu_peak_tflops:g} TFLOP/s, {gpu_bandwidth_tbs:g} TB/s)")
+    ax.plot(xs, [min(acc_peak, acc_bw * x) for x in xs], "r-", lw=1.2,
+            label=f"accelerator roof ({acc_peak:.2f} TFLOP/s, {acc_bw:.3f} TB/s)")
+    ns = sorted({r["n"] for r in rows})
+    norm = LogNorm(vmin=min(ns), vmax=max(ns) if max(ns) > min(ns) else min(ns) * 2)
+    cmap = plt.get_cmap("viridis")
+    marks = {64: "o", 128: "^"}
+    for r, gi, gt, ai, at in pts:
+        mk = marks.get(r["d"], "s")
+        col = cmap(norm(r["n"]))
+        face = col if r["causal"] else "none"
+        ax.plot(gi, gt, mk, mec=col, mfc=face, ms=7, mew=1.4)
+        ax.plot(ai, at, mk, mec=col, mfc=face, ms=7, mew=1.4)
+    ax.annotate("GPU (measured)", xy=(min(p[1] for p in pts), max(p[2] for p in pts)),
+                xytext=(6, 8), textcoords="offset points", fontsize=8)
+    ax.annotate("accelerator (modeled)", xy=(min(p[3] for p in pts), max(p[4] for p in pts)),
+                xytext=(-10, 10), textcoords="offset points", fontsize=8, color="r")
+    for d, mk in marks.items():
+        if any(r["d"] == d for r in rows):
+            ax.plot([], [], mk, color="gray", mfc="none", label=f"d = {d}")
+    ax.plot([], [], "o", color="gray", label="filled: causal")
+    sm = plt.cm.ScalarMappable(norm=norm, cmap=cmap)
+    fig.colorbar(sm, ax=ax, label="N (sequence length)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
     ax.set_xlabel("operational intensity (FLOP per DRAM byte; GPU at compulsory traffic)")
-    ax.set_ylabel("TFLOP/s")
-    ax.set_title("Exact attention: measured GPU (black) vs modeled accelerator (red); "
-                 "○ full, □ causal", fontsize=9)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.set_ylabel("attained TFLOP/s")
+    ax.set_title("Roofline: measured GPU vs modeled accelerator, each at its own peak",
+                 fontsize=10)
+    ax.legend(fontsize=7, loc="center left")
     ax.grid(True, which="both", alpha=0.3)
+    for d in sorted({r["d"] for r in rows}):
+        for causal in (False, True):
+            sub = sorted((r for r in rows if r["d"] == d and r["causal"] == causal),
+                         key=lambda r: r["n"])
+            if not sub:
+                continue
+            style = dict(marker=marks.get(d, "s"), mfc="none" if not causal else None)
+            lab = f"d = {d}{', causal' if causal else ''}"
+            line, = ax2.plot([r["n"] for r in sub], [r["proj_equal_peak_speedup"] for r in sub],
+                             "-", label=f"{lab}: equal peak", **style)
+            ax2.plot([r["n"] for r in sub], [r["proj_equal_peak_bw_speedup"] for r in sub], ":",
+                     color=line.get_color(), label=f"{lab}: equal peak and bytes/FLOP",
+                     **style)
+    ax2.axhline(1.0, color="k", lw=0.8)
+    ax2.set_xscale("log", base=2)
+    ax2.set_xlabel("N (sequence length)")
+    ax2.set_ylabel("speedup over the measured GPU (×)")
+    ax2.set_title("Projection: the accelerator scaled to the GPU's peak (labeled estimate)",
+                  fontsize=10)
+    ax2.legend(fontsize=7)
+    ax2.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

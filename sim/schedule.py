@@ -169,6 +169,7 @@ class Channel:
         self.done = deque()    # completion (response) times of the last max_out bursts
         self.busy = 0
         self.nbytes = 0
+        self.activity = None   # a list to record (start, end, busy) of each burst's data in
 
     def bursts(self, addr: int, n: int):
         return axi_bursts(addr, n, self.beat, self.max_beats)
@@ -191,6 +192,8 @@ class Channel:
                 self.done.popleft()
             self.busy += dur
             self.nbytes += chunk
+            if self.activity is not None:
+                self.activity.append((start, start + dur, dur))
         return self.last_req, end
 
     def state(self, ref: int) -> tuple:
@@ -207,6 +210,12 @@ class Stats:
     busy: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ENGINES, 0))
     stalls: dict[str, int] = field(default_factory=dict)
     useful_macs: int = 0
+    # engine → [(start, end, busy cycles spread over it)], kept with the spans (for plots)
+    activity: dict[str, list] | None = None
+
+    def active(self, engine: str, start: int, end: int, busy: int) -> None:
+        if self.activity is not None and busy > 0 and end > start:
+            self.activity[engine].append((start, end, busy))
 
     def stall(self, cause: str, cycles: int) -> None:
         if cycles > 0:
@@ -284,6 +293,7 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
         nk = min(b, keys - j * b)
         pv_end[j] = st + pe_cycles(nk)
         stats.busy["pe"] += pe_ops(nk)
+        stats.active("pe", st, pv_end[j], pe_ops(nk))
         pad += pe_cycles(nk) - pe_ops(nk)
         pe_free = pv_end[j]
 
@@ -307,6 +317,9 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
                     now = (stats.busy["pe"], stats.busy["exp"], rd.busy, rd.nbytes,
                            mem_stall, exp_stall, pad)
                     deltas = [x - y for x, y in zip(now, snap, strict=True)]
+                    for eng, busy in (("pe", deltas[0]), ("exp", deltas[1]),
+                                      ("dma_read", deltas[2])):   # the skipped periods
+                        stats.active(eng, ref, ref + k * dt, k * busy)
                     stats.busy["pe"] += k * deltas[0]
                     stats.busy["exp"] += k * deltas[1]
                     rd.busy += k * deltas[2]
@@ -334,12 +347,14 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
         mem_stall += st - pe_free
         qk_end[s] = st + pe_cycles(nk)
         stats.busy["pe"] += pe_ops(nk)
+        stats.active("pe", st, qk_end[s], pe_ops(nk))
         pad += pe_cycles(nk) - pe_ops(nk)
         pe_free = qk_end[s]
         # EXP(s): a pipeline fed by the Q Kᵀ step; never the bottleneck with one lane a line
         exp_first = st if exp_first is None else exp_first
         stats.busy["exp"] += exp_cycles(nk)
         p_ready[s] = st + pe_ops(nk) - 1 + timing.p_ready_latency
+        stats.active("exp", st, p_ready[s], exp_cycles(nk))
         exp_free = max(exp_free, p_ready[s])
         # PV(s-1)
         if s >= 1:
@@ -384,6 +399,8 @@ class Schedule:
     write_bytes: int
     spans: list[Span]
     timing: Timing
+    # engine → [(start, end, busy cycles)]: where each engine was busy (with keep_spans)
+    activity: dict | None = None
 
     @property
     def pe_util_time(self) -> float:
@@ -440,6 +457,9 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
     fetch = Channel(hw, timing, gap=timing.fetch_gap)
     stats = Stats()
     spans: list[Span] = []
+    if keep_spans:
+        stats.activity = {e: [] for e in ENGINES}
+        rd.activity, wr.activity = stats.activity["dma_read"], stats.activity["dma_write"]
     n = len(program)
     chunk = timing.fetch_chunk
     ahead = timing.fetch_buffer // chunk
@@ -549,6 +569,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
             # the core finalizes on its own once the last P V step is done
             first = last_pe_end + timing.pv_drain + timing.finalize_latency
             stats.busy["finalize"] += words
+            stats.active("finalize", first, first + words, words)
             pending_fin = (st, first, first + words - 1, words, ins)
         elif ins.op == Op.STORE_O:
             if pending_fin is None:
@@ -666,7 +687,7 @@ def _schedule_tiling(hw: HardwareConfig, wl: Workload, dataflow: str, tiling: io
     total, stats, rb, wb, spans = simulate_program(hw, wl, program, timing, ring, keep_spans,
                                                    progress)
     return Schedule(hw, wl, dataflow, tiling, program, total, stats.busy, stats.stalls,
-                    stats.useful_macs, rb, wb, spans, timing)
+                    stats.useful_macs, rb, wb, spans, timing, activity=stats.activity)
 
 
 def _with_ring(hw: HardwareConfig, ring: int, rows: int | None = None) -> HardwareConfig:

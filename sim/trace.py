@@ -78,29 +78,81 @@ def write_chrome_trace(sched: Schedule, path: str | Path) -> int:
     return len(data)
 
 
+def busy_density(records, lo: float, hi: float, bins: int):
+    """Busy fraction of each of ``bins`` equal bins over [lo, hi) from ``(start, end, busy)``
+    records (each spreads its busy cycles evenly over its interval)."""
+    import numpy as np
+
+    edges = np.linspace(lo, hi, bins + 1)
+    if not records:
+        return np.zeros(bins)
+    a = np.asarray(records, dtype=np.float64)
+    s, e, busy = a[:, 0], a[:, 1], a[:, 2]
+    rate = busy / np.maximum(e - s, 1e-9)
+    times = np.concatenate([s, e])
+    dr = np.concatenate([rate, -rate])
+    order = np.argsort(times, kind="stable")
+    times, dr = times[order], dr[order]
+    r = np.cumsum(dr)                                    # rate after each event
+    integral = np.concatenate([[0.0], np.cumsum(r[:-1] * np.diff(times))])
+    cum = np.interp(edges, times, integral, left=0.0, right=integral[-1])
+    return np.clip(np.diff(cum) / np.diff(edges), 0.0, 1.0)
+
+
 def write_plot(sched: Schedule, path: str | Path) -> None:
-    """A PNG: Gantt chart of the engines' spans above each engine's utilization."""
+    """A PNG: each engine's busy fraction over the run (binned), the same for one tile zoomed
+    in, and each engine's utilization; time in µs or ms of the preset's clock."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import LinearSegmentedColormap, PowerNorm
 
-    fig, (gantt, bars) = plt.subplots(2, 1, figsize=(11, 6),
-                                      gridspec_kw={"height_ratios": [3, 1.4]})
     colors = {"dma_read": "#4c72b0", "dma_write": "#55a868", "pe": "#c44e52",
               "exp": "#8172b2", "finalize": "#ccb974"}
-    for row, eng in enumerate(ENGINES):
-        segs = [(sp.start, max(1, sp.end - sp.start)) for sp in sched.spans if sp.engine == eng]
-        gantt.broken_barh(segs, (row - 0.4, 0.8), color=colors[eng])
-    gantt.set_yticks(range(len(ENGINES)), [TRACK_NAMES[e] for e in ENGINES])
-    gantt.invert_yaxis()
-    gantt.set_xlim(0, sched.total_cycles)
-    gantt.set_xlabel("cycle (bars: each instruction's active interval on its engine)")
+    total = sched.total_cycles
+    us = total / sched.hw.clock_mhz
+    unit, per_cycle = ("ms", 1e-3 / sched.hw.clock_mhz) if us > 2000 else \
+        ("µs", 1 / sched.hw.clock_mhz)
+    act = sched.activity or {e: [(sp.start, sp.end, sp.end - sp.start) for sp in sched.spans
+                                 if sp.engine == e] for e in ENGINES}
+    fig, (whole, zoom, bars) = plt.subplots(3, 1, figsize=(11, 8.5),
+                                            gridspec_kw={"height_ratios": [3, 3, 1.6]})
+
+    def strips(ax, lo, hi, bins, title):
+        for row, eng in enumerate(ENGINES):
+            dens = busy_density(act[eng], lo, hi, bins)
+            cmap = LinearSegmentedColormap.from_list(eng, ["#ffffff", colors[eng]])
+            # a square-root scale, so that an engine busy a few percent still shows
+            ax.imshow(dens[None, :], aspect="auto", cmap=cmap, norm=PowerNorm(0.5, 0, 1),
+                      extent=(lo * per_cycle, hi * per_cycle, row + 0.4, row - 0.4),
+                      interpolation="nearest")
+            mean = busy_density(act[eng], lo, hi, 1)[0]
+            ax.text(hi * per_cycle, row, f" {mean:.1%}", va="center", fontsize=7)
+        ax.set_ylim(len(ENGINES) - 0.5, -0.5)
+        ax.set_yticks(range(len(ENGINES)), [TRACK_NAMES[e] for e in ENGINES])
+        ax.set_xlim(lo * per_cycle, hi * per_cycle)
+        ax.set_xlabel(f"time ({unit} at {sched.hw.clock_mhz:g} MHz); colour: busy fraction of "
+                      f"each of {bins} bins (square-root scale); right: busy over the window")
+        ax.set_title(title, fontsize=9)
+
     wl = sched.workload
-    gantt.set_title(f"{sched.dataflow}: N={wl.seq_q}×{wl.seq_k} d={wl.head_dim}, "
-                    f"{sched.total_cycles:,} cycles, PE {sched.pe_util_time:.1%} by time, "
-                    f"{sched.pe_util_mac:.1%} by MAC")
-    util = [sched.busy[e] / sched.total_cycles for e in ENGINES]
+    strips(whole, 0, total, 600,
+           f"{sched.dataflow}: N={wl.seq_q}×{wl.seq_k} d={wl.head_dim}, {total:,} cycles "
+           f"({us * (1e-3 if unit == 'ms' else 1):,.1f} {unit}), PE {sched.pe_util_time:.1%} by "
+           f"time, {sched.pe_util_mac:.1%} by MAC")
+    tiles = sorted({sp.args.get("tile") for sp in sched.spans if "tile" in sp.args})
+    if tiles:
+        t = tiles[1] if len(tiles) > 1 else tiles[0]
+        mine = [sp for sp in sched.spans if sp.args.get("tile") == t]
+        lo, hi = min(sp.start for sp in mine), max(sp.end for sp in mine)
+        strips(zoom, lo, max(hi, lo + 1), 300, f"tile {t} of {len(tiles)}, zoomed in")
+        for ax in (whole,):
+            ax.axvspan(lo * per_cycle, hi * per_cycle, color="k", alpha=0.06)
+    else:
+        zoom.set_visible(False)
+    util = [sched.busy[e] / total for e in ENGINES]
     bars.barh(range(len(ENGINES)), util, color=[colors[e] for e in ENGINES])
     bars.set_yticks(range(len(ENGINES)), [TRACK_NAMES[e] for e in ENGINES])
     bars.invert_yaxis()

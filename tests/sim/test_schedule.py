@@ -220,3 +220,15 @@ def test_progress_is_reported():
                keep_spans=False, progress=seen.append)
     assert seen and seen == sorted(seen) and 0 <= seen[0] and seen[-1] <= 1
     assert seen[-1] > 0.9
+
+
+@pytest.mark.parametrize("hw, wl", [(TINY, C.Workload.square(300, 16)),
+                                    (ASP, C.Workload.square(32768, 64, element_bytes=2))])
+def test_plot_density_agrees_with_the_busy_counts(hw, wl):
+    # the Gantt's binned busy fractions average to each engine's utilization
+    from attenio.sim.trace import busy_density
+
+    sch = S.schedule(hw, wl)
+    for eng in S.ENGINES:
+        dens = busy_density(sch.activity[eng], 0, sch.total_cycles, 500)
+        assert abs(dens.mean() - sch.busy[eng] / sch.total_cycles) <= 0.01, eng
