@@ -106,7 +106,6 @@ def write_plot(sched: Schedule, path: str | Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
     from matplotlib.colors import LinearSegmentedColormap, PowerNorm
 
     colors = {"dma_read": "#4c72b0", "dma_write": "#55a868", "pe": "#c44e52",
