@@ -490,8 +490,9 @@ def compare_cmd(preset, config_file, gpu_csv, ns, ds, causal, dtype, gpu_peak_tf
     except ValueError:
         raise ConfigError(f"ns/ds={ns!r}/{ds!r} is invalid: comma-separated integers") from None
     causals = {"no": [False], "yes": [True], "both": [False, True]}[causal]
-    rows = G.compare(hw, data, n_list, d_list, causals, dtype, gpu_peak_tflops,
-                     gpu_bandwidth_tbs)
+    with _Bar("comparing") as bar:
+        rows = G.compare(hw, data, n_list, d_list, causals, dtype, gpu_peak_tflops,
+                         gpu_bandwidth_tbs, progress=bar)
     pv = data.provenance
     click.echo(f"GPU (measured): {pv.get('gpu', '?')}, driver {pv.get('driver', '?')}, torch "
                f"{pv.get('torch', '?')}, CUDA {pv.get('cuda', '?')}, {pv.get('date', '?')}; "

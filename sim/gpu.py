@@ -94,8 +94,9 @@ def attention_flops(n: int, d: int, causal: bool) -> float:
 
 def compare(hw: HardwareConfig, data: GpuData, ns: list[int], ds: list[int],
             causals: list[bool], dtype: str = "bf16", gpu_peak_tflops: float = H200_PEAK_TFLOPS,
-            gpu_bandwidth_tbs: float = H200_BANDWIDTH_TBS) -> list[dict]:
-    """One row per (N, d, causal): measured GPU, modeled accelerator, two projections."""
+            gpu_bandwidth_tbs: float = H200_BANDWIDTH_TBS, progress=None) -> list[dict]:
+    """One row per (N, d, causal): measured GPU, modeled accelerator, two projections;
+    ``progress(fraction)`` after each row, if given."""
     acc_flops_per_cycle = 2 * hw.macs
     acc_peak_tflops = acc_flops_per_cycle * hw.clock_mhz * 1e6 / 1e12
     scale = acc_peak_tflops / gpu_peak_tflops
@@ -138,6 +139,8 @@ def compare(hw: HardwareConfig, data: GpuData, ns: list[int], ds: list[int],
                     "proj_equal_peak_bw_speedup": gpu_full_s / proj_bw_s,
                     "proj_bw_bytes_per_cycle": bw_bpc,
                 })
+                if progress is not None:
+                    progress(len(out) / (len(ds) * len(ns) * len(causals)))
     return out
 
 
