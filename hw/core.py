@@ -192,14 +192,30 @@ class ComputeCore(wiring.Component):
         m.d.comb += blog.eq(c.kps_log2)
         bmask = Signal(range(p + 1))
         m.d.comb += bmask.eq((1 << blog) - 1)
+        # causal row-group skipping (one head, one key per step): step k·b's first key is seen
+        # by rows ≥ k·b + t0, t0 = −(q_pos + diag); the groups below skip the step
+        skip = Signal()
+        t0 = Signal(signed(26))
+        g0 = Signal(range(gmax + 1))
+        ops0 = Signal.like(ops)
         with m.If(self.cmd.valid & self.cmd.ready):
             cm = self.cmd.payload
             g_new = ((cm.rows << cm.kps_log2) + (p - 1)) >> lp
             w_new = (cm.d + (q - 1)) >> lq
-            m.d.sync += [c.eq(cm), groups.eq(g_new), words.eq(w_new), self.busy.eq(1)]
-        # ops and the step length follow one cycle later (the core is loading Q by then)
+            t0_new = -(cm.q_pos + cm.diag)
+            skip_new = (cm.causal & (cm.kps_log2 == 0) & (g_new > 1)
+                        & ((cm.head_rows == 0) | (cm.head_rows >= cm.rows)))
+            g0_raw = t0_new >> lp
+            m.d.sync += [c.eq(cm), groups.eq(g_new), words.eq(w_new), self.busy.eq(1),
+                         t0.eq(t0_new), skip.eq(skip_new),
+                         g0.eq(Mux(skip_new & (t0_new > 0),
+                                   Mux(g0_raw < g_new - 1, g0_raw, g_new - 1), 0))]
+        # ops and the step length follow one cycle later (the core is loading Q by then);
+        # ops0 and plen are phase 0's (its first g0 groups skipped)
         m.d.sync += ops.eq(groups * words)
-        m.d.sync += plen.eq(Mux(groups * words > MIN_PHASE, groups * words, MIN_PHASE))
+        ops0_c = (groups - g0) * words
+        m.d.sync += [ops0.eq(ops0_c),
+                     plen.eq(Mux(ops0_c > MIN_PHASE, ops0_c, MIN_PHASE))]
 
         # ---- Q buffer, K/V rings, step sequencer ----
         wiring.connect(m, wiring.flipped(self.qcmd), qbuf.qcmd)
@@ -210,6 +226,8 @@ class ComputeCore(wiring.Component):
         m.d.comb += [
             qbuf.core_busy.eq(self.busy),
             seq.running.eq(running), seq.keys.eq(keys), seq.blog.eq(blog), seq.ops.eq(ops),
+            seq.ops0.eq(ops0), seq.g0.eq(g0), seq.skip.eq(skip), seq.groups.eq(groups),
+            seq.t0.eq(t0),
             seq.plen.eq(plen), seq.words.eq(words), seq.k_written.eq(kvr.k_written),
             seq.v_written.eq(kvr.v_written), seq.exp_done.eq(exp_done),
             kvr.step_end.eq(seq.step_end), kvr.is_qk.eq(seq.is_qk), kvr.kend.eq(seq.kend),

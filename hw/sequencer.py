@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal
+from amaranth import Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -43,6 +43,11 @@ class StepSequencer(wiring.Component):
             "running": In(1), "clear": In(1),
             "keys": In(keys), "blog": In(range(lkmax + 1)),
             "ops": In(range(gmax * wmax + 1)), "plen": In(plen), "words": In(range(wmax + 1)),
+            # causal row-group skipping: on, the tile's groups, and −(q_pos + diag) (a step's
+            # first key k is seen by rows ≥ k − q_pos − diag)
+            "skip": In(1), "groups": In(range(gmax + 1)), "t0": In(signed(26)),
+            # phase 0's ops and first group (``plen`` is phase 0's length): from the command
+            "ops0": In(range(gmax * wmax + 1)), "g0": In(range(gmax + 1)),
             "k_written": In(keys), "v_written": In(keys), "exp_done": In(keys),
             "is_qk": Out(1), "st": Out(keys), "kbase": Out(keys), "kend": Out(keys),
             "steps_left": Out(1), "active": Out(1), "issue": Out(1), "step_end": Out(1),
@@ -56,6 +61,8 @@ class StepSequencer(wiring.Component):
         keys, blog, ops, plen, words = self.keys, self.blog, self.ops, self.plen, self.words
         k_wr_n, v_wr_n, exp_done = self.k_written, self.v_written, self.exp_done
         running = self.running
+        lp = cfg.mac_lines.bit_length() - 1
+        gmax = -(-cfg.tile_rows // cfg.mac_lines)
         g, w = self.g, self.w
         is_qk, st, kbase, kend = self.is_qk, self.st, self.kbase, self.kend
         steps = Signal(range(cfg.max_seq_len + 1))
@@ -86,12 +93,31 @@ class StepSequencer(wiring.Component):
 
         kb_ = n_st << blog
         m.d.sync += [n_kb.eq(kb_), n_ke.eq(key_end(kb_))]
+
+        # The next phase's shape (registers, three stages after n_kb; a phase lasts ≥
+        # min_phase cycles): the row groups it skips, its first group, its ops and length.
+        # Phase 0's come with the command (ops0, g0, plen).
+        t = Signal(signed(27))
+        gm = Signal(range(gmax + 1))
+        n_g0 = Signal(range(gmax + 1))
+        n_ops = Signal.like(ops)
+        n_plen = Signal.like(plen)
+        m.d.sync += t.eq(n_kb + self.t0)
+        g_raw = t >> lp
+        m.d.sync += gm.eq(Mux(self.skip & (t > 0),
+                              Mux(g_raw < self.groups - 1, g_raw, self.groups - 1), 0))
+        ops_c = ops - gm * words
+        m.d.sync += [n_g0.eq(gm), n_ops.eq(ops_c),
+                     n_plen.eq(Mux(ops_c > TIMING.min_phase, ops_c, TIMING.min_phase))]
+        cur_ops = Signal.like(ops)
+        cur_plen = Signal.like(plen)
         with m.If(~running):
             m.d.sync += [last_ph.eq(0), is_qk.eq(1), st.eq(0), kbase.eq(0),
-                         kend.eq(key_end(0)), more.eq(keys != 0)]
+                         kend.eq(key_end(0)), more.eq(keys != 0), g.eq(self.g0), w.eq(0)]
         with m.Elif(step_end):
             for f_, v in zip(fields, nfields, strict=True):
                 m.d.sync += f_.eq(v)
+            m.d.sync += [cur_ops.eq(n_ops), cur_plen.eq(n_plen)]
         steps_left = self.steps_left
         m.d.comb += steps_left.eq(running & more)
         can_start = Signal()
@@ -100,18 +126,21 @@ class StepSequencer(wiring.Component):
         active = self.active
         m.d.comb += active.eq(steps_left & ((cnt != 0) | can_start))
         issue = self.issue
-        m.d.comb += issue.eq(active & (cnt < ops))
+        first = Signal()
+        m.d.comb += first.eq(ph == 0)
+        eff_ops = Mux(first, self.ops0, cur_ops)
+        m.d.comb += issue.eq(active & (cnt < eff_ops))
         with m.If(issue):
             with m.If(w == words - 1):
                 m.d.sync += [w.eq(0), g.eq(g + 1)]
             with m.Else():
                 m.d.sync += w.eq(w + 1)
         plen_m1 = Signal.like(plen)
-        m.d.sync += plen_m1.eq(plen - 1)
+        m.d.sync += plen_m1.eq(Mux(first, plen, cur_plen) - 1)
         m.d.comb += step_end.eq(active & (cnt == plen_m1))
         with m.If(active):  # after the issue counters: the end of a step resets them
             with m.If(step_end):
-                m.d.sync += [cnt.eq(0), ph.eq(ph + 1), g.eq(0), w.eq(0)]
+                m.d.sync += [cnt.eq(0), ph.eq(ph + 1), g.eq(n_g0), w.eq(0)]
             with m.Else():
                 m.d.sync += cnt.eq(cnt + 1)
         with m.If(steps_left & ~active):
@@ -124,6 +153,6 @@ class StepSequencer(wiring.Component):
         with m.If(issue):
             m.d.sync += self.pe_busy.eq(self.pe_busy + 1)
         with m.If(self.clear):
-            m.d.sync += [ph.eq(0), cnt.eq(0), g.eq(0), w.eq(0)]
+            m.d.sync += [ph.eq(0), cnt.eq(0), w.eq(0)]
         self.dbg = {"ph": ph, "cnt": cnt}
         return m

@@ -7,7 +7,7 @@ well as integers and NumPy arrays) and the test benches all call these.
 from __future__ import annotations
 
 __all__ = ["kv_blocks_during", "kv_order", "next_is_v", "causal_visible", "keys_seen",
-           "axi_bursts"]
+           "skipped_groups", "axi_bursts"]
 
 
 def kv_blocks_during(step: int, steps: int) -> list[tuple[str, int]]:
@@ -37,6 +37,14 @@ def causal_visible(key, row, diag):
     """Query ``row`` sees ``key`` under the causal mask (bottom-right aligned, as FA-2 does:
     ``diag = seq_k − seq_q``). Integers, NumPy arrays or Amaranth values."""
     return key <= row + diag
+
+
+def skipped_groups(first_key: int, q_pos: int, diag: int, lines: int, groups: int) -> int:
+    """Row groups (of ``lines`` rows, from the tile's first) that see no key of a causal step
+    whose first key is ``first_key``: row ρ sees it only if ``ρ ≥ first_key − q_pos − diag``.
+    The last group is never skipped (a tile's keys stop at its last row's)."""
+    t = first_key - q_pos - diag
+    return min(t // lines, groups - 1) if t > 0 else 0
 
 
 def keys_seen(row: int, diag: int, keys: int) -> int:

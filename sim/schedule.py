@@ -43,13 +43,16 @@ from attenio.contract.timing import Timing
 from attenio.errors import bad
 from attenio.model import io_analysis as io
 from attenio.model.numerics import ScaleParams, softmax_scale
-from attenio.model.rules import axi_bursts, keys_seen, kv_blocks_during
+from attenio.model.rules import axi_bursts, keys_seen, kv_blocks_during, skipped_groups
 
 __all__ = ["Timing", "Layout", "Schedule", "schedule", "build_program", "simulate_program"]
 
 ENGINES = ("dma_read", "dma_write", "pe", "exp", "finalize")
 # Skip whole steady-state periods of the key loop (exact; tests turn it off to prove it).
 STEADY_STATE_SKIP = True
+# causal tiles skip, step by step, the row groups that see none of the step's keys (the RTL's
+# StepSequencer does the same)
+ROW_GROUP_SKIP = True
 
 
 @dataclass(frozen=True)
@@ -248,16 +251,30 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
     contiguous = kv.row_stride == row_bytes
 
     words = _cdiv(d, hw.macs_per_line)
+    p = hw.mac_lines
+    groups = _cdiv(rows * b, p)
+    # causal row-group skipping (one head, one key per step): a step's first key k is seen
+    # only by rows ρ ≥ k − q_pos − diag, so the groups below skip its Q Kᵀ and P V
+    skip = bool(ROW_GROUP_SKIP and comp.causal and comp.heads == 1 and b == 1 and groups > 1)
 
-    def pe_ops(nk):
+    def gmin(s):
+        return skipped_groups(s * b, comp.q_pos, comp.diag, p, groups) if skip else 0
+
+    def next_change(s):
+        """The first step after s whose skipped groups differ (steps when none does)."""
+        if not skip or gmin(s) == groups - 1:
+            return steps
+        return max(s + 1, _cdiv((gmin(s) + 1) * p + comp.q_pos + comp.diag, b))
+
+    def pe_ops(s, nk):
         # row groups of mac_lines rows (nk keys side by side when rows < lines) × words of d
-        return _cdiv(rows * nk, hw.mac_lines) * words
+        return (_cdiv(rows * nk, p) - gmin(s)) * words
 
-    def pe_cycles(nk):
-        return max(pe_ops(nk), timing.min_phase)
+    def pe_cycles(s, nk):
+        return max(pe_ops(s, nk), timing.min_phase)
 
-    def exp_cycles(nk):
-        return _cdiv(rows * nk, lanes)
+    def exp_cycles(s, nk):
+        return _cdiv((rows - gmin(s) * p) * nk, lanes)
 
     def load(s, base, ready):
         nk = min(b, keys - s * b)
@@ -291,10 +308,10 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
             else:
                 exp_stall += st - pe_free
         nk = min(b, keys - j * b)
-        pv_end[j] = st + pe_cycles(nk)
-        stats.busy["pe"] += pe_ops(nk)
-        stats.active("pe", st, pv_end[j], pe_ops(nk))
-        pad += pe_cycles(nk) - pe_ops(nk)
+        pv_end[j] = st + pe_cycles(j, nk)
+        stats.busy["pe"] += pe_ops(j, nk)
+        stats.active("pe", st, pv_end[j], pe_ops(j, nk))
+        pad += pe_cycles(j, nk) - pe_ops(j, nk)
         pe_free = pv_end[j]
 
     seen: dict[tuple, tuple] = {}
@@ -308,11 +325,11 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
                    tuple(pv_end[i] - ref for i in range(s - 1 - ck, s - 1) if i >= 0),
                    arr_k[s] - ref, arr_v[s - 1] - ref, p_ready[s - 1] - ref, exp_free - ref,
                    rd.state(ref), (kv.k_addr + (s + 1) * b * kv.row_stride) % 4096,
-                   (kv.v_addr + s * b * kv.row_stride) % 4096)
+                   (kv.v_addr + s * b * kv.row_stride) % 4096, gmin(s - 1), gmin(s))
             if key in seen:
                 s0, ref0, snap = seen[key]
                 period, dt = s - s0, ref - ref0
-                k = (steps - 1 - s) // period
+                k = (min(steps, next_change(s)) - 1 - s) // period
                 if k > 0:
                     now = (stats.busy["pe"], stats.busy["exp"], rd.busy, rd.nbytes,
                            mem_stall, exp_stall, pad)
@@ -345,16 +362,16 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
         # QK(s)
         st = max(pe_free, arr_k[s])
         mem_stall += st - pe_free
-        qk_end[s] = st + pe_cycles(nk)
-        stats.busy["pe"] += pe_ops(nk)
-        stats.active("pe", st, qk_end[s], pe_ops(nk))
-        pad += pe_cycles(nk) - pe_ops(nk)
+        qk_end[s] = st + pe_cycles(s, nk)
+        stats.busy["pe"] += pe_ops(s, nk)
+        stats.active("pe", st, qk_end[s], pe_ops(s, nk))
+        pad += pe_cycles(s, nk) - pe_ops(s, nk)
         pe_free = qk_end[s]
         # EXP(s): a pipeline fed by the Q Kᵀ step; never the bottleneck with one lane a line
         exp_first = st if exp_first is None else exp_first
-        stats.busy["exp"] += exp_cycles(nk)
-        p_ready[s] = st + pe_ops(nk) - 1 + timing.p_ready_latency
-        stats.active("exp", st, p_ready[s], exp_cycles(nk))
+        stats.busy["exp"] += exp_cycles(s, nk)
+        p_ready[s] = st + pe_ops(s, nk) - 1 + timing.p_ready_latency
+        stats.active("exp", st, p_ready[s], exp_cycles(s, nk))
         exp_free = max(exp_free, p_ready[s])
         # PV(s-1)
         if s >= 1:

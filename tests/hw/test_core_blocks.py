@@ -11,7 +11,7 @@ from attenio.contract.timing import TIMING
 from attenio.hw.kvring import KVRing
 from attenio.hw.qbuf import QBuffer
 from attenio.hw.sequencer import StepSequencer
-from attenio.model.rules import kv_order
+from attenio.model.rules import kv_order, skipped_groups
 
 TINY = C.tiny()
 
@@ -101,6 +101,7 @@ def rtl_phases(cfg, keys, kps_log2, ops, words):
         ctx.set(dut.keys, keys)
         ctx.set(dut.blog, kps_log2)
         ctx.set(dut.ops, ops)
+        ctx.set(dut.ops0, ops)
         ctx.set(dut.plen, max(ops, TIMING.min_phase))
         ctx.set(dut.words, words)
         # every row is in the rings and every softmax done: nothing stalls
@@ -123,6 +124,47 @@ def rtl_phases(cfg, keys, kps_log2, ops, words):
 
     _sim(dut, tb)
     return phases
+
+
+def rtl_skipping(cfg, keys, groups, words, t0):
+    """Per phase: (Q Kᵀ?, step, ops issued, first row group issued) with skipping on."""
+    dut = StepSequencer(cfg)
+    out = []
+
+    async def tb(ctx):
+        g0 = skipped_groups(0, -t0, 0, cfg.mac_lines, groups)
+        ops0 = (groups - g0) * words
+        for sig, v in ((dut.keys, keys), (dut.blog, 0), (dut.ops, groups * words),
+                       (dut.ops0, ops0), (dut.g0, g0), (dut.plen, max(ops0, TIMING.min_phase)),
+                       (dut.words, words), (dut.skip, 1), (dut.groups, groups), (dut.t0, t0),
+                       (dut.k_written, keys), (dut.v_written, keys), (dut.exp_done, keys)):
+            ctx.set(sig, v)
+        await ctx.tick().repeat(3)
+        ctx.set(dut.running, 1)
+        issues, first_g = 0, None
+        for _ in range(100_000):
+            if not ctx.get(dut.steps_left):
+                break
+            if ctx.get(dut.issue):
+                first_g = ctx.get(dut.g) if issues == 0 else first_g
+                issues += 1
+            if ctx.get(dut.step_end):
+                out.append((bool(ctx.get(dut.is_qk)), ctx.get(dut.st), issues, first_g))
+                issues, first_g = 0, None
+            await ctx.tick()
+
+    _sim(dut, tb)
+    return out
+
+
+@pytest.mark.parametrize("keys, groups, words, t0", [(20, 4, 2, 0), (40, 5, 1, -3), (9, 3, 2, 5)])
+def test_sequencer_skips_row_groups_causal_hides(keys, groups, words, t0):
+    # t0 = −(q_pos + diag): step st's key is seen by rows ≥ st + t0 (model.rules)
+    p = TINY.mac_lines
+    ref = [(qk, st, (groups - skipped_groups(st, -t0, 0, p, groups)) * words,
+            skipped_groups(st, -t0, 0, p, groups))
+           for qk, st in ((which == "K", st) for which, st in kv_order(keys))]
+    assert rtl_skipping(TINY, keys, groups, words, t0) == ref
 
 
 @pytest.mark.parametrize("keys, kps_log2, ops", [(1, 0, 4), (7, 0, 20), (9, 1, 3), (16, 2, 12)])

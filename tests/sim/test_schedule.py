@@ -198,7 +198,7 @@ def test_causal_decode_costs_what_non_causal_does(hw, nk, d, heads):
 
 def test_causal_gqa_shares_kv():
     # the group's queries fit one tile: K/V is read once for the group, as without the mask
-    wl = C.Workload(seq_q=16, seq_k=200, head_dim=16, heads=4, kv_heads=1, causal=True)
+    wl = C.Workload(seq_q=16, seq_k=200, head_dim=8, heads=4, kv_heads=1, causal=True)
     gqa = S.schedule(TINY, wl, keep_spans=False)
     mha = S.schedule(TINY, wl, keep_spans=False, tiling=io.choose_tiling(TINY, wl, pack=False))
     assert gqa.tiling.heads_per_tile == 4
