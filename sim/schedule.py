@@ -317,15 +317,27 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
     seen: dict[tuple, tuple] = {}
     s = 0
     skipped = False
+    segment = gmin(0)
+    # K/V blocks that tile 4 KB lines exactly never cross one: where a block sits in its line
+    # then changes nothing, and the steady state repeats every step instead of every line
+    blk = b * row_bytes
+    no_4k = (contiguous and 4096 % blk == 0 and kv.k_addr % blk == 0
+             and kv.v_addr % blk == 0)
     while s < steps:
+        if gmin(s) != segment:
+            # the skipped groups changed: a new steady state may follow (one skip each)
+            segment, skipped = gmin(s), False
+            seen.clear()
         # steady-state detection: skip whole periods once the relative state repeats
         if STEADY_STATE_SKIP and not skipped and 1 <= s < steps - 1:
             ref = pe_free
             key = (tuple(qk_end[i] - ref for i in range(s - ck, s) if i >= 0),
                    tuple(pv_end[i] - ref for i in range(s - 1 - ck, s - 1) if i >= 0),
                    arr_k[s] - ref, arr_v[s - 1] - ref, p_ready[s - 1] - ref, exp_free - ref,
-                   rd.state(ref), (kv.k_addr + (s + 1) * b * kv.row_stride) % 4096,
-                   (kv.v_addr + s * b * kv.row_stride) % 4096, gmin(s - 1), gmin(s))
+                   rd.state(ref),
+                   0 if no_4k else (kv.k_addr + (s + 1) * b * kv.row_stride) % 4096,
+                   0 if no_4k else (kv.v_addr + s * b * kv.row_stride) % 4096,
+                   gmin(s - 1), gmin(s))
             if key in seen:
                 s0, ref0, snap = seen[key]
                 period, dt = s - s0, ref - ref0
