@@ -592,24 +592,10 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     name = config_file or preset
     click.echo(f"simulate: preset={name} N={wl.seq_q}x{wl.seq_k} d={d} heads={heads}/"
                f"{wl.kv_heads} batch={batch} causal={causal} sim={sim} stall={stall}")
-    bar = {"bar": None, "done": 0}
-
-    def progress(done_c, expect):
-        if bar["bar"] is None:
-            bar["bar"] = click.progressbar(length=expect, label="  simulating",
-                                           show_pos=True, file=sys.stderr)
-            bar["bar"].__enter__()
-        step = min(done_c, expect) - bar["done"]
-        if step > 0:
-            bar["bar"].update(step)
-            bar["done"] += step
-
-    try:
+    with _Bar("simulating", after=0) as bar:
         r = simulate(hw, wl, sim=sim, seed=seed, p_stall=stall, waves=waves,
-                     progress=progress, log=lambda msg: click.echo(f"  {msg}"))
-    finally:
-        if bar["bar"] is not None:
-            bar["bar"].__exit__(None, None, None)
+                     progress=lambda done_c, expect: bar(done_c / max(1, expect)),
+                     log=lambda msg: click.echo(f"  {msg}"))
     from attenio.sim.schedule import schedule
 
     tiling = schedule(hw, wl, keep_spans=False).tiling      # the tiling the program used

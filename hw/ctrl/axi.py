@@ -3,11 +3,34 @@ channel."""
 
 from __future__ import annotations
 
+from amaranth import Module, Mux, Signal, Value
 from amaranth.lib.wiring import In, Out
 
 ADDR_BITS = 48
 
-__all__ = ["ADDR_BITS", "axi4_ports", "log2"]
+__all__ = ["ADDR_BITS", "axi4_ports", "log2", "kept_offered", "held_while_waiting"]
+
+
+def kept_offered(m: Module, want, ready) -> Signal:
+    """VALID of a channel: ``want``, and, once offered without READY, held until the
+    handshake even if ``want`` falls (an error or ABORT stops the run): AXI4 A3.2.1."""
+    held = Signal()
+    valid = Signal()
+    m.d.comb += valid.eq(want | held)
+    m.d.sync += held.eq(valid & ~ready)
+    return valid
+
+
+def held_while_waiting(m: Module, valid, ready, value) -> Value:
+    """``value`` as a channel's payload: while a beat waits for READY, the value it was
+    offered with (AXI4: payload stable until the handshake), whatever ``value`` does."""
+    value = Value.cast(value)
+    waiting = Signal()
+    kept = Signal(len(value))
+    out = Signal(len(value))
+    m.d.comb += out.eq(Mux(waiting, kept, value))
+    m.d.sync += [waiting.eq(valid & ~ready), kept.eq(out)]
+    return out
 
 
 def log2(x: int) -> int:

@@ -8,7 +8,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.contract.timing import TIMING
-from attenio.hw.ctrl.axi import ADDR_BITS, log2
+from attenio.hw.ctrl.axi import ADDR_BITS, kept_offered, log2
 
 __all__ = ["BurstSplitter"]
 
@@ -92,10 +92,7 @@ def drive_address(m: Module, splitter: BurstSplitter, chan: dict, want) -> objec
     unchanged, until it is taken, even when ``want`` falls (an error or ABORT stops the run):
     AXI4 A3.2.1. The burst's state only moves with the handshake, so its payload is stable.
     Returns the handshake."""
-    held = Signal()
-    valid = Signal()
-    m.d.comb += valid.eq(splitter.valid | held)
-    m.d.sync += held.eq(valid & ~chan["ready"])
+    valid = kept_offered(m, splitter.valid, chan["ready"])
     m.d.comb += [
         splitter.want.eq(want),
         chan["valid"].eq(valid), chan["addr"].eq(splitter.addr),

@@ -10,7 +10,7 @@ from attenio.config import HardwareConfig
 from attenio.contract.program import INSTR_BITS, INSTR_BYTES, Op
 from attenio.contract.timing import TIMING
 from attenio.errors import ErrorCode
-from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, log2
+from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, kept_offered, log2
 from attenio.hw.ctrl.decode import InstructionDecoder
 from attenio.hw.ctrl.layouts import (
     RH_BITS,
@@ -90,16 +90,14 @@ class ProgramFetch(wiring.Component):
             raise_error(m, self, ErrorCode.ADDRESS_RANGE)
         f_end = Signal()            # END has been fetched: nothing after it is requested
         want = Signal()
-        held = Signal()             # a request offered and not taken stays (AXI4 A3.2.1)
         m.d.comb += [
             want.eq(self.go & ~self.stop & ~misaligned & ~f_end & f_ready & f_more
                     & (ififo.level + f_inflight <= FETCH_BUFFER - FETCH_CHUNK)),
-            self.arvalid.eq(want | held),
+            self.arvalid.eq(kept_offered(m, want, self.arready)),
             self.araddr.eq(f_addr), self.arlen.eq(f_n * ipb - 1),
             self.arsize.eq(log2(ab)), self.arburst.eq(1), self.rready.eq(1),
         ]
         iar = self.arvalid & self.arready
-        m.d.sync += held.eq(self.arvalid & ~self.arready)
         ir = self.rvalid & self.rready
         ibuf = Signal(INSTR_BITS)
         ibeat = Signal(range(ipb))

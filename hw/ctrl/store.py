@@ -10,7 +10,7 @@ from attenio.config import HardwareConfig
 from attenio.contract.program import INSTR_BITS, Op
 from attenio.contract.timing import TIMING
 from attenio.errors import ErrorCode
-from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, log2
+from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, held_while_waiting, log2
 from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address
 from attenio.hw.ctrl.dispatch import engine_ports
 from attenio.hw.ctrl.layouts import raise_error, view
@@ -155,28 +155,21 @@ class StoreEngine(wiring.Component):
         w_ok = Signal()
         m.d.comb += w_ok.eq(wq.r_rdy & (self.stop | self.o.valid))
         # after an error the bursts already requested are completed with strobes 0; a beat
-        # already offered keeps the strobes it was offered with (AXI4: payload stable until
-        # the handshake)
-        w_waiting = Signal()
-        strb_r = Signal(ab)
-        strb = Signal(ab)
-        m.d.comb += strb.eq(Mux(w_waiting, strb_r, Mux(self.stop, 0, (1 << ab) - 1)))
-        m.d.sync += [w_waiting.eq(self.wvalid & ~self.wready), strb_r.eq(strb)]
-        wlast = wcnt == wq.r_data - 1
-        m.d.comb += [
-            self.wvalid.eq(w_ok), self.wlast.eq(wlast),
-            self.wstrb.eq(strb),
-        ]
-        # the data too: after an error the core's output may change under a waiting beat
-        # (formal check, verify/formal.py)
+        # already offered keeps the strobes and data it was offered with (the core's output
+        # may change under a waiting beat after an error: found by verify/formal.py)
         data_now = Signal(ab * 8)
-        data_r = Signal(ab * 8)
         with m.Switch(part):
             for j in range(k_out):
                 with m.Case(j):
                     m.d.comb += data_now.eq(packed[j * ab * 8:(j + 1) * ab * 8])
-        m.d.comb += self.wdata.eq(Mux(w_waiting, data_r, data_now))
-        m.d.sync += data_r.eq(self.wdata)
+        payload = held_while_waiting(m, self.wvalid, self.wready,
+                                     Cat(Mux(self.stop, 0, (1 << ab) - 1), data_now))
+        strb = payload[:ab]
+        wlast = wcnt == wq.r_data - 1
+        m.d.comb += [
+            self.wvalid.eq(w_ok), self.wlast.eq(wlast),
+            self.wstrb.eq(strb), self.wdata.eq(payload[ab:]),
+        ]
         w = self.wvalid & self.wready
         m.d.comb += self.o.ready.eq(w & ~self.stop & (part == k_out - 1))
         with m.If(w):
