@@ -22,8 +22,10 @@ its last output word taken by the store engine). The waits, from hw/ctrl/ and hw
 * a queue starts an instruction after it dispatched and the previous one of that queue ended
   (taken as the end, where the hardware moves on earlier: a wait added, never one removed);
 * a pop waits for the push it takes (the k-th pop of a counter for its k-th push);
-* ``LOAD_Q`` starts when the core is idle with its Q buffer empty (the previous tile done);
-  ``COMPUTE`` starts when the core is idle (the previous tile done); a tile runs once both
+* ``LOAD_Q`` starts once the Q buffer is free: the previous tile took its rows and issued its
+  last step (taken as its ``COMPUTE`` ended: the rows of tile t load during the finalize and
+  store of tile t−1); ``COMPUTE`` starts when the core is idle (the previous tile done); a
+  tile runs once both
   started and its ``LOAD_Q`` ended; ``LOAD_KV`` ends only once its tile runs (ring space is
   freed by the run: a wait the hardware skips when the keys fit the ring);
   ``COMPUTE`` ends after the run and its ``LOAD_KV``;
@@ -145,7 +147,9 @@ def check_progress(program, fail) -> None:
             if getattr(ins, flag):
                 pushes.setdefault((q, other), []).append(i)
         t = tile_of[i]
-        if ins.op in (Op.LOAD_Q, Op.COMPUTE) and t > 0:
+        if ins.op == Op.LOAD_Q and t > 0:
+            wait(E(by_op[Op.COMPUTE][t - 1]), S(i))
+        if ins.op == Op.COMPUTE and t > 0:
             wait(DONE(t - 1), S(i))
         if ins.op == Op.LOAD_Q:
             wait(E(i), RUN(t))

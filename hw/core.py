@@ -71,8 +71,10 @@ class ComputeCore(wiring.Component):
 
     Ports
     -----
-    qcmd : stream of ``qcmd_layout`` (from ``LOAD_Q``): taken when the core is idle and its Q
-        buffer is not already loaded; opens the ``q`` stream for that many rows.
+    qcmd : stream of ``qcmd_layout`` (from ``LOAD_Q``): taken when the Q buffer holds no rows
+        yet to be used and the core is idle or past its tile's last step (``steps_done``: the
+        next tile's rows load during this one's finalize and store); opens the ``q`` stream
+        for that many rows.
     cmd : stream of ``cmd_layout`` (from ``COMPUTE``): taken when the core is idle; the tile
         starts once its Q rows are in.
     q : stream of words (``q`` elements): the tile's rows, row-major, ``⌈d/q⌉`` beats a row
@@ -224,7 +226,7 @@ class ComputeCore(wiring.Component):
         running = Signal()
         exp_done = Signal(range(cfg.max_seq_len + 1))   # steps whose softmax is written
         m.d.comb += [
-            qbuf.core_busy.eq(self.busy),
+            qbuf.core_busy.eq(self.busy), qbuf.q_free.eq(self.steps_done),
             seq.running.eq(running), seq.keys.eq(keys), seq.blog.eq(blog), seq.ops.eq(ops),
             seq.ops0.eq(ops0), seq.g0.eq(g0), seq.skip.eq(skip), seq.groups.eq(groups),
             seq.t0.eq(t0),
@@ -544,11 +546,15 @@ class ComputeCore(wiring.Component):
         seq, kvr, qbuf = s.seq, s.kvr, s.qbuf
         m.d.comb += [self.steps_done.eq(running & ~seq.steps_left), self.k_free.eq(kvr.k_free),
                      self.v_free.eq(kvr.v_free), self.active.eq(s.issue | s.f_issue)]
-        with m.If(qbuf.loaded & ~running & self.busy & ~f_all):
+        start = Signal()
+        m.d.comb += start.eq(qbuf.loaded & ~running & self.busy & ~f_all)
+        with m.If(start):
             m.d.sync += running.eq(1)
         done = Signal()
         m.d.comb += done.eq(f_all & (inflight == 0) & ~ofifo.r_rdy & ~s.fv1 & ~s.fv2)
-        m.d.comb += [qbuf.clear.eq(done), kvr.clear.eq(done), seq.clear.eq(done)]
+        # the Q buffer is free for the next tile's rows once this tile has taken them (its
+        # reads end with the steps: QBuffer.q_free); the rings and the sequencer at the end
+        m.d.comb += [qbuf.clear.eq(start), kvr.clear.eq(done), seq.clear.eq(done)]
         with m.If(done):
             m.d.sync += [
                 self.busy.eq(0), running.eq(0), f_all.eq(0), s.drain.eq(0),

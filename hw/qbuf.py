@@ -21,12 +21,15 @@ class QBuffer(wiring.Component):
     """The Q loader and the Q buffer (``p = mac_lines`` banks of ``⌈tile_rows/p⌉·⌈d/q⌉``
     words).
 
-    ``qcmd`` (rows, d, log2 keys per step) is taken when the core is idle (``core_busy`` low)
-    and no tile's rows are loading or loaded; the ``q`` stream then carries the rows,
+    ``qcmd`` (rows, d, log2 keys per step) is taken when no tile's rows are loading or loaded
+    and the buffer is not read: the core is idle (``core_busy`` low) or its tile's steps are
+    all issued (``q_free``: the last ``Q Kᵀ`` read is past, so the next tile's rows load while
+    this one's last ``P V`` step, finalize and store run); the ``q`` stream then carries the rows,
     ``⌈d/q⌉`` words each, lanes past d stored as 0. With one key per step, row ρ goes to bank
     ρ mod p at word (ρ div p)·⌈max_head_dim/q⌉ + w; with b = 2**k keys per step (one row
     group) row ρ is copied into the b banks ρ·b … ρ·b + b − 1 that take its b keys.
-    ``loaded`` rises after the last word and stays until ``clear``.
+    ``loaded`` rises after the last word and stays until ``clear`` (the tile that uses the rows
+    starts).
 
     ``rd_addr`` reads word ``rd_addr`` of every bank: ``rd_data[i]`` the cycle after.
     """
@@ -39,7 +42,7 @@ class QBuffer(wiring.Component):
         super().__init__({
             "qcmd": In(stream.Signature(qcmd_layout(cfg))),
             "q": In(stream.Signature(word_layout(cfg))),
-            "core_busy": In(1), "clear": In(1), "loaded": Out(1),
+            "core_busy": In(1), "q_free": In(1), "clear": In(1), "loaded": Out(1),
             "rd_addr": In(range(self.depth + 1)),
             "rd_data": Out(data.ArrayLayout(word_layout(cfg), p)),
         })
@@ -63,7 +66,7 @@ class QBuffer(wiring.Component):
         q_words = Signal(range(wmax + 1))
         qblog = Signal(range(lkmax + 1))
         m.d.comb += qblog.eq(qc.kps_log2)
-        m.d.comb += self.qcmd.ready.eq(~self.core_busy & ~q_loading & ~q_done)
+        m.d.comb += self.qcmd.ready.eq((~self.core_busy | self.q_free) & ~q_loading & ~q_done)
         with m.If(self.qcmd.valid & self.qcmd.ready):
             m.d.sync += [qc.eq(self.qcmd.payload), q_loading.eq(1), qrow.eq(0), qw.eq(0),
                          q_words.eq((self.qcmd.payload.d + (q - 1)) >> lq)]

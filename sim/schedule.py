@@ -98,7 +98,9 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
     """The instruction stream for ``wl`` under ``tiling`` (attenio, fa2, fa2-uncapped).
 
     Per tile: ``LOAD_Q, LOAD_KV, COMPUTE, FINALIZE, STORE_O`` with tokens load→compute (Q
-    ready, pushed by ``LOAD_Q``) and compute→load (Q buffer free, pushed by ``FINALIZE``);
+    ready, pushed by ``LOAD_Q``) and compute→load (Q buffer free, pushed by ``COMPUTE`` once
+    the tile's last step has issued: the next tile's Q rows load while this one's output is
+    finalized and stored, the third overlap level);
     ``LOAD_KV`` feeds ``COMPUTE`` and ``FINALIZE`` feeds ``STORE_O`` through streams, paired in
     program order. One ``END`` closes the program. Program length is ``5·tiles + 1``
     instructions, O(N/a) per head.
@@ -139,10 +141,10 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
                                        "keys_per_step": kps, "q_pos": p0,
                                        "diag": wl.seq_k - wl.seq_q, "c_m": scale.c_m,
                                        "c_sh": scale.c_sh},
-                          pop_prev=True))
-        # The Q buffer is released when the core is idle again (after FINALIZE), as the RTL
-        # takes the next tile's command and Q rows only then.
-        prog.append(Instr(Op.FINALIZE, dict(common), push_prev=t < last))
+                          pop_prev=True, push_prev=t < last))
+        # the Q buffer is free once the tile's steps have issued (the core takes the next
+        # tile's Q rows then); FINALIZE needs no token
+        prog.append(Instr(Op.FINALIZE, dict(common)))
         prog.append(Instr(Op.STORE_O, {**common, "addr": o_addr, "row_stride": dp * ob,
                                        "head_stride": wl.seq_q * dp * ob}))
     prog.append(Instr(Op.END))
@@ -502,6 +504,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
     pending_kv: tuple[Instr, int, int] | None = None
     pending_fin: tuple[int, int, int, int, Instr] | None = None
     last_pe_end = 0
+    core_idle = 0          # the previous tile's end: the core's ring credits are its own again
     last_store_resp = 0
     pe_activity_end = 0
     tile = 0
@@ -577,8 +580,10 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
                 raise bad("program", f"instruction {k}", "COMPUTE without LOAD_KV")
             kv, kv_st, _ = pending_kv
             pending_kv = None
+            # a K/V block is requested only once the core counts credits for this tile
+            kv_ready = max(kv_st + timing.request_delay, core_idle + timing.credit_delay)
             issue_end, kv_done, pe_end, exp_span = _tile_loop(
-                hw, timing, rd, stats, kv, ins, kv_st + timing.request_delay,
+                hw, timing, rd, stats, kv, ins, kv_ready,
                 st + timing.cmd_latency, ring, eb)
             q_end["load"] = max(q_end["load"], issue_end + 1)
             # the compute queue sees the last step end in cycle pe_end and moves on after it
@@ -612,6 +617,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
             wr.free = data_end
             # the last word has left the core: it is idle again, and the compute queue sees it
             fin_end = data_end + timing.idle_latency
+            core_idle = fin_end
             stats.stall("pe: finalize and store", fin_end - pe_activity_end)
             pe_activity_end = fin_end
             q_end["compute"] = fin_end

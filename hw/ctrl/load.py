@@ -32,7 +32,8 @@ class LoadEngine(wiring.Component):
     rows are contiguous (``row_stride`` = the row's bytes), else one per row. Requests follow
     :class:`BurstSplitter` (one every ``Timing.request_gap`` cycles, at most
     ``Timing.max_outstanding`` in flight); a K/V block is requested only when the ring has
-    room for it (``k_free``/``v_free`` credits). A tag FIFO tells the R beats where they go;
+    room for it (``k_free``/``v_free`` credits), and not while the core still finishes the
+    previous tile (``credits_stale``: its credits count that tile's rows). A tag FIFO tells the R beats where they go;
     rows shorter than a whole number of words have their last word's extra lanes zeroed.
     The instruction's push (``LOAD_Q``'s token to compute) goes out with its last beat.
 
@@ -41,7 +42,8 @@ class LoadEngine(wiring.Component):
     queue : :func:`queue_signature` (``In``).
     ar*, r* : the data AXI4 read channels.
     qcmd, q, kv : the core's Q command, Q rows and K/V beats.
-    k_free, v_free : the core's ring credits.
+    k_free, v_free : the core's ring credits. credits_stale : they are the previous tile's
+        (the core is past that tile's last step, before its end).
     win_base, win_size : the address window.
     fail, fail_code : ``TOKEN_UNDERFLOW``, ``ADDRESS_RANGE`` or ``AXI_READ``.
     idle : no read burst in flight. ended : the queue reached ``END``.
@@ -58,6 +60,7 @@ class LoadEngine(wiring.Component):
             "q": Out(stream.Signature(word_layout(cfg))),
             "kv": Out(stream.Signature(kv_beat_layout(cfg))),
             "k_free": In(range(cfg.max_seq_len + 1)), "v_free": In(range(cfg.max_seq_len + 1)),
+            "credits_stale": In(1),
             "win_base": In(64), "win_size": In(64),
             "idle": Out(1), "request": Out(1), "beat": Out(1),
         })
@@ -165,7 +168,8 @@ class LoadEngine(wiring.Component):
         m.d.sync += need.eq(cur_s * l_b + l_b - ring)
         credit = Signal()
         m.d.comb += credit.eq(~l_is_kv | ~l_unit_first
-                              | (need <= Mux(l_on_v, self.v_free, self.k_free)))
+                              | ((need <= Mux(l_on_v, self.v_free, self.k_free))
+                                 & ~self.credits_stale))
         m.submodules.tags = tags = fifo.SyncFIFOBuffered(width=load_tag_layout().size,
                                                          depth=MAX_OUTSTANDING)
         l_want = Signal()

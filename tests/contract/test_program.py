@@ -68,9 +68,9 @@ def _replace(p, k, **kw):
 def test_validate_token_rules():
     p = prog()
     # the second LOAD_Q pops a compute→load token: take away the push that feeds it
-    k_fin = next(i for i, x in enumerate(p) if x.op == P.Op.FINALIZE)
+    k_comp = next(i for i, x in enumerate(p) if x.op == P.Op.COMPUTE)
     with pytest.raises(P.ProgramError, match=r"TOKEN_UNDERFLOW"):
-        P.validate(_replace(p, k_fin, push_prev=False), HW)
+        P.validate(_replace(p, k_comp, push_prev=False), HW)
     k_store = next(i for i, x in enumerate(p) if x.op == P.Op.STORE_O)
     with pytest.raises(P.ProgramError, match=r"TOKEN_UNDERFLOW: store queue has no next"):
         P.validate(_replace(p, k_store, pop_next=True), HW)

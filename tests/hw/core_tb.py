@@ -67,6 +67,7 @@ def rtl_core(cfg, q, k, v, sp, causal=False, seed=0, p_idle=0.2, p_backpressure=
     rng = np.random.default_rng(seed)
     marks = {}
     state = {}
+    clock = {"now": 0}
 
     async def drive(ctx, port, beats, name):
         for b in beats:
@@ -76,6 +77,7 @@ def rtl_core(cfg, q, k, v, sp, causal=False, seed=0, p_idle=0.2, p_backpressure=
             ctx.set(port.payload, b)
             ctx.set(port.valid, 1)
             await ctx.tick().until(port.ready)
+            marks.setdefault(name, []).append(clock["now"])
             if name == "kv" and "first_kv" not in marks:
                 marks["first_kv"] = ctx.get(dut.pe_busy)
         ctx.set(port.valid, 0)
@@ -103,15 +105,19 @@ def rtl_core(cfg, q, k, v, sp, causal=False, seed=0, p_idle=0.2, p_backpressure=
             _, _, valid, ready, payload, kv_v, kv_r = await ctx.tick().sample(
                 dut.o.valid, dut.o.ready, dut.o.payload, dut.kv.valid, dut.kv.ready)
             cycles += 1
+            clock["now"] = cycles
             if started is None and kv_v and kv_r:
                 started = cycles
             if valid and ready:
                 got.append([int(x) for x in payload])
+                marks.setdefault("o", []).append(cycles)
         if stats is not None:
             stats["cycles"] = cycles - (started or 0) + 1
             for name in ("pe_busy", "pe_wait_kv", "pe_wait_exp", "pe_pad", "exp_busy",
                          "fin_busy"):
                 stats[name] = ctx.get(getattr(dut, name))
+            # handshake cycles of each stream (qcmd, q, cmd, kv, o: the output words)
+            stats["handshakes"] = {n: list(v) for n, v in marks.items() if n != "first_kv"}
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)

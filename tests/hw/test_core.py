@@ -57,6 +57,23 @@ def test_several_keys_per_step_is_faster():
     assert four["cycles"] < 0.4 * one["cycles"]
 
 
+def test_next_tile_q_rows_load_during_finalize():
+    # two tiles (64 + 6 rows): the second tile's Q command and rows are taken after the first
+    # tile's last step and before its last output word (the third overlap level), and the
+    # second tile's command only once the first has ended
+    q, k, v, sp = data(70, 12, 5, 4)
+    st = {}
+    out = rtl_core(TINY, q, k, v, sp, seed=4, p_idle=0, p_backpressure=0.5, stats=st)
+    np.testing.assert_array_equal(out, ref_core(TINY, q, k, v, sp))
+    hs = st["handshakes"]
+    words = 64 * -(-5 // TINY.macs_per_line)       # the first tile's words, in and out
+    first_out, last_out_t0 = hs["o"][0], hs["o"][words - 1]
+    q_t1_first, q_t1_last = hs["q"][words], hs["q"][-1]
+    assert len(hs["qcmd"]) == 2 and hs["qcmd"][1] < first_out
+    assert hs["qcmd"][1] < q_t1_first <= q_t1_last < last_out_t0
+    assert hs["cmd"][1] > last_out_t0
+
+
 def test_core_full_scale_inputs():
     q, k, v, sp = data(12, 20, 9, 7, "pm1")
     np.testing.assert_array_equal(rtl_core(TINY, q, k, v, sp, seed=7, p_idle=0.5,
