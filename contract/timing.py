@@ -38,8 +38,9 @@ class Timing:
     decode_latency: int = 1      # an instruction's last beat → it is written to the buffer
     cmd_latency: int = 2         # COMPUTE starts → the PE array may issue
     idle_latency: int = 2        # the last output beat → the compute queue moves on
-    credit_delay: int = -1       # the compute queue sees the core idle → the next tile's first
-    #                              K/V request (the credits clear with the core's end, a cycle earlier)
+    # the compute queue sees the core idle → the next tile's first K/V request may go out (the
+    # ring credits clear with the core's end, a cycle before the queue sees it)
+    credit_delay: int = -1
     done_latency: int = 3        # the last event → done (the run's end)
 
 

@@ -239,9 +239,12 @@ class Span:
 
 
 def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
-               kv_start: int, pe_start: int, ring_rows: int, eb: int):
+               kv_start: int, pe_start: int, ring_rows: int, eb: int,
+               step_spans: list | None = None, tile: int = 0):
     """Co-simulate one LOAD_KV with its COMPUTE. Returns (kv issue end, kv done, pe end,
-    exp span)."""
+    exp span). With ``step_spans``, each step the loop simulates appends its spans there:
+    ``QK s`` and ``PV s`` on the PE array, ``K s`` and ``V s`` (the block's data on the read
+    channel), and one ``steady state`` span for the periods it skips."""
     rows = comp.rows * comp.heads
     d = comp.d
     b = comp.keys_per_step
@@ -278,14 +281,22 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
     def exp_cycles(s, nk):
         return _cdiv((rows - gmin(s) * p) * nk, lanes)
 
-    def load(s, base, ready):
+    def step_span(engine, name, start, end):
+        if step_spans is not None:
+            step_spans.append(Span(engine, name, start, end, {"tile": tile}))
+
+    def load(s, which, ready):
+        base = kv.k_addr if which == "K" else kv.v_addr
         nk = min(b, keys - s * b)
         addr = base + s * b * kv.row_stride
         if contiguous:
-            return rd.transfer(ready, addr, nk * row_bytes)
-        out = (ready, ready)
-        for r in range(nk):
-            out = rd.transfer(ready, addr + r * kv.row_stride, row_bytes)
+            out = rd.transfer(ready, addr, nk * row_bytes)
+        else:
+            out = (ready, ready)
+            for r in range(nk):
+                out = rd.transfer(ready, addr + r * kv.row_stride, row_bytes)
+        data = _cdiv(nk * row_bytes, rd.rate)
+        step_span("dma_read", f"{which} {s}", out[1] - data, out[1])
         return out
 
     # rolling histories (times), indexed by step
@@ -299,7 +310,7 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
     exp_first = None
     mem_stall = exp_stall = pad = 0
     rd_floor = kv_start  # LOAD_KV may not request before it starts
-    _, arr_k[0] = load(0, kv.k_addr, rd_floor)
+    _, arr_k[0] = load(0, "K", rd_floor)
 
     def do_pv(j):
         nonlocal pe_free, mem_stall, exp_stall, pad
@@ -311,6 +322,7 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
                 exp_stall += st - pe_free
         nk = min(b, keys - j * b)
         pv_end[j] = st + pe_cycles(j, nk)
+        step_span("pe", f"PV {j}", st, pv_end[j])
         stats.busy["pe"] += pe_ops(j, nk)
         stats.active("pe", st, pv_end[j], pe_ops(j, nk))
         pad += pe_cycles(j, nk) - pe_ops(j, nk)
@@ -364,6 +376,8 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
                     arr_k = {i + di: t + shift for i, t in arr_k.items()}
                     arr_v = {i + di: t + shift for i, t in arr_v.items()}
                     p_ready = {i + di: t + shift for i, t in p_ready.items()}
+                    step_span("pe", f"steady state: steps {s}-{s + di - 1}", ref,
+                              ref + shift)
                     pe_free += shift
                     exp_free += shift
                     rd.shift(shift)
@@ -377,6 +391,7 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
         st = max(pe_free, arr_k[s])
         mem_stall += st - pe_free
         qk_end[s] = st + pe_cycles(s, nk)
+        step_span("pe", f"QK {s}", st, qk_end[s])
         stats.busy["pe"] += pe_ops(s, nk)
         stats.active("pe", st, qk_end[s], pe_ops(s, nk))
         pad += pe_cycles(s, nk) - pe_ops(s, nk)
@@ -396,9 +411,9 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
             done_by = qk_end if which == "K" else pv_end
             credit = done_by[j - ck] if j >= ck else rd_floor
             if which == "K":
-                _, arr_k[j] = load(j, kv.k_addr, credit)
+                _, arr_k[j] = load(j, "K", credit)
             else:
-                last_req, arr_v[j] = load(j, kv.v_addr, credit)
+                last_req, arr_v[j] = load(j, "V", credit)
         # forget history the loop no longer reads
         for hist, keep in ((qk_end, ck + 1), (pv_end, ck + 1), (arr_k, 2), (arr_v, 2),
                            (p_ready, 2)):
@@ -471,6 +486,11 @@ class Schedule:
         mem = sum(v for k, v in self.stalls.items() if "DRAM" in k or "Q load" in k
                   or "store" in k)
         return mem / self.total_cycles if self.total_cycles else 0.0
+
+
+# step-level spans (QK s, PV s, K s, V s) are kept for the tiles that start before the trace
+# holds this many spans: every tile of a small run, the first tiles of a long one
+STEP_SPAN_LIMIT = 20_000
 
 
 def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
@@ -584,7 +604,8 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
             kv_ready = max(kv_st + timing.request_delay, core_idle + timing.credit_delay)
             issue_end, kv_done, pe_end, exp_span = _tile_loop(
                 hw, timing, rd, stats, kv, ins, kv_ready,
-                st + timing.cmd_latency, ring, eb)
+                st + timing.cmd_latency, ring, eb,
+                spans if keep_spans and len(spans) < STEP_SPAN_LIMIT else None, tile)
             q_end["load"] = max(q_end["load"], issue_end + 1)
             # the compute queue sees the last step end in cycle pe_end and moves on after it
             q_end[q] = pe_end + 1

@@ -33,8 +33,9 @@ class LoadEngine(wiring.Component):
     :class:`BurstSplitter` (one every ``Timing.request_gap`` cycles, at most
     ``Timing.max_outstanding`` in flight); a K/V block is requested only when the ring has
     room for it (``k_free``/``v_free`` credits), and not while the core still finishes the
-    previous tile (``credits_stale``: its credits count that tile's rows). A tag FIFO tells the R beats where they go;
-    rows shorter than a whole number of words have their last word's extra lanes zeroed.
+    previous tile (``credits_stale``: its credits count that tile's rows). A tag FIFO tells
+    the R beats where they go; rows shorter than a whole number of words have their last
+    word's extra lanes zeroed.
     The instruction's push (``LOAD_Q``'s token to compute) goes out with its last beat.
 
     Ports
