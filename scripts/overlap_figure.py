@@ -60,7 +60,7 @@ def main() -> None:
     lo = min(s.start for s in prev if s.start >= end - 2 * args.steps * step) - step // 2
     hi = sorted(s.end for s in nxt)[min(len(nxt), 2 * args.steps) - 1]
     fig, ax = plt.subplots(figsize=(12, 3.6))
-    for row, (label, pick) in enumerate(TRACKS):
+    for row, (_, pick) in enumerate(TRACKS):
         for s in sch.spans:
             if not pick(s) or s.end < lo or s.start > hi:
                 continue
