@@ -230,3 +230,41 @@ def test_json_results(tmp_path):
     assert {r["dataflow"] for r in d["rows"]} >= {"attenio", "fa2"}
     assert all(r["preset"] == "tiny" and r["causal"] is False for r in d["rows"])
     assert d["bandwidth_sweep"] and "cycles_attenio" in d["bandwidth_sweep"][0]
+
+
+def test_accuracy_table_and_json(tmp_path):
+    out = tmp_path / "acc.json"
+    r = run("accuracy", "--preset", "tiny", "--n", "64", "--d", "16", "--dist", "gaussian",
+            "--dist", "llm-outliers", "--json", str(out))
+    assert r.exit_code == 0, r.output
+    assert "int8 (tiny)" in r.output and "bf16" in r.output and "rotate" in r.output
+    import json
+
+    rows = json.loads(out.read_text())["rows"]
+    # 2 inputs × (3 schemes + fp16 + bf16)
+    assert len(rows) == 10 and {r_["inputs"] for r_ in rows} == {"gaussian", "llm-outliers"}
+    assert all(r_["rel_frobenius"] > 0 for r_ in rows)
+
+
+def test_accuracy_on_own_files(tmp_path):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    f = tmp_path / "qkv.npz"
+    np.savez(f, q=rng.standard_normal((2, 32, 16)), k=rng.standard_normal((1, 48, 16)),
+             v=rng.standard_normal((1, 48, 16)))
+    r = run("accuracy", "--preset", "tiny", "--inputs", str(f), "--scheme", "tensor")
+    assert r.exit_code == 0, r.output
+    assert "heads=2/1" in r.output and "N=32x48" in r.output
+
+
+def test_accuracy_bad_files_are_one_line_and_status_2(tmp_path):
+    import numpy as np
+
+    f = tmp_path / "nan.npz"
+    np.savez(f, q=np.full((8, 8), np.nan), k=np.ones((8, 8)), v=np.ones((8, 8)))
+    for args in (["--inputs", str(f)], ["--inputs", str(tmp_path / "none.npz")],
+                 ["--q", str(f)], ["--inputs", str(f), "--dist", "peaky"]):
+        r = run("accuracy", "--preset", "tiny", *args)
+        assert r.exit_code == 2, (args, r.output)
+        assert r.output.count("\n") == 1 and r.output.startswith("error:"), r.output

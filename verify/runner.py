@@ -24,7 +24,7 @@ import numpy as np
 
 from attenio.config import HardwareConfig, Workload
 from attenio.errors import ConfigError, ErrorCode, bad
-from attenio.model.golden import error_vs_float, golden_output, quantized_inputs
+from attenio.model.golden import GoldenInputs, error_vs_float, golden_output, quantized_inputs
 from attenio.sim.image import RunImage, run_image
 
 SIMULATORS = ("verilator", "icarus")
@@ -189,9 +189,11 @@ class SimResult:
 
 
 def prepare(hw: HardwareConfig, wl: Workload, *, dist: str = "gaussian",
-            seed: int = 0) -> RunImage:
-    """Quantized random inputs (``dist``, ``seed``), the program and the DRAM image of a run."""
-    return run_image(hw, wl, quantized_inputs(hw, wl, dist, seed))
+            seed: int = 0, inputs: GoldenInputs | None = None) -> RunImage:
+    """Quantized random inputs (``dist``, ``seed``; or the given ``inputs``), the program and
+    the DRAM image of a run."""
+    return run_image(hw, wl, inputs if inputs is not None else
+                     quantized_inputs(hw, wl, dist, seed))
 
 
 def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: int = 0,
@@ -203,8 +205,11 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
              check: bool = True, trace: bool = False, prog_offset: int = 0,
              prog_len: int | None = None,
              write_window: tuple[int, int] | None | str = "layout",
-             rerun: bool = False) -> SimResult:
+             rerun: bool = False, inputs: GoldenInputs | None = None) -> SimResult:
     """Run ``wl`` on the RTL of ``hw`` and compare with the models.
+
+    ``inputs``: integer Q, K, V and their scales to run instead of random ones (a host
+    scheme's output, model/accuracy.py).
 
     ``program`` replaces the generated program bytes (fault tests); ``errors`` are DRAM byte
     ranges that answer SLVERR; ``window`` sets the DRAM window registers; ``reset_at`` resets
@@ -220,7 +225,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     """
     from cocotb_tools.runner import get_runner
 
-    prep = prepare(hw, wl, dist=dist, seed=seed)
+    prep = prepare(hw, wl, dist=dist, seed=seed, inputs=inputs)
     sched = prep.schedule
     lay = prep.layout
     bdir = build(hw, sim, waves=waves, log=log)
