@@ -325,7 +325,7 @@ def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, n, d
                         kv_heads=kv_heads or heads, causal=causal)
         for dist in dists or A.DISTRIBUTIONS:
             cases.append((dist, wl, A.make_inputs(wl, dist, seed)))
-    for hw_name, hw in hws.items():      # refuse a workload a preset cannot run, before work
+    for hw in hws.values():      # refuse a workload a preset cannot run, before any work
         hw.check_workload(C.replace(wl, element_bytes=hw.element_bytes))
     click.echo(f"accuracy: N={wl.seq_q}x{wl.seq_k} d={wl.head_dim} heads={wl.heads}/"
                f"{wl.kv_heads} batch={wl.batch} causal={wl.causal} seed={seed}; error against "
