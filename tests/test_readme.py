@@ -35,6 +35,12 @@ def workdir(tmp_path_factory):
     d = tmp_path_factory.mktemp("readme")
     (d / "data").symlink_to(ROOT / "data")
     (d / "build").mkdir()
+    # the user's own tensors the README's accuracy example reads
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    np.savez(d / "qkv.npz", q=rng.standard_normal((2, 128, 64)),
+             k=rng.standard_normal((2, 128, 64)), v=rng.standard_normal((2, 128, 64)))
     return d
 
 
