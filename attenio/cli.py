@@ -352,6 +352,126 @@ def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, n, d
                                 "rows": results})
 
 
+@main.command("explore")
+@preset_option_for("asplos26")
+@config_option
+@click.option("--set", "sets", multiple=True, metavar="FIELD=VALUES",
+              help="A hardware field and its values: 'mac_lines=32,64', 'sram_kb=64:768:64' "
+                   "(lo:hi:step). Fields: mac_lines, macs_per_line, sram_kb, tile_rows, "
+                   "exp_lanes, data_bits, dram_bytes_per_cycle, clock_mhz, kv_ring_depth, "
+                   "max_keys_per_step, max_head_dim.")
+@click.option("--n", "n", default="4096", show_default=True, help="Sequence lengths (list).")
+@click.option("--nk", default=None, help="Key lengths (list), if different from --n.")
+@click.option("--d", "d", default="64", show_default=True, help="Head dims (list).")
+@click.option("--heads", default="1", show_default=True, help="Query heads (list).")
+@click.option("--kv-heads", default=None, help="K/V heads (list); default = heads.")
+@click.option("--causal", default="false", show_default=True, help="false, true or both.")
+@click.option("--vs-fa2", is_flag=True, help="Also run FA-2 on each point's hardware.")
+@click.option("--workers", type=int, default=None, help="Local processes (default: CPUs).")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="Run on Dask: a scheduler address (tcp://host:8786), or local[:N] for a "
+                   "local Dask cluster of N workers.")
+@click.option("--results", default=None, metavar="FILE.jsonl",
+              help="Points as they finish (a rerun resumes from it).")
+@click.option("--csv", "csv_path", default=None, metavar="FILE", help="Every point as CSV.")
+@click.option("--plot", "plot_path", default=None, metavar="FILE",
+              help="Cycles against area, coloured by energy, Pareto front marked.")
+@json_option
+@_friendly
+def explore(preset, config_file, sets, n, nk, d, heads, kv_heads, causal, vs_fa2, workers,
+            scheduler, results, csv_path, plot_path, json_path):
+    """Sweep hardware fields and workloads through the schedule generator with area and
+    energy estimates; print the Pareto front (cycles x area x energy) of each workload.
+
+    Area and energy are estimates (sim/cost.py, docs/explore.md): ASIC figures calibrated to the
+    paper's Table 3, FPGA resources fitted on synthesis reports.
+    """
+    from attenio.sim import explore as E
+
+    _outputs(plots=("plot",), csv=csv_path, plot=plot_path, json=json_path, results=results)
+    base = _load_hw(None, config_file).to_dict() if config_file else (preset or "asplos26")
+    hw_values = {}
+    for item in sets:
+        if "=" not in item:
+            raise ConfigError(f"set={item!r} is invalid: give FIELD=VALUES, e.g. mac_lines=32,64")
+        field, text = item.split("=", 1)
+        if field.strip() in E.WL_FIELDS:
+            raise ConfigError(f"set={item!r} is invalid: {field} is a workload field; use "
+                              f"--{field.strip().replace('_', '-')}")
+        hw_values[field.strip()] = E.parse_values(field.strip(), text)
+    wl_values = {"n": E.parse_values("n", n), "d": E.parse_values("d", d),
+                 "heads": E.parse_values("heads", heads),
+                 "causal": E.parse_values("causal", causal)}
+    if nk:
+        wl_values["nk"] = E.parse_values("nk", nk)
+    if kv_heads:
+        wl_values["kv_heads"] = E.parse_values("kv_heads", kv_heads)
+    points = E.grid(base, hw_values, wl_values)
+    import os
+
+    where = "Dask " + scheduler if scheduler else f"{workers or os.cpu_count()} local processes"
+    click.echo(f"explore: base={config_file or preset} {len(points):,} points on {where}"
+               + (f", results in {results}" if results else ""))
+    t0 = time.perf_counter()
+    with _Bar("points") as bar:
+        rows = E.run_sweep(points, workers=workers, results=results, scheduler=scheduler,
+                           vs_fa2=vs_fa2, progress=lambda k, total: bar(k / total))
+    dt = time.perf_counter() - t0
+    ok = [r for r in rows if r.get("feasible")]
+    bad_rows = [r for r in rows if not r.get("feasible")]
+    front = E.pareto_front(rows)
+    click.echo(f"  points               {len(rows):,} ({len(ok):,} feasible, {len(bad_rows):,} "
+               f"infeasible) in {dt:.1f} s ({len(rows) / dt if dt else 0:,.0f} points/s)")
+    for r in bad_rows[:3]:
+        click.echo(f"  infeasible           {_point_label(r)}: {r['reason']}")
+    click.echo(f"  Pareto front         {len(front)} points (cycles x area x energy, per "
+               "workload; area and energy are estimates)")
+    click.echo(f"  {'point':<56} {'cycles':>13} {'mm2':>6} {'energy uJ':>10} {'PE/MAC':>7}"
+               + (f" {'vs FA-2':>8}" if vs_fa2 else ""))
+    for r in sorted(front, key=lambda r: (r["key"].split('"wl"')[1], r["cycles"]))[:20]:
+        click.echo(f"  {_point_label(r)[:56]:<56} {r['cycles']:>13,} {r['area_mm2']:>6.2f} "
+                   f"{r['energy_uj']:>10,.0f} {r['pe_util_mac']:>6.1%}"
+                   + (f" {r.get('energy_eff_vs_fa2', float('nan')):>7.2f}x" if vs_fa2 else ""))
+    if csv_path:
+        keys = sorted({k for r in rows for k in r})
+        _write_csv(csv_path, [{k: r.get(k, "") for k in keys} for r in rows])
+    if plot_path:
+        _explore_plot(ok, front, plot_path)
+        click.echo(f"wrote {plot_path}")
+    if json_path:
+        _write_json(json_path, {"base": base, "hw": hw_values, "wl": wl_values,
+                                "seconds": dt, "points": rows,
+                                "pareto_front": [r["key"] for r in front]})
+
+
+def _point_label(r: dict) -> str:
+    import json as _json
+
+    k = _json.loads(r["key"])
+    return " ".join(f"{a}={b}" for a, b in {**k["hw"], **k["wl"]}.items())
+
+
+def _explore_plot(rows, front, path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    sc = ax.scatter([r["area_mm2"] for r in rows], [r["cycles"] for r in rows],
+                    c=[r["energy_uj"] for r in rows], cmap="viridis", s=14)
+    ax.scatter([r["area_mm2"] for r in front], [r["cycles"] for r in front], facecolors="none",
+               edgecolors="r", s=60, label="Pareto front (per workload)")
+    ax.set_xlabel("area, mm² (22 nm estimate, calibrated to the paper's Table 3)")
+    ax.set_ylabel("cycles")
+    ax.set_yscale("log")
+    fig.colorbar(sc, label="energy, µJ (estimate)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def _workload_options(fn):
     opts = [
         click.option("--n", "n", type=int, required=True, help="Query (and key) length."),

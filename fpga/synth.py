@@ -19,6 +19,7 @@ from pathlib import Path
 
 from attenio.config import HardwareConfig
 from attenio.errors import ConfigError, bad
+from attenio.sim.cost import ecp5_lut_sites
 
 # name -> (family, yosys command, device capacity by resource, nextpnr args)
 TARGETS = {
@@ -43,14 +44,6 @@ ECP5_CELLS = ("LUT4", "CCU2C", "TRELLIS_FF", "MULT18X18D", "DP16KD", "TRELLIS_DP
 XILINX_CELLS = ("LUT1", "LUT2", "LUT3", "LUT4", "LUT5", "LUT6", "CARRY4", "CARRY8", "FDRE",
                 "FDSE", "FDCE", "FDPE", "DSP48E1", "DSP48E2", "RAMB18E1", "RAMB36E1", "RAMB18E2",
                 "RAMB36E2", "RAM64M", "RAM32M", "RAM64X1D", "RAM32X1D")
-
-
-def ecp5_lut_sites(cells: dict[str, int]) -> int:
-    """LUT4 sites a netlist takes, counted as nextpnr-ecp5 does before packing: the logic
-    LUT4s, two per CCU2C carry cell and six per 16×4 distributed RAM (four hold its bits, two
-    its write port). Counting LUT4 cells alone leaves out carry chains and RAM."""
-    return (cells.get("LUT4", 0) + 2 * cells.get("CCU2C", 0)
-            + 6 * cells.get("TRELLIS_DPR16X4", 0))
 
 
 @dataclass

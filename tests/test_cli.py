@@ -268,3 +268,24 @@ def test_accuracy_bad_files_are_one_line_and_status_2(tmp_path):
         r = run("accuracy", "--preset", "tiny", *args)
         assert r.exit_code == 2, (args, r.output)
         assert r.output.count("\n") == 1 and r.output.startswith("error:"), r.output
+
+
+def test_explore_small_sweep(tmp_path):
+    csv, js = tmp_path / "e.csv", tmp_path / "e.json"
+    r = run("explore", "--preset", "tiny", "--set", "tile_rows=16,64", "--n", "64",
+            "--d", "16,100", "--workers", "1", "--csv", str(csv), "--json", str(js))
+    assert r.exit_code == 0, r.output
+    assert "4 points" in r.output and "2 infeasible" in r.output and "Pareto front" in r.output
+    import json
+
+    data = json.loads(js.read_text())
+    assert len(data["points"]) == 4 and data["pareto_front"]
+    assert csv.read_text().count("\n") == 5
+
+
+def test_explore_bad_spec_is_one_line_and_status_2():
+    for args in (["--set", "mac_line=8"], ["--set", "sram_kb=256:64:64"], ["--set", "n=5"],
+                 ["--set", "mac_lines"], ["--causal", "maybe"]):
+        r = run("explore", "--preset", "tiny", *args)
+        assert r.exit_code == 2, (args, r.output)
+        assert r.output.count("\n") == 1 and r.output.startswith("error:"), r.output

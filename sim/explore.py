@@ -1,0 +1,300 @@
+"""Design-space exploration: a sweep over HardwareConfig fields and workloads, each point run
+through the schedule generator and the area and energy estimates (sim/cost.py), in parallel on
+this machine (a process pool) or on a Dask cluster (``distributed``), resumable from its results
+file; then the Pareto front of cycles × area × energy per workload (docs/explore.md).
+
+A sweep is a base configuration and a grid: hardware fields (``HW_FIELDS``; ``sram_kb`` sets
+``sram_bytes``) and workload fields (``WL_FIELDS``), each a list of values. Every combination is a
+point; a point the hardware cannot run (a head dim over ``max_head_dim``, memory too small for
+one row, a value a field refuses) is recorded as infeasible with the reason, and the sweep goes
+on. A results file (JSON lines, one point each, written as points finish) makes a sweep
+resumable: a rerun skips the points already in it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+from attenio import config as C
+from attenio.errors import ConfigError, bad
+
+__all__ = ["HW_FIELDS", "WL_FIELDS", "parse_values", "grid", "evaluate", "run_sweep",
+           "pareto_front"]
+
+HW_FIELDS = ("mac_lines", "macs_per_line", "sram_kb", "tile_rows", "exp_lanes", "data_bits",
+             "dram_bytes_per_cycle", "clock_mhz", "kv_ring_depth", "max_keys_per_step",
+             "max_head_dim")
+WL_FIELDS = ("n", "nk", "d", "heads", "kv_heads", "batch", "causal")
+_FLOAT_FIELDS = ("clock_mhz",)
+RETRIES = 2
+
+
+def parse_values(field: str, text: str) -> list:
+    """``"a,b,c"`` or ``"lo:hi:step"`` (inclusive, integers) or one value; ``causal`` takes
+    ``true``/``false``/``both``. Raises ConfigError for an unknown field, an empty or inverted
+    range, or a value that is not a number."""
+    if field not in HW_FIELDS + WL_FIELDS:
+        raise bad("field", field, f"sweepable fields: {', '.join(HW_FIELDS + WL_FIELDS)}")
+    text = str(text).strip()
+    if field == "causal":
+        opts = {"true": [True], "false": [False], "both": [False, True]}
+        vals: list = []
+        for part in text.split(","):
+            if part.strip().lower() not in opts:
+                raise bad(field, part, "true, false or both")
+            vals += opts[part.strip().lower()]
+        return vals
+    kind = float if field in _FLOAT_FIELDS else int
+
+    def conv(x):
+        try:
+            return kind(x)
+        except ValueError:
+            raise bad(field, text, "numbers separated by commas, or lo:hi:step") from None
+
+    if ":" in text:
+        parts = text.split(":")
+        if len(parts) != 3:
+            raise bad(field, text, "a range is lo:hi:step")
+        lo, hi, step = (conv(x) for x in parts)
+        if step <= 0:
+            raise bad(field, text, "the step of a range must be positive")
+        if hi < lo:
+            raise bad(field, text, f"an inverted range ({hi} < {lo})")
+        n = int(math.floor((hi - lo) / step + 1e-9)) + 1
+        vals = [kind(lo + i * step) for i in range(n)]
+    else:
+        vals = [conv(x) for x in text.split(",") if x.strip()]
+    if not vals:
+        raise bad(field, text, "an empty list of values")
+    return vals
+
+
+def grid(base: str | dict, hw_values: dict[str, list], wl_values: dict[str, list]) -> list[dict]:
+    """Every combination as a point: ``{"base": …, "hw": {field: value}, "wl": {…}}``.
+    ``base`` is a preset name or a HardwareConfig as a dict."""
+    for f in hw_values:
+        if f not in HW_FIELDS:
+            raise bad("field", f, f"sweepable hardware fields: {', '.join(HW_FIELDS)}")
+    for f in wl_values:
+        if f not in WL_FIELDS:
+            raise bad("field", f, f"workload fields: {', '.join(WL_FIELDS)}")
+    wl_values = {"n": [4096], "d": [64], **wl_values}
+    hk, wk = list(hw_values), list(wl_values)
+    pts = []
+    for hv in itertools.product(*(hw_values[k] for k in hk)):
+        for wv in itertools.product(*(wl_values[k] for k in wk)):
+            pts.append({"base": base, "hw": dict(zip(hk, hv, strict=True)),
+                        "wl": dict(zip(wk, wv, strict=True))})
+    return pts
+
+
+def point_key(pt: dict) -> str:
+    return json.dumps({"base": pt["base"], "hw": pt["hw"], "wl": pt["wl"]}, sort_keys=True)
+
+
+def _hardware(pt: dict) -> C.HardwareConfig:
+    base = pt["base"]
+    hw = C.preset(base) if isinstance(base, str) else C.HardwareConfig.from_dict(base)
+    changes = dict(pt["hw"])
+    if "sram_kb" in changes:
+        changes["sram_bytes"] = int(changes.pop("sram_kb")) * 1024
+    if "mac_lines" in changes and "exp_lanes" not in changes and hw.exp_lanes == hw.mac_lines:
+        changes["exp_lanes"] = changes["mac_lines"]   # the RTL's rule: a lane a line
+    return C.replace(hw, **changes)
+
+
+def _workload(pt: dict, hw: C.HardwareConfig) -> C.Workload:
+    w = pt["wl"]
+    heads = int(w.get("heads", 1))
+    return C.Workload(seq_q=int(w["n"]), seq_k=int(w.get("nk") or w["n"]), head_dim=int(w["d"]),
+                      heads=heads, kv_heads=int(w.get("kv_heads") or heads),
+                      batch=int(w.get("batch", 1)), causal=bool(w.get("causal", False)),
+                      element_bytes=hw.element_bytes)
+
+
+def evaluate(pt: dict, vs_fa2: bool = False) -> dict:
+    """One point: the schedule's cycles, time, PE utilization by MAC and DRAM bytes, the ASIC
+    area and energy estimates, the FPGA resource estimate; with ``vs_fa2`` also FA-2's
+    cycles and energy on the same hardware. An infeasible point gets ``feasible: False`` and
+    the reason."""
+    from attenio.sim import cost
+    from attenio.sim.schedule import schedule
+
+    out = {"key": point_key(pt), **{f"hw.{k}": v for k, v in pt["hw"].items()},
+           **{f"wl.{k}": v for k, v in pt["wl"].items()}}
+    t0 = time.perf_counter()
+    try:
+        hw = _hardware(pt)
+        wl = _workload(pt, hw)
+        s = schedule(hw, wl, keep_spans=False)
+    except (ConfigError, ValueError) as exc:
+        return {**out, "feasible": False, "reason": str(exc)}
+    area = cost.asic_area(hw)
+    en = cost.energy(hw, s)
+    fp = cost.fpga_area(hw)
+    out.update(feasible=True, reason="", tiling=s.tiling.notes, cycles=s.total_cycles,
+               time_us=s.time_us, pe_util_mac=s.pe_util_mac, dram_read=s.read_bytes,
+               dram_write=s.write_bytes, area_mm2=area["total"], area_pe_mm2=area["pe"],
+               area_cache_mm2=area["cache"], energy_uj=en["total"], energy_dram_uj=en["dram"],
+               energy_mac_uj=en["mac"], energy_sram_uj=en["sram"],
+               fpga_lut4=fp.get("LUT4"), fpga_dsp=fp.get("MULT18X18D"), fpga_bram=fp["DP16KD"],
+               fpga_fits=fp["fits"], estimate=cost.ESTIMATE)
+    if vs_fa2:
+        try:
+            f = schedule(hw, wl, "fa2", keep_spans=False)
+            ef = cost.energy(hw, f)
+            out.update(fa2_cycles=f.total_cycles, fa2_energy_uj=ef["total"],
+                       speedup_vs_fa2=f.total_cycles / s.total_cycles,
+                       energy_eff_vs_fa2=ef["total"] / en["total"])
+        except (ConfigError, ValueError) as exc:
+            out.update(fa2_reason=str(exc))
+    out["eval_s"] = round(time.perf_counter() - t0, 4)
+    return out
+
+
+def _load_done(path: Path | None) -> dict[str, dict]:
+    done: dict[str, dict] = {}
+    if path is None or not path.exists():
+        return done
+    for line in path.read_text().splitlines():
+        if line.strip():
+            try:
+                r = json.loads(line)
+            except json.JSONDecodeError:
+                continue          # a line cut short by an interrupted run: redone
+            done[r["key"]] = r
+    return done
+
+
+def _eval_many(chunk: list[dict], vs_fa2: bool) -> list[dict]:
+    return [evaluate(pt, vs_fa2) for pt in chunk]
+
+
+def run_sweep(points: list[dict], *, workers: int | None = None, results: str | None = None,
+              scheduler: str | None = None, vs_fa2: bool = False, progress=None,
+              chunk: int = 8) -> list[dict]:
+    """Evaluate every point not already in ``results`` (JSON lines; appended as points
+    finish) and return all rows in point order. ``scheduler``: ``None`` for a local process
+    pool of ``workers`` (default: the CPU count), ``"local"`` or ``"local:N"`` for a Dask
+    LocalCluster of N workers, or a Dask scheduler address (``tcp://host:8786``).
+    ``progress(done, total)`` after each finished chunk. A chunk whose worker died is retried
+    (``RETRIES`` times), then its points are recorded as infeasible."""
+    path = Path(results) if results else None
+    done = _load_done(path)
+    keys = [point_key(p) for p in points]
+    todo = [p for p, k in zip(points, keys, strict=True) if k not in done]
+    chunks = [todo[i:i + chunk] for i in range(0, len(todo), chunk)]
+    if path and path.exists() and path.stat().st_size:
+        with path.open("rb") as fh:          # a line cut short: start the next on its own
+            fh.seek(-1, 2)
+            cut = fh.read(1) != b"\n"
+        if cut:
+            with path.open("a") as fh:
+                fh.write("\n")
+    sink = path.open("a") if path else None
+    count = len(points) - len(todo)
+
+    def record(rows):
+        nonlocal count
+        for r in rows:
+            done[r["key"]] = r
+            if sink:
+                sink.write(json.dumps(r) + "\n")
+        if sink:
+            sink.flush()
+        count += len(rows)
+        if progress:
+            progress(count, len(points))
+
+    try:
+        if scheduler is None:
+            _run_local(chunks, workers or os.cpu_count() or 1, vs_fa2, record)
+        else:
+            _run_dask(chunks, scheduler, workers, vs_fa2, record)
+    finally:
+        if sink:
+            sink.close()
+    return [done[k] for k in keys]
+
+
+def _run_local(chunks, workers, vs_fa2, record) -> None:
+    """All chunks in one pool; after a worker died, the chunks left run one at a time, each
+    in a pool of its own, so the one that kills its worker loses only its own points."""
+    pending = {i: 0 for i in range(len(chunks))}     # chunk → times its worker died
+    try:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            futs = {pool.submit(_eval_many, chunks[i], vs_fa2): i for i in pending}
+            for fut in as_completed(futs):
+                record(fut.result())
+                del pending[futs[fut]]
+    except BrokenProcessPool:
+        pass
+    for i in sorted(pending):
+        while True:
+            try:
+                with ProcessPoolExecutor(max_workers=1) as pool:
+                    record(pool.submit(_eval_many, chunks[i], vs_fa2).result())
+                break
+            except BrokenProcessPool:
+                pending[i] += 1
+                if pending[i] > RETRIES:
+                    record([{"key": point_key(p), "feasible": False,
+                             "reason": f"its worker died {RETRIES + 1} times"}
+                            for p in chunks[i]])
+                    break
+
+
+def _run_dask(chunks, scheduler, workers, vs_fa2, record) -> None:
+    try:
+        from distributed import Client, LocalCluster
+        from distributed import as_completed as dask_completed
+    except ModuleNotFoundError:
+        raise ConfigError("scheduler is invalid: a Dask sweep needs the distributed package "
+                          "(pip install 'attenio[explore]')") from None
+    cluster = None
+    if scheduler.startswith("local"):
+        n = int(scheduler.split(":", 1)[1]) if ":" in scheduler else (workers or 2)
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                               dashboard_address=None)
+        address = cluster
+    else:
+        address = scheduler
+    try:
+        client = Client(address, timeout="5s")
+    except (OSError, TimeoutError) as exc:
+        if cluster:
+            cluster.close()
+        raise ConfigError(f"scheduler={scheduler!r} is invalid: cannot reach it ({exc})") from None
+    try:
+        futs = client.map(_eval_many, chunks, vs_fa2=vs_fa2, retries=RETRIES, pure=False)
+        for fut in dask_completed(futs):
+            record(fut.result())
+    finally:
+        client.close()
+        if cluster:
+            cluster.close()
+
+
+def pareto_front(rows: list[dict], axes=("cycles", "area_mm2", "energy_uj")) -> list[dict]:
+    """The feasible rows no other row of the same workload beats on every axis (lower is
+    better) and strictly on one."""
+    by_wl: dict[str, list[dict]] = {}
+    for r in rows:
+        if r.get("feasible"):
+            wl = json.dumps(json.loads(r["key"])["wl"], sort_keys=True)
+            by_wl.setdefault(wl, []).append(r)
+    front = []
+    for group in by_wl.values():
+        for r in group:
+            if not any(all(o[a] <= r[a] for a in axes) and any(o[a] < r[a] for a in axes)
+                       for o in group if o is not r):
+                front.append(r)
+    return front

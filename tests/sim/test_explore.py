@@ -1,0 +1,121 @@
+"""attenio explore: sweep parsing, infeasible points, resume, worker death, the Pareto front,
+the cost models, and the same sweep on a local Dask cluster."""
+
+import json
+import os
+
+import pytest
+
+from attenio import config as C
+from attenio.errors import ConfigError
+from attenio.sim import cost
+from attenio.sim import explore as E
+
+
+def test_parse_values_lists_ranges_and_errors():
+    assert E.parse_values("sram_kb", "64:256:64") == [64, 128, 192, 256]
+    assert E.parse_values("mac_lines", "32, 64") == [32, 64]
+    assert E.parse_values("clock_mhz", "500,1000") == [500.0, 1000.0]
+    assert E.parse_values("causal", "both") == [False, True]
+    for field, text, match in (("sram_kb", "256:64:64", "inverted range"),
+                               ("sram_kb", "", "empty"), ("sram_kb", "64:128:0", "positive"),
+                               ("mac_line", "8", "sweepable fields"),
+                               ("d", "sixty", "numbers"), ("causal", "maybe", "true, false")):
+        with pytest.raises(ConfigError, match=match):
+            E.parse_values(field, text)
+
+
+def test_grid_and_infeasible_points_are_recorded():
+    pts = E.grid("tiny", {"tile_rows": [8, 64]}, {"n": [64], "d": [16, 100]})
+    assert len(pts) == 4
+    rows = E.run_sweep(pts, workers=1)
+    by = {(r["hw.tile_rows"], r["wl.d"]): r for r in rows}
+    assert by[(64, 16)]["feasible"] and by[(8, 16)]["feasible"]
+    assert not by[(64, 100)]["feasible"] and "head_dim=100" in by[(64, 100)]["reason"]
+    assert by[(64, 16)]["cycles"] > 0 and by[(64, 16)]["area_mm2"] > 0
+
+
+def test_resume_skips_finished_points_and_tolerates_a_cut_line(tmp_path):
+    res = tmp_path / "r.jsonl"
+    pts = E.grid("tiny", {"tile_rows": [16, 32, 64]}, {"n": [64], "d": [16]})
+    first = E.run_sweep(pts[:2], workers=1, results=str(res))
+    # a finished point marked so a recomputation would show; a cut line at the end
+    lines = res.read_text().splitlines()
+    marked = json.loads(lines[0])
+    marked["cycles"] = -1
+    res.write_text(json.dumps(marked) + "\n" + lines[1] + "\n" + lines[1][:20])
+    rows = E.run_sweep(pts, workers=1, results=str(res))
+    assert rows[0]["cycles"] == -1            # taken from the file, not recomputed
+    assert rows[1] == first[1] and rows[2]["feasible"]
+    assert len(res.read_text().splitlines()) == 4
+
+
+def _dies_on_32(chunk, vs_fa2):
+    if any(p["hw"].get("tile_rows") == 32 for p in chunk):
+        os._exit(3)
+    return [E.evaluate(p, vs_fa2) for p in chunk]
+
+
+def test_a_dying_worker_loses_only_its_points(monkeypatch):
+    monkeypatch.setattr(E, "_eval_many", _dies_on_32)
+    pts = E.grid("tiny", {"tile_rows": [16, 32, 64]}, {"n": [64], "d": [16]})
+    rows = E.run_sweep(pts, workers=2, chunk=1)
+    assert [r["feasible"] for r in rows] == [True, False, True]
+    assert "worker died" in rows[1]["reason"]
+
+
+def test_pareto_front():
+    wl = {"n": 1, "d": 1}
+    rows = [{"key": json.dumps({"base": "b", "hw": {"x": i}, "wl": wl}), "feasible": True,
+             "cycles": c, "area_mm2": a, "energy_uj": e}
+            for i, (c, a, e) in enumerate([(1, 5, 5), (5, 1, 5), (5, 5, 1), (6, 6, 6), (1, 5, 6)])]
+    front = E.pareto_front(rows)
+    assert sorted(json.loads(r["key"])["hw"]["x"] for r in front) == [0, 1, 2]
+
+
+def test_asic_model_reproduces_table_3_and_scales():
+    a = cost.asic_area(C.asplos26())
+    assert a["total"] == pytest.approx(3.72)
+    assert a["pe"] == pytest.approx(2.44) and a["cache"] == pytest.approx(0.79)
+    half = cost.asic_area(C.replace(C.asplos26(), mac_lines=32, exp_lanes=64))
+    assert half["pe"] == pytest.approx(1.22) and half["exp"] == pytest.approx(0.24)
+
+
+def test_bram_model_matches_synthesis_reports():
+    # the DP16KD count is structural: it must equal yosys's on the synthesized presets
+    assert cost.fpga_area(C.tiny())["DP16KD"] == 32
+    assert cost.fpga_area(C.fpga())["DP16KD"] == 100
+    assert cost.fpga_area(C.replace(C.fpga(), tile_rows=512))["DP16KD"] == 188
+    if cost.SWEEP_FILE.exists():
+        for pt in json.loads(cost.SWEEP_FILE.read_text())["points"]:
+            hw = C.HardwareConfig.from_dict(pt["hardware"])
+            assert cost.fpga_area(hw)["DP16KD"] == pt["report"]["cells"]["DP16KD"], pt["name"]
+
+
+def test_energy_counts_dram_bytes():
+    from attenio.sim.schedule import schedule
+
+    hw = C.asplos26()
+    wl = C.Workload.square(4096, 64, element_bytes=2)
+    att, fa2 = schedule(hw, wl, keep_spans=False), schedule(hw, wl, "fa2", keep_spans=False)
+    ea, ef = cost.energy(hw, att), cost.energy(hw, fa2)
+    assert ef["dram"] / ea["dram"] == pytest.approx(
+        (fa2.read_bytes + fa2.write_bytes) / (att.read_bytes + att.write_bytes))
+    assert ea["total"] == pytest.approx(sum(v for k, v in ea.items() if k != "total"))
+
+
+def test_same_sweep_on_a_local_dask_cluster():
+    pytest.importorskip("distributed")
+    pts = E.grid("tiny", {"tile_rows": [16, 64]}, {"n": [64], "d": [16, 32]})
+    local = E.run_sweep(pts, workers=1)
+    dask = E.run_sweep(pts, scheduler="local:2", chunk=1)
+    strip = ("eval_s",)
+    assert [{k: v for k, v in r.items() if k not in strip} for r in dask] == \
+        [{k: v for k, v in r.items() if k not in strip} for r in local]
+
+
+def test_unreachable_scheduler_fails_at_once():
+    pytest.importorskip("distributed")
+    pts = E.grid("tiny", {}, {"n": [16], "d": [8]})
+    with pytest.raises(ConfigError, match="cannot reach"):
+        E.run_sweep(pts, scheduler="tcp://127.0.0.1:9")
