@@ -251,3 +251,21 @@ def test_plot_density_agrees_with_the_busy_counts(hw, wl):
     for eng in S.ENGINES:
         dens = busy_density(sch.activity[eng], 0, sch.total_cycles, 500)
         assert abs(dens.mean() - sch.busy[eng] / sch.total_cycles) <= 0.01, eng
+
+
+@pytest.mark.parametrize("hw, wl", [
+    (C.tiny(), C.Workload(seq_q=200, seq_k=300, head_dim=24, heads=3)),
+    (C.tiny(), C.Workload(seq_q=256, seq_k=256, head_dim=59, batch=2)),
+    (C.tiny(), C.Workload(seq_q=150, seq_k=150, head_dim=16, causal=True, heads=2)),
+    (C.fpga(), C.Workload(seq_q=1024, seq_k=1024, head_dim=64, heads=4, kv_heads=2)),
+    (C.replace(C.asplos26(), sram_bytes=96 * 1024),
+     C.Workload.square(8192, 128, element_bytes=2)),
+])
+def test_tile_memo_is_exact(hw, wl):
+    # without spans the model reuses a tile's timeline for tiles in the same relative state;
+    # with spans it simulates every tile: the two must agree on everything
+    fast = S.schedule(hw, wl, keep_spans=False)
+    full = S.schedule(hw, wl, keep_spans=True)
+    assert (fast.total_cycles, fast.read_bytes, fast.write_bytes) == \
+        (full.total_cycles, full.read_bytes, full.write_bytes)
+    assert fast.busy == full.busy and fast.stalls == full.stalls
