@@ -381,7 +381,7 @@ def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, n, d
 def explore(preset, config_file, sets, n, nk, d, heads, kv_heads, causal, vs_fa2, workers,
             scheduler, results, csv_path, plot_path, json_path):
     """Sweep hardware fields and workloads through the schedule generator with area and
-    energy estimates; print the Pareto front (cycles x area x energy) of each workload.
+    energy estimates; print the Pareto front (time x area x energy) of each workload.
 
     Area and energy are estimates (sim/cost.py, docs/explore.md): ASIC figures calibrated to the
     paper's Table 3, FPGA resources fitted on synthesis reports.
@@ -424,12 +424,12 @@ def explore(preset, config_file, sets, n, nk, d, heads, kv_heads, causal, vs_fa2
                f"infeasible) in {dt:.1f} s ({len(rows) / dt if dt else 0:,.0f} points/s)")
     for r in bad_rows[:3]:
         click.echo(f"  infeasible           {_point_label(r)}: {r['reason']}")
-    click.echo(f"  Pareto front         {len(front)} points (cycles x area x energy, per "
+    click.echo(f"  Pareto front         {len(front)} points (time x area x energy, per "
                "workload; area and energy are estimates)")
-    click.echo(f"  {'point':<56} {'cycles':>13} {'mm2':>6} {'energy uJ':>10} {'PE/MAC':>7}"
+    click.echo(f"  {'point':<56} {'time us':>11} {'mm2':>6} {'energy uJ':>10} {'PE/MAC':>7}"
                + (f" {'vs FA-2':>8}" if vs_fa2 else ""))
-    for r in sorted(front, key=lambda r: (r["key"].split('"wl"')[1], r["cycles"]))[:20]:
-        click.echo(f"  {_point_label(r)[:56]:<56} {r['cycles']:>13,} {r['area_mm2']:>6.2f} "
+    for r in sorted(front, key=lambda r: (r["key"].split('"wl"')[1], r["time_us"]))[:20]:
+        click.echo(f"  {_point_label(r)[:56]:<56} {r['time_us']:>11,.1f} {r['area_mm2']:>6.2f} "
                    f"{r['energy_uj']:>10,.0f} {r['pe_util_mac']:>6.1%}"
                    + (f" {r.get('energy_eff_vs_fa2', float('nan')):>7.2f}x" if vs_fa2 else ""))
     if csv_path:
@@ -458,12 +458,12 @@ def _explore_plot(rows, front, path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    sc = ax.scatter([r["area_mm2"] for r in rows], [r["cycles"] for r in rows],
+    sc = ax.scatter([r["area_mm2"] for r in rows], [r["time_us"] for r in rows],
                     c=[r["energy_uj"] for r in rows], cmap="viridis", s=14)
-    ax.scatter([r["area_mm2"] for r in front], [r["cycles"] for r in front], facecolors="none",
+    ax.scatter([r["area_mm2"] for r in front], [r["time_us"] for r in front], facecolors="none",
                edgecolors="r", s=60, label="Pareto front (per workload)")
     ax.set_xlabel("area, mm² (22 nm estimate, calibrated to the paper's Table 3)")
-    ax.set_ylabel("cycles")
+    ax.set_ylabel("time, µs")
     ax.set_yscale("log")
     fig.colorbar(sc, label="energy, µJ (estimate)")
     ax.legend(fontsize=8)

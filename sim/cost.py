@@ -128,8 +128,14 @@ def energy(hw: HardwareConfig, sched) -> dict:
 DP16KD_SHAPES = ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36))
 
 
+# yosys maps a memory this shallow to distributed RAM (TRELLIS_DPR16X4) instead of block RAM
+LUTRAM_MAX_DEPTH = 32
+
+
 def dp16kd_blocks(depth: int, width: int) -> int:
-    """Fewest DP16KD for one ``depth × width`` memory."""
+    """Fewest DP16KD for one ``depth × width`` memory (0 for one shallow enough for LUTs)."""
+    if depth <= LUTRAM_MAX_DEPTH:
+        return 0
     return min(math.ceil(depth / d) * math.ceil(width / w) for d, w in DP16KD_SHAPES)
 
 

@@ -67,7 +67,7 @@ def test_a_dying_worker_loses_only_its_points(monkeypatch):
 def test_pareto_front():
     wl = {"n": 1, "d": 1}
     rows = [{"key": json.dumps({"base": "b", "hw": {"x": i}, "wl": wl}), "feasible": True,
-             "cycles": c, "area_mm2": a, "energy_uj": e}
+             "time_us": c, "area_mm2": a, "energy_uj": e}
             for i, (c, a, e) in enumerate([(1, 5, 5), (5, 1, 5), (5, 5, 1), (6, 6, 6), (1, 5, 6)])]
     front = E.pareto_front(rows)
     assert sorted(json.loads(r["key"])["hw"]["x"] for r in front) == [0, 1, 2]
