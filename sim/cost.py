@@ -162,7 +162,7 @@ def _features(hw: HardwareConfig) -> list[float]:
     # LUTs and FFs grow with the MACs (operand registers, products, adder trees), the lines
     # (softmax lanes, finalize, banks and their distributed m/ℓ and P tables), and a fixed
     # controller
-    return [1.0, float(hw.macs), float(hw.mac_lines), float(hw.mac_lines * hw.acc_bits)]
+    return [1.0, float(hw.macs), float(hw.mac_lines)]
 
 
 def fit_fpga(points: list[dict] | None = None) -> dict:
@@ -170,7 +170,7 @@ def fit_fpga(points: list[dict] | None = None) -> dict:
     (``points``: dicts with ``hardware`` and ``report``; default: data/fpga/synth-sweep.json)."""
     if points is None:
         points = json.loads(SWEEP_FILE.read_text())["points"] if SWEEP_FILE.exists() else []
-    if len(points) < 4:
+    if len(points) < 3:
         return {}
     X = np.array([_features(HardwareConfig.from_dict(pt["hardware"])) for pt in points])
     coef = {}
