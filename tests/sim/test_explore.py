@@ -119,3 +119,21 @@ def test_unreachable_scheduler_fails_at_once():
     pts = E.grid("tiny", {}, {"n": [16], "d": [8]})
     with pytest.raises(ConfigError, match="cannot reach"):
         E.run_sweep(pts, scheduler="tcp://127.0.0.1:9")
+
+
+def test_pareto_front_matches_the_pairwise_definition():
+    import random
+
+    rng = random.Random(1)
+    rows = [{"key": json.dumps({"base": "b", "hw": {"x": i}, "wl": {"n": i % 2}}),
+             "feasible": True, "time_us": rng.randint(1, 9), "area_mm2": rng.randint(1, 9),
+             "energy_uj": rng.randint(1, 9)} for i in range(300)]
+    axes = ("time_us", "area_mm2", "energy_uj")
+
+    def dominated(r):
+        same = [o for o in rows if json.loads(o["key"])["wl"] == json.loads(r["key"])["wl"]]
+        return any(all(o[a] <= r[a] for a in axes) and any(o[a] < r[a] for a in axes)
+                   for o in same)
+
+    want = sorted(r["key"] for r in rows if not dominated(r))
+    assert sorted(r["key"] for r in E.pareto_front(rows)) == want
