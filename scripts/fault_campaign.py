@@ -2,6 +2,7 @@
 whether every invariant held.
 
     python scripts/fault_campaign.py [--count 60] [--seed 0] [--n 40] [--d 16] [--json FILE]
+        [--workers N | --scheduler local:N | --scheduler tcp://host:8786]
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ def main() -> None:
     ap.add_argument("--d", type=int, default=16)
     ap.add_argument("--heads", type=int, default=2)
     ap.add_argument("--json", default=None, help="write every outcome here")
+    ap.add_argument("--workers", type=int, default=None, help="cases in N local processes")
+    ap.add_argument("--scheduler", default=None, help="cases on Dask: local:N or an address")
     args = ap.parse_args()
     hw = C.preset(args.preset)
     wl = C.Workload(seq_q=args.n, seq_k=args.n, head_dim=args.d, heads=args.heads,
@@ -37,7 +40,8 @@ def main() -> None:
         print(f"[{i:>3}/{n}] {o['kind']:<16} stall {o['p_stall']:<4} {o['what']:<40} "
               f"→ {o['error']:<16} {mark}", flush=True)
 
-    rep = campaign(hw, wl, args.count, args.seed, progress=progress)
+    rep = campaign(hw, wl, args.count, args.seed, progress=progress, workers=args.workers,
+                   scheduler=args.scheduler)
     print(f"\n{'kind':<16} {'injected':>8} {'survived':>8}  error codes")
     for kind, k in rep["by_kind"].items():
         codes = ", ".join(f"{c} {n}" for c, n in sorted(k["errors"].items()))

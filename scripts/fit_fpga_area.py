@@ -6,9 +6,12 @@ synthesized configurations but one, predict that one, for each in turn.
 Points: data/fpga/synth-sweep.json (python scripts/synth_sweep.py).
 """
 import json
+
 import numpy as np
+
 from attenio import config as C
 from attenio.sim import cost
+
 allp = json.loads(cost.SWEEP_FILE.read_text())["points"]
 print(len(allp), "points")
 for res in ("LUT4", "TRELLIS_FF", "MULT18X18D"):
@@ -17,7 +20,10 @@ for res in ("LUT4", "TRELLIS_FF", "MULT18X18D"):
         coef = cost.fit_fpga([q for j, q in enumerate(allp) if j != i])
         hw = C.HardwareConfig.from_dict(p["hardware"])
         pred = cost.fpga_area(hw, coef)[res]
-        true = cost.ecp5_lut_sites(p["report"]["cells"]) if res == "LUT4" else p["report"]["cells"][res]
+        cells = p["report"]["cells"]
+        true = cost.ecp5_lut_sites(cells) if res == "LUT4" else cells[res]
         errs.append((pred - true) / true)
-        print(f"  {res:10s} {p['name']:40s} true {true:7.0f} pred {pred:8.0f} err {100*(pred-true)/true:+6.1f}%")
-    print(res, "max |err|", f"{100*max(abs(e) for e in errs):.1f}%", "mean |err|", f"{100*np.mean(np.abs(errs)):.1f}%")
+        print(f"  {res:10s} {p['name']:16s} synthesized {true:7.0f} predicted {pred:8.0f} "
+              f"error {100 * (pred - true) / true:+6.1f}%")
+    print(f"{res}: max |error| {100 * max(abs(e) for e in errs):.1f}%, mean |error| "
+          f"{100 * np.mean(np.abs(errs)):.1f}%")

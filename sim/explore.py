@@ -16,14 +16,12 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from attenio import config as C
 from attenio.errors import ConfigError, bad
+from attenio.sim.fanout import RETRIES, fan_out
 
 __all__ = ["HW_FIELDS", "WL_FIELDS", "parse_values", "grid", "evaluate", "run_sweep",
            "pareto_front"]
@@ -33,7 +31,6 @@ HW_FIELDS = ("mac_lines", "macs_per_line", "sram_kb", "tile_rows", "exp_lanes", 
              "max_head_dim")
 WL_FIELDS = ("n", "nk", "d", "heads", "kv_heads", "batch", "causal")
 _FLOAT_FIELDS = ("clock_mhz",)
-RETRIES = 2
 
 
 def parse_values(field: str, text: str) -> list:
@@ -193,7 +190,7 @@ def run_sweep(points: list[dict], *, workers: int | None = None, results: str | 
     pool of ``workers`` (default: the CPU count), ``"local"`` or ``"local:N"`` for a Dask
     LocalCluster of N workers, or a Dask scheduler address (``tcp://host:8786``).
     ``progress(done, total)`` after each finished chunk. A chunk whose worker died is retried
-    (``RETRIES`` times), then its points are recorded as infeasible."""
+    (``RETRIES`` times, sim/fanout.py), then its points are recorded as infeasible."""
     path = Path(results) if results else None
     done = _load_done(path)
     keys = [point_key(p) for p in points]
@@ -221,73 +218,17 @@ def run_sweep(points: list[dict], *, workers: int | None = None, results: str | 
         if progress:
             progress(count, len(points))
 
+    def failed(chunk):
+        return [{"key": point_key(p), "feasible": False,
+                 "reason": f"its worker died {RETRIES + 1} times"} for p in chunk]
+
     try:
-        if scheduler is None:
-            _run_local(chunks, workers or os.cpu_count() or 1, vs_fa2, record)
-        else:
-            _run_dask(chunks, scheduler, workers, vs_fa2, record)
+        fan_out(_eval_many, chunks, record, failed, workers=workers, scheduler=scheduler,
+                vs_fa2=vs_fa2)
     finally:
         if sink:
             sink.close()
     return [done[k] for k in keys]
-
-
-def _run_local(chunks, workers, vs_fa2, record) -> None:
-    """All chunks in one pool; after a worker died, the chunks left run one at a time, each
-    in a pool of its own, so the one that kills its worker loses only its own points."""
-    pending = {i: 0 for i in range(len(chunks))}     # chunk → times its worker died
-    try:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            futs = {pool.submit(_eval_many, chunks[i], vs_fa2): i for i in pending}
-            for fut in as_completed(futs):
-                record(fut.result())
-                del pending[futs[fut]]
-    except BrokenProcessPool:
-        pass
-    for i in sorted(pending):
-        while True:
-            try:
-                with ProcessPoolExecutor(max_workers=1) as pool:
-                    record(pool.submit(_eval_many, chunks[i], vs_fa2).result())
-                break
-            except BrokenProcessPool:
-                pending[i] += 1
-                if pending[i] > RETRIES:
-                    record([{"key": point_key(p), "feasible": False,
-                             "reason": f"its worker died {RETRIES + 1} times"}
-                            for p in chunks[i]])
-                    break
-
-
-def _run_dask(chunks, scheduler, workers, vs_fa2, record) -> None:
-    try:
-        from distributed import Client, LocalCluster
-        from distributed import as_completed as dask_completed
-    except ModuleNotFoundError:
-        raise ConfigError("scheduler is invalid: a Dask sweep needs the distributed package "
-                          "(pip install 'attenio[explore]')") from None
-    cluster = None
-    if scheduler.startswith("local"):
-        n = int(scheduler.split(":", 1)[1]) if ":" in scheduler else (workers or 2)
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                               dashboard_address=None)
-        address = cluster
-    else:
-        address = scheduler
-    try:
-        client = Client(address, timeout="5s")
-    except (OSError, TimeoutError) as exc:
-        if cluster:
-            cluster.close()
-        raise ConfigError(f"scheduler={scheduler!r} is invalid: cannot reach it ({exc})") from None
-    try:
-        futs = client.map(_eval_many, chunks, vs_fa2=vs_fa2, retries=RETRIES, pure=False)
-        for fut in dask_completed(futs):
-            record(fut.result())
-    finally:
-        client.close()
-        if cluster:
-            cluster.close()
 
 
 def pareto_front(rows: list[dict], axes=("time_us", "area_mm2", "energy_uj")) -> list[dict]:

@@ -130,17 +130,45 @@ def run_case(hw: HardwareConfig, wl: Workload, case: FaultCase, sim: str = "veri
             "cycles": r.cycles, "broken": broken}
 
 
+def _run_cases(chunk, hw, wl, sim):
+    return [(i, run_case(hw, wl, case, sim)) for i, case in chunk]
+
+
 def campaign(hw: HardwareConfig, wl: Workload, count: int, seed: int = 0,
-             sim: str = "verilator", progress=None) -> dict:
+             sim: str = "verilator", progress=None, workers: int | None = None,
+             scheduler: str | None = None) -> dict:
     """Run ``count`` cases; ``progress(i, count, outcome)`` after each. Returns the outcomes
-    and a summary: injected, survived (no invariant broken), per kind and per error code."""
-    outcomes = []
+    (in case order) and a summary: injected, survived (no invariant broken), per kind and per
+    error code. With ``workers`` or ``scheduler`` the cases fan out over processes or a Dask
+    cluster (sim/fanout.py); the simulator is built once first, each job reuses it."""
     cases = make_cases(hw, wl, count, seed)
-    for i, case in enumerate(cases):
-        o = run_case(hw, wl, case, sim)
-        outcomes.append(o)
-        if progress:
-            progress(i + 1, count, o)
+    if workers is None and scheduler is None:
+        outcomes = []
+        for i, case in enumerate(cases):
+            outcomes.append(run_case(hw, wl, case, sim))
+            if progress:
+                progress(i + 1, count, outcomes[-1])
+    else:
+        from attenio.sim.fanout import fan_out
+        from attenio.verify.runner import build
+
+        build(hw, sim, log=lambda *a: None)
+        got: dict[int, dict] = {}
+
+        def record(rows):
+            for i, o in rows:
+                got[i] = o
+                if progress:
+                    progress(len(got), count, o)
+
+        def failed(chunk):
+            return [(i, {"kind": c.kind, "seed": c.seed, "p_stall": c.p_stall, "what": c.what,
+                         "accepted": c.accepted, "error": "WORKER_DIED", "bit_exact": False,
+                         "cycles": 0, "broken": ["its worker died"]}) for i, c in chunk]
+
+        fan_out(_run_cases, [[(i, c)] for i, c in enumerate(cases)], record, failed,
+                workers=workers, scheduler=scheduler, hw=hw, wl=wl, sim=sim)
+        outcomes = [got[i] for i in range(len(cases))]
     by_kind: dict[str, dict] = {}
     for o in outcomes:
         k = by_kind.setdefault(o["kind"], {"injected": 0, "survived": 0, "errors": {}})

@@ -77,8 +77,6 @@ def build(hw: HardwareConfig, sim: str = "verilator", *, waves: bool = False,
           log=print) -> Path:
     """Generate the SystemVerilog of ``AttenIOTop(hw)`` and compile it for ``sim``; the build
     directory is keyed by the Verilog's hash, so an unchanged design is not rebuilt."""
-    from cocotb_tools.runner import get_runner
-
     from attenio.hw.build import to_verilog
     from attenio.hw.top import AttenIOTop
 
@@ -90,6 +88,20 @@ def build(hw: HardwareConfig, sim: str = "verilator", *, waves: bool = False,
     if stamp.exists():
         return bdir
     bdir.mkdir(parents=True, exist_ok=True)
+    # several processes of one machine (a fanned-out regression) build a design once: the
+    # first takes the lock and builds, the others wait and find it built
+    import fcntl
+
+    with open(bdir.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if stamp.exists():
+            return bdir
+        return _build_locked(text, sim, waves, bdir, stamp, log)
+
+
+def _build_locked(text: str, sim: str, waves: bool, bdir: Path, stamp: Path, log) -> Path:
+    from cocotb_tools.runner import get_runner
+
     src = bdir / f"{TOP}.sv"
     src.write_text(text)
     log(f"building {sim} model of {TOP} ({len(text) // 1024} KB of Verilog) in {bdir} ...")
