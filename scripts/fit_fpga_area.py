@@ -19,7 +19,7 @@ for res in ("LUT4", "TRELLIS_FF", "MULT18X18D"):
     for i, p in enumerate(allp):
         coef = cost.fit_fpga([q for j, q in enumerate(allp) if j != i])
         hw = C.HardwareConfig.from_dict(p["hardware"])
-        pred = cost.fpga_area(hw, coef)[res]
+        pred = cost.fpga_area(hw, coef, p["report"].get("lut_mapper", "abc9"))[res]
         cells = p["report"]["cells"]
         true = cost.ecp5_lut_sites(cells) if res == "LUT4" else cells[res]
         errs.append((pred - true) / true)

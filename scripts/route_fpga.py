@@ -16,6 +16,7 @@ import datetime
 import gzip
 import json
 import platform
+import re
 import shutil
 import sys
 import time
@@ -23,7 +24,22 @@ from importlib.metadata import version
 from pathlib import Path
 
 from attenio import config as C
-from attenio.fpga.synth import place_and_route, synthesize
+from attenio.fpga.synth import ECP5_CELLS, TARGETS, SynthReport, place_and_route, synthesize
+from attenio.sim.cost import ecp5_lut_sites
+
+
+def _report_from_stat(stat: Path, name: str, target: str) -> SynthReport:
+    """The resource part of a synthesis report, from yosys's ``stat`` output."""
+    text = stat.read_text()
+    cells = {}
+    for cell in ECP5_CELLS:
+        found = re.findall(rf"^\s+(\d+)\s+{cell}\s*$", text, re.M)
+        if found:
+            cells[cell] = int(found[-1])
+    used = {**cells, "LUT4": ecp5_lut_sites(cells)}
+    cap = TARGETS[target][2]
+    return SynthReport(name, target, cells, utilization={k: used.get(k, 0) / c
+                                                           for k, c in cap.items()})
 
 
 def main() -> None:
@@ -35,6 +51,9 @@ def main() -> None:
     ap.add_argument("--freq", type=float, default=100.0)
     ap.add_argument("--data", default="data/fpga")
     ap.add_argument("--out", default="build")
+    ap.add_argument("--reuse", metavar="DIR",
+                    help="place and route the netlist already synthesized in DIR (copied, so "
+                         "a run in DIR can go on beside this one)")
     args = ap.parse_args()
     hw = C.load_toml(args.config)[0] if args.config else C.preset(args.preset)
     name = Path(args.config).stem if args.config else args.preset
@@ -44,9 +63,16 @@ def main() -> None:
         print(f"  {msg}", flush=True)
 
     t0 = time.perf_counter()
-    base = synthesize(hw, args.target, preset=name, out=args.out, place=False, log=log)
-    wdir = Path(args.out) / "synth" / f"{name}-{args.target}"
-    print(f"synthesized in {base.seconds['synth']:.0f} s: "
+    if args.reuse:
+        src = Path(args.reuse)
+        wdir = src.with_name(src.name + "-" + "-".join(f"s{x}" for x in args.speeds))
+        wdir.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src / "attenio_top.json", wdir / "attenio_top.json")
+        base = _report_from_stat(src / "stat.txt", name, args.target)
+    else:
+        base = synthesize(hw, args.target, preset=name, out=args.out, place=False, log=log)
+        wdir = Path(args.out) / "synth" / f"{name}-{args.target}"
+    print(f"synthesized in {base.seconds.get('synth', 0):.0f} s: "
           + ", ".join(f"{k} {v:.1%}" for k, v in base.utilization.items()), flush=True)
     data = Path(args.data)
     data.mkdir(parents=True, exist_ok=True)

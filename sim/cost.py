@@ -26,8 +26,8 @@ Energy per action:
 Static power is not modeled.
 
 FPGA area (LFE5U-85F): block RAM from the memories' shapes (the DP16KD aspect ratios yosys maps
-to), multipliers as one per MAC plus a per-line and a fixed part, LUT4 sites and FFs linear in
-the MACs, the MAC lines and a constant; the coefficients are least-squares fits on the
+to), LUT4 sites, FFs and MULT18X18D linear in the MACs, the MAC lines, the MACs per line, a
+constant and which LUT mapper yosys ended with (ABC9, or its ABC fallback); the coefficients are least-squares fits on the
 synthesis reports in ``data/fpga/synth-sweep.json`` (``fit_fpga``; docs/explore.md gives the
 fit's error on configurations it was not fitted on).
 """
@@ -158,11 +158,14 @@ def _bram(hw: HardwareConfig) -> int:
     return qbuf + obuf + rings
 
 
-def _features(hw: HardwareConfig) -> list[float]:
+def _features(hw: HardwareConfig, mapper: str = "abc9") -> list[float]:
     # LUTs and FFs grow with the MACs (operand registers, products, adder trees), the lines
-    # (softmax lanes, finalize, banks and their distributed m/ℓ and P tables), and a fixed
-    # controller
-    return [1.0, float(hw.macs), float(hw.mac_lines)]
+    # (softmax lanes, finalize, banks and their distributed m/ℓ and P tables), the word width
+    # (the lanes of every word-wide path: DMA, rings, output), and a fixed controller
+    # and which LUT mapper yosys ended with: its ABC fallback (after ABC9 failed on a large
+    # netlist, fpga/synth.py) maps the same logic into more LUTs
+    return [1.0, float(hw.macs), float(hw.mac_lines), float(hw.macs_per_line),
+            1.0 if mapper == "abc" else 0.0]
 
 
 def fit_fpga(points: list[dict] | None = None) -> dict:
@@ -170,9 +173,10 @@ def fit_fpga(points: list[dict] | None = None) -> dict:
     (``points``: dicts with ``hardware`` and ``report``; default: data/fpga/synth-sweep.json)."""
     if points is None:
         points = json.loads(SWEEP_FILE.read_text())["points"] if SWEEP_FILE.exists() else []
-    if len(points) < 3:
+    if len(points) < 5:
         return {}
-    X = np.array([_features(HardwareConfig.from_dict(pt["hardware"])) for pt in points])
+    X = np.array([_features(HardwareConfig.from_dict(pt["hardware"]),
+                            pt["report"].get("lut_mapper", "abc9")) for pt in points])
     coef = {}
     for res in ("LUT4", "TRELLIS_FF", "MULT18X18D"):
         y = np.array([ecp5_lut_sites(pt["report"]["cells"]) if res == "LUT4"
@@ -184,14 +188,15 @@ def fit_fpga(points: list[dict] | None = None) -> dict:
 _FIT: dict | None = None
 
 
-def fpga_area(hw: HardwareConfig, coef: dict | None = None) -> dict:
-    """ECP5 resources (count and share of an LFE5U-85F) of ``hw``'s whole accelerator."""
+def fpga_area(hw: HardwareConfig, coef: dict | None = None, mapper: str = "abc9") -> dict:
+    """ECP5 resources (count and share of an LFE5U-85F) of ``hw``'s whole accelerator, as
+    yosys maps it with ``mapper`` (``abc9``, or ``abc`` where ABC9 fails)."""
     global _FIT
     if coef is None:
         if _FIT is None:
             _FIT = fit_fpga()
         coef = _FIT
-    f = np.array(_features(hw))
+    f = np.array(_features(hw, mapper))
     out = {"DP16KD": float(_bram(hw))}
     for res, c in coef.items():
         out[res] = max(0.0, float(f @ np.array(c)))
