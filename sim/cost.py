@@ -27,9 +27,9 @@ Static power is not modeled.
 
 FPGA area (LFE5U-85F): block RAM from the memories' shapes (the DP16KD aspect ratios yosys maps
 to), LUT4 sites, FFs and MULT18X18D linear in the MACs, the MAC lines, the MACs per line, a
-constant and which LUT mapper yosys ended with (ABC9, or its ABC fallback); the coefficients are least-squares fits on the
-synthesis reports in ``data/fpga/synth-sweep.json`` (``fit_fpga``; docs/explore.md gives the
-fit's error on configurations it was not fitted on).
+constant and which LUT mapper yosys ended with (ABC9, or its ABC fallback); the coefficients
+are least-squares fits on the synthesis reports in ``data/fpga/synth-sweep.json``
+(``fit_fpga``; docs/explore.md gives the fit's error on configurations it was not fitted on).
 """
 
 from __future__ import annotations
