@@ -24,7 +24,7 @@ class QBuffer(wiring.Component):
     ``qcmd`` (rows, d, log2 keys per step) is taken when no tile's rows are loading or loaded
     and the buffer is not read: the core is idle (``core_busy`` low) or its tile's steps are
     all issued (``q_free``: the last ``Q Kᵀ`` read is past, so the next tile's rows load while
-    this one's last ``P V`` step, finalize and store run); the ``q`` stream then carries the rows,
+    this one's output is finalized and stored); the ``q`` stream then carries the rows,
     ``⌈d/q⌉`` words each, lanes past d stored as 0. With one key per step, row ρ goes to bank
     ρ mod p at word (ρ div p)·⌈max_head_dim/q⌉ + w; with b = 2**k keys per step (one row
     group) row ρ is copied into the b banks ρ·b … ρ·b + b − 1 that take its b keys.
