@@ -27,7 +27,11 @@ def chrome_trace(sched: Schedule) -> dict:
     would overlap the one before it on its track without nesting goes to a further track of the
     same name (``… 2``), so every track's slices nest, as the format requires. ``ts``/``dur``
     are microseconds of the preset's clock; each span's ``args`` carry its cycles
-    (``start_cycle``, ``end_cycle``), its tile and its instruction's fields.
+    (``start_cycle``, ``end_cycle``), its tile and its instruction's fields. Inside a tile,
+    each step the model simulates is a slice (``QK s``, ``PV s`` on a second PE track; the
+    data of each K/V block, ``K s``/``V s``, on a second K/V track) and the periods its steady
+    state skips one ``steady state`` slice, for the tiles that start before the trace holds
+    ``STEP_SPAN_LIMIT`` spans.
     """
     mhz = sched.hw.clock_mhz
     events = [{"name": "process_name", "ph": "M", "pid": 1,
