@@ -11,6 +11,30 @@ def test_unknown_target_is_refused():
         synth.synthesize(C.tiny(), "ice40")
 
 
+def test_unknown_speed_grade_is_refused():
+    with pytest.raises(C.ConfigError, match=r"speed=5 is invalid: an ECP5 speed grade: 6, 7, 8"):
+        synth.synthesize(C.tiny(), "ecp5-85k", speed=5)
+
+
+def test_place_and_route_asks_for_the_speed_grade(monkeypatch, tmp_path):
+    # the speed grade reaches nextpnr's command line; its report fills Fmax and the path
+    calls = []
+
+    def fake_run(cmd, cwd, watch, log):
+        calls.append(cmd)
+        (cwd / "nextpnr-s6.json").write_text(
+            '{"fmax": {"clk": {"achieved": 42.5}}, "critical_paths": [{"path": ['
+            '{"type": "logic", "delay": 1.5, "from": {"cell": "a"}, "to": {"cell": "b"}}]}]}')
+        return 0, "", 1.0
+
+    monkeypatch.setattr(synth, "run_with_progress", fake_run)
+    monkeypatch.setattr(synth, "tool", lambda name: name)
+    rep = synth.SynthReport("fpga", "ecp5-85k", {})
+    synth.place_and_route(rep, tmp_path, tmp_path / "n.json", "ecp5-85k", 100.0, 6, log=print)
+    assert calls[0][calls[0].index("--speed") + 1] == "6"
+    assert rep.fmax_mhz == 42.5 and rep.speed == 6 and rep.critical_path[0]["from"] == "a"
+
+
 def test_missing_tool_names_the_package(monkeypatch, tmp_path):
     monkeypatch.setattr(synth.shutil, "which", lambda name: None)
     monkeypatch.setattr(synth.sys, "executable", str(tmp_path / "python"))
