@@ -19,7 +19,8 @@ class Timing:
     """Microarchitectural latencies and depths (cycles, instructions, bursts)."""
 
     min_phase: int = 12          # shortest Q Kᵀ or P V step (a short step is padded to it)
-    p_ready_latency: int = 15    # last Q Kᵀ issue of a step → first P V issue it allows
+    p_ready_latency: int = 16    # last Q Kᵀ issue of a step → first P V issue it allows
+    ring_ready_latency: int = 1  # a step's last K/V row in the ring → the step may start
     pv_drain: int = 5            # last P V issue → finalize may read O
     finalize_latency: int = 18   # finalize issue → word readable at the output FIFO's head
     fetch_chunk: int = 8         # instructions per program burst

@@ -138,8 +138,9 @@ class ComputeCore(wiring.Component):
     @property
     def p_ready_latency(self) -> int:
         """Last Q Kᵀ issue of a step → the first P V issue it allows: the score pipeline, the
-        softmax and the ``exp_done`` register (contract: ``Timing.p_ready_latency``)."""
-        return QK_LATENCY + SoftmaxUnit.LATENCY + 1
+        softmax, the ``exp_done`` register and the sequencer's registered start compare
+        (contract: ``Timing.p_ready_latency``)."""
+        return QK_LATENCY + SoftmaxUnit.LATENCY + 2
 
     @property
     def finalize_latency(self) -> int:

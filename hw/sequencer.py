@@ -18,9 +18,10 @@ class StepSequencer(wiring.Component):
     """Phases ``QK(0), QK(1), PV(0), QK(2), PV(1), …, PV(steps−1)`` of a tile of ``keys`` keys
     in steps of ``b = 2**blog`` keys (``steps = ⌈keys/b⌉``; step st covers keys st·b …
     ``kend``). Each phase issues ``ops`` (row group ``g``, word ``w``) pairs, one per cycle,
-    and lasts ``plen = max(ops, Timing.min_phase)`` cycles; it may start when its keys are in
-    the ring (``k_written``/``v_written`` ≥ ``kend``) and, for P V, when step st's softmax is
-    written (``exp_done`` > st). ``step_end`` pulses in a phase's last cycle.
+    and lasts ``plen = max(ops, Timing.min_phase)`` cycles; it may start the cycle after its
+    keys are in the ring (``k_written``/``v_written`` ≥ ``kend``) and, for P V, step st's
+    softmax is written (``exp_done`` > st): the compare is a register
+    (``Timing.ring_ready_latency``). ``step_end`` pulses in a phase's last cycle.
 
     The phase's fields (``is_qk``, ``st``, ``kbase``, ``kend``) are registers: while not
     ``running`` they are phase 0's, from the command; at a step's end those of the next phase,
@@ -120,9 +121,16 @@ class StepSequencer(wiring.Component):
             m.d.sync += [cur_ops.eq(n_ops), cur_plen.eq(n_plen)]
         steps_left = self.steps_left
         m.d.comb += steps_left.eq(running & more)
+        # "the phase's keys are in the ring (and its softmax written)": a register, compared a
+        # cycle ahead for the fields the phase will have (phase 0's from the command while not
+        # running, the next phase's in a step's last cycle), off the path from the ring's write
+        # counts to the issue enables. The counts only grow within a tile, so a compare that is
+        # a cycle old is never wrongly true; a phase starts the cycle after its rows are in.
         can_start = Signal()
-        m.d.comb += can_start.eq(Mux(is_qk, k_wr_n >= kend,
-                                     (v_wr_n >= kend) & (exp_done > st)))
+        cur_can = Mux(is_qk, k_wr_n >= kend, (v_wr_n >= kend) & (exp_done > st))
+        nxt_can = Mux(n_qk, k_wr_n >= n_ke, (v_wr_n >= n_ke) & (exp_done > n_st))
+        m.d.sync += can_start.eq(Mux(~running, k_wr_n >= key_end(0),
+                                     Mux(step_end, nxt_can, cur_can)))
         active = self.active
         m.d.comb += active.eq(steps_left & ((cnt != 0) | can_start))
         issue = self.issue

@@ -314,9 +314,10 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
 
     def do_pv(j):
         nonlocal pe_free, mem_stall, exp_stall, pad
-        st = max(pe_free, arr_v[j], p_ready[j])
+        v_in = arr_v[j] + timing.ring_ready_latency
+        st = max(pe_free, v_in, p_ready[j])
         if st > pe_free:
-            if arr_v[j] >= p_ready[j]:
+            if v_in >= p_ready[j]:
                 mem_stall += st - pe_free
             else:
                 exp_stall += st - pe_free
@@ -388,7 +389,7 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
                                       mem_stall, exp_stall, pad))
         nk = min(b, keys - s * b)
         # QK(s)
-        st = max(pe_free, arr_k[s])
+        st = max(pe_free, arr_k[s] + timing.ring_ready_latency)
         mem_stall += st - pe_free
         qk_end[s] = st + pe_cycles(s, nk)
         step_span("pe", f"QK {s}", st, qk_end[s])
