@@ -40,8 +40,10 @@ class Timing:
     cmd_latency: int = 2         # COMPUTE starts → the PE array may issue
     idle_latency: int = 2        # the last output beat → the compute queue moves on
     # the compute queue sees the core idle → the next tile's first K/V request may go out (the
-    # ring credits clear with the core's end, a cycle before the queue sees it)
-    credit_delay: int = -1
+    # ring credits clear with the core's end, a cycle before the queue sees it, and the credit
+    # compare is a register: one cycle later)
+    credit_delay: int = 0
+    credit_latency: int = 1      # a step's end frees ring rows → a request may use them
     done_latency: int = 3        # the last event → done (the run's end)
 
 

@@ -410,7 +410,7 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
         # block waits for its ring slot, freed by the step ck before it
         for which, j in kv_blocks_during(s, steps):
             done_by = qk_end if which == "K" else pv_end
-            credit = done_by[j - ck] if j >= ck else rd_floor
+            credit = done_by[j - ck] + timing.credit_latency if j >= ck else rd_floor
             if which == "K":
                 _, arr_k[j] = load(j, "K", credit)
             else:

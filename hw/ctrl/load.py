@@ -167,10 +167,15 @@ class LoadEngine(wiring.Component):
         cur_s = Mux(l_on_v, l_vs, l_ks)
         need = Signal(signed(28))
         m.d.sync += need.eq(cur_s * l_b + l_b - ring)
+        # the ring-credit compare is a register (off the path to ARVALID): the credits only
+        # grow within a tile and are held stale across a tile's end, so a compare a cycle old
+        # is never wrongly true (Timing.credit_latency); the next request is 3 cycles after a
+        # unit changes, by which time it is the new unit's
+        credit_ok = Signal()
+        m.d.sync += credit_ok.eq((need <= Mux(l_on_v, self.v_free, self.k_free))
+                                 & ~self.credits_stale)
         credit = Signal()
-        m.d.comb += credit.eq(~l_is_kv | ~l_unit_first
-                              | ((need <= Mux(l_on_v, self.v_free, self.k_free))
-                                 & ~self.credits_stale))
+        m.d.comb += credit.eq(~l_is_kv | ~l_unit_first | credit_ok)
         m.submodules.tags = tags = fifo.SyncFIFOBuffered(width=load_tag_layout().size,
                                                          depth=MAX_OUTSTANDING)
         l_want = Signal()
