@@ -162,20 +162,9 @@ class LoadEngine(wiring.Component):
                              l_steps.eq((keys + kps - 1) >> kps_log2_of(kps, kps_max)),
                              l_rows.eq(nk0), l_contig.eq(contig), l_stride.eq(stride),
                              lb.beats.eq(Mux(contig, nk0 * wd_head, wd_head))]
-        # credits for the K/V ring: block s of b keys waits until s·b + b ≤ freed + ring
-        # (the left side, less the ring, is a register: it depends on the unit only)
-        cur_s = Mux(l_on_v, l_vs, l_ks)
-        need = Signal(signed(28))
-        m.d.sync += need.eq(cur_s * l_b + l_b - ring)
-        # the ring-credit compare is a register (off the path to ARVALID): the credits only
-        # grow within a tile and are held stale across a tile's end, so a compare a cycle old
-        # is never wrongly true (Timing.credit_latency); the next request is 3 cycles after a
-        # unit changes, by which time it is the new unit's
-        credit_ok = Signal()
-        m.d.sync += credit_ok.eq((need <= Mux(l_on_v, self.v_free, self.k_free))
-                                 & ~self.credits_stale)
         credit = Signal()
-        m.d.comb += credit.eq(~l_is_kv | ~l_unit_first | credit_ok)
+        m.d.comb += credit.eq(~l_is_kv | ~l_unit_first
+                              | self._ring_credit(m, Mux(l_on_v, l_vs, l_ks), l_b, l_on_v, ring))
         m.submodules.tags = tags = fifo.SyncFIFOBuffered(width=load_tag_layout().size,
                                                          depth=MAX_OUTSTANDING)
         l_want = Signal()
@@ -270,6 +259,19 @@ class LoadEngine(wiring.Component):
         m.d.comb += [self.idle.eq((rd_out == 0) & ~self.arvalid), self.ended.eq(load_end),
                      self.request.eq(ar), self.beat.eq(r), self.started.eq(l_start)]
         return m
+
+    def _ring_credit(self, m: Module, cur_s, l_b, l_on_v, ring: int):
+        """The current K/V block may be requested: block s of b keys waits until
+        s·b + b ≤ freed + ring. Both sides are registers: the need depends on the unit only,
+        and the compare is a cycle old (off the path to ARVALID; Timing.credit_latency): the
+        credits only grow within a tile and are held stale across a tile's end, so an old
+        compare is never wrongly true, and the next request comes 3 cycles after a unit
+        changes, by which time it is the new unit's."""
+        need = Signal(signed(28))
+        m.d.sync += need.eq(cur_s * l_b + l_b - ring)
+        ok = Signal()
+        m.d.sync += ok.eq((need <= Mux(l_on_v, self.v_free, self.k_free)) & ~self.credits_stale)
+        return ok
 
     def _read_data(self, m: Module, tags, fail):
         """R beats to the core: the oldest burst's tag says Q or K/V, which ring, the row's
