@@ -33,6 +33,7 @@ accumulator in float32, the output rounded to the format.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -42,7 +43,6 @@ from attenio.config import HardwareConfig, Workload, replace
 from attenio.errors import bad
 from attenio.model import numerics as nm
 from attenio.model import reference as ref
-from attenio.model.rules import causal_visible
 
 __all__ = ["DISTRIBUTIONS", "SCHEMES", "FORMATS", "make_inputs", "attention_lowp",
            "HostInputs", "quantize_scheme", "run_int", "rel_frobenius", "compare"]
@@ -105,48 +105,21 @@ def _round(x, fmt: str) -> np.ndarray:
     raise bad("format", fmt, f"choose one of: {', '.join(FORMATS)}")
 
 
-def _lowp_head(q, k, v, fmt: str, causal: bool, block: int = 1024) -> np.ndarray:
-    nq, d = q.shape
-    nk = k.shape[0]
-    q, k, v = _round(q, fmt), _round(k, fmt), _round(v, fmt)
-    scale = np.float32(1.0 / math.sqrt(d))
-    out = np.empty((nq, d), dtype=np.float64)
-    for r0 in range(0, nq, block):
-        qs = q[r0:r0 + block]
-        rows = np.arange(r0, r0 + len(qs))
-        m = np.full(len(qs), -np.inf, dtype=np.float32)
-        l = np.zeros(len(qs), dtype=np.float32)
-        acc = np.zeros((len(qs), d), dtype=np.float32)
-        last_key = nk - 1 if not causal else int(rows[-1]) + nk - nq
-        for j0 in range(0, min(nk, last_key + 1), block):
-            s = (qs @ k[j0:j0 + block].T) * scale
-            if causal:
-                keys = np.arange(j0, j0 + s.shape[1])
-                s = np.where(causal_visible(keys[None, :], rows[:, None], nk - nq), s,
-                             np.float32(-np.inf))
-            m_new = np.maximum(m, s.max(axis=1))
-            safe = np.where(np.isfinite(m_new), m_new, np.float32(0))
-            alpha = np.exp(np.where(np.isfinite(m), m - safe, np.float32(-np.inf)))
-            p = np.exp(s - safe[:, None])
-            l = l * alpha + p.sum(axis=1, dtype=np.float32)
-            acc = acc * alpha[:, None] + _round(p, fmt) @ v[j0:j0 + block]
-            m = m_new
-        with np.errstate(invalid="ignore", divide="ignore"):
-            res = np.where(l[:, None] > 0, acc / l[:, None], np.float32(0))
-        out[r0:r0 + len(qs)] = _round(res, fmt)
-    return out
+def _lowp_head(q, k, v, *, causal: bool, sm_scale=None, block: int = 1024,
+               fmt: str) -> np.ndarray:
+    d = q.shape[1]
+    rnd = functools.partial(_round, fmt=fmt)
+    return ref.streamed_head(rnd(q), rnd(k), rnd(v), causal=causal, block=block,
+                             scale=1.0 / math.sqrt(d) if sm_scale is None else sm_scale,
+                             dtype=np.float32, round_p=rnd, round_out=rnd, scale_scores=True)
 
 
 def attention_lowp(q, k, v, fmt: str, causal: bool = False) -> np.ndarray:
     """fp16 or bf16 attention of float ``q`` ``[b, h, nq, d]``, ``k``/``v`` ``[b, hk, nk, d]``
-    (GQA when ``hk`` divides ``h``), as float64."""
-    b, h = q.shape[:2]
-    g = h // k.shape[1]
-    out = np.empty(q.shape)
-    for bi in range(b):
-        for hi in range(h):
-            out[bi, hi] = _lowp_head(q[bi, hi], k[bi, hi // g], v[bi, hi // g], fmt, causal)
-    return out
+    (GQA when ``hk`` divides ``h``), as float64: the reference's streamed online softmax run
+    in float32 with the format's roundings (``reference.streamed_head``)."""
+    _round(np.zeros(1), fmt)                    # an unknown format: refused before the work
+    return ref.attention(q, k, v, causal=causal, head=functools.partial(_lowp_head, fmt=fmt))
 
 
 # ---- the host flow under a scheme ----

@@ -15,7 +15,7 @@ import numpy as np
 from attenio.errors import bad
 from attenio.model.rules import causal_visible
 
-__all__ = ["attention", "attention_head", "error_metrics"]
+__all__ = ["attention", "attention_head", "streamed_head", "error_metrics"]
 
 
 def attention_head(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
@@ -33,37 +33,58 @@ def attention_head(q, k, v, *, causal: bool = False, sm_scale: float | None = No
     if k.shape != (nk, d) or v.shape != (nk, d):
         raise bad("k/v shape", (k.shape, v.shape), f"expected ({nk}, {d}) to match q {q.shape}")
     scale = 1.0 / math.sqrt(d) if sm_scale is None else sm_scale
+    return streamed_head(q, k, v, causal=causal, scale=scale, block=block, chunk=chunk)
+
+
+def streamed_head(q, k, v, *, causal: bool, scale: float, block: int = 1024,
+                  chunk: int = 1024, dtype=np.float64, round_p=None, round_out=None,
+                  scale_scores: bool = False) -> np.ndarray:
+    """The online softmax every float attention here runs, over ``chunk`` query rows and
+    ``block`` keys at a time, in ``dtype``. ``attention_head`` is its float64 use; the fp16
+    and bf16 attention of model/accuracy.py runs it in float32 with ``round_p`` (P rounded to
+    the format before ``P·V``), ``round_out`` (the output rounded) and ``scale_scores`` (the
+    scores scaled after ``Q Kᵀ``, as GPU kernels do, instead of Q before it). Returns float64.
+    """
+    nq, d = q.shape
+    nk = k.shape[0]
+    scale = dtype(scale)
+    neg = dtype(-np.inf)
     out = np.empty((nq, d))
     for r0 in range(0, nq, chunk):
-        qs = q[r0:r0 + chunk] * scale
+        qs = q[r0:r0 + chunk] if scale_scores else q[r0:r0 + chunk] * scale
         rows = np.arange(r0, r0 + len(qs))
-        m = np.full(len(qs), -np.inf)
-        l = np.zeros(len(qs))
-        acc = np.zeros((len(qs), d))
+        m = np.full(len(qs), neg, dtype=dtype)
+        l = np.zeros(len(qs), dtype=dtype)
+        acc = np.zeros((len(qs), d), dtype=dtype)
         last_key = nk - 1 if not causal else int(rows[-1]) + nk - nq
         for j0 in range(0, min(nk, last_key + 1), block):
             s = qs @ k[j0:j0 + block].T
+            if scale_scores:
+                s = s * scale
             if causal:
                 keys = np.arange(j0, j0 + s.shape[1])
-                s = np.where(causal_visible(keys[None, :], rows[:, None], nk - nq), s, -np.inf)
+                s = np.where(causal_visible(keys[None, :], rows[:, None], nk - nq), s, neg)
             m_new = np.maximum(m, s.max(axis=1))
-            safe = np.where(np.isfinite(m_new), m_new, 0.0)
-            alpha = np.exp(np.where(np.isfinite(m), m - safe, -np.inf))
+            safe = np.where(np.isfinite(m_new), m_new, dtype(0))
+            alpha = np.exp(np.where(np.isfinite(m), m - safe, neg))
             p = np.exp(s - safe[:, None])
-            l = l * alpha + p.sum(axis=1)
-            acc = acc * alpha[:, None] + p @ v[j0:j0 + block]
+            l = l * alpha + p.sum(axis=1, dtype=dtype)
+            acc = acc * alpha[:, None] + (p if round_p is None else round_p(p)) @ v[j0:j0 + block]
             m = m_new
         with np.errstate(invalid="ignore", divide="ignore"):
             res = acc / l[:, None]
-        out[r0:r0 + len(qs)] = np.where(l[:, None] > 0, res, 0.0)
+        res = np.where(l[:, None] > 0, res, dtype(0))
+        out[r0:r0 + len(qs)] = res if round_out is None else round_out(res)
     return out
 
 
 def attention(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
-              block: int = 1024) -> np.ndarray:
+              block: int = 1024, head=None) -> np.ndarray:
     """Exact attention for ``q`` [..., heads, nq, d] and ``k, v`` [..., kv_heads, nk, d].
 
     Two-dimensional inputs are one head. Query head h uses K/V head ``h // (heads/kv_heads)``.
+    ``head(q, k, v, causal=, sm_scale=, block=)`` replaces :func:`attention_head` for each head
+    (model/accuracy.py's fp16 and bf16 attention).
 
     Raises
     ------
@@ -73,8 +94,9 @@ def attention(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
     q = np.asarray(q, dtype=np.float64)
     k = np.asarray(k, dtype=np.float64)
     v = np.asarray(v, dtype=np.float64)
+    head = head or attention_head
     if q.ndim == 2:
-        return attention_head(q, k, v, causal=causal, sm_scale=sm_scale, block=block)
+        return head(q, k, v, causal=causal, sm_scale=sm_scale, block=block)
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
         raise bad("q.ndim", q.ndim, "expected 2 (one head) or 4 ([batch, heads, n, d]) dims "
                   f"for q, k and v (got {q.ndim}, {k.ndim}, {v.ndim})")
@@ -90,8 +112,8 @@ def attention(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
     out = np.empty(q.shape)
     for bi in range(b):
         for hi in range(h):
-            out[bi, hi] = attention_head(q[bi, hi], k[bi, hi // g], v[bi, hi // g],
-                                         causal=causal, sm_scale=sm_scale, block=block)
+            out[bi, hi] = head(q[bi, hi], k[bi, hi // g], v[bi, hi // g],
+                               causal=causal, sm_scale=sm_scale, block=block)
     return out
 
 
