@@ -172,22 +172,27 @@ def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path |
         raise RuntimeError(f"yosys failed (exit {res.returncode}, log {ylog}): "
                            f"{(res.stderr or res.stdout).strip()[-500:] or last_line(ylog)}")
     seconds = {"synth": round(time.perf_counter() - t0, 1)}
-    text = stat.read_text()
-    names = ECP5_CELLS if family == "ecp5" else XILINX_CELLS
-    cells = {}
-    for cell in names:
-        mm = re.findall(rf"^\s+(\d+)\s+{cell}\s*$", text, re.M)
-        if mm:
-            cells[cell] = int(mm[-1])
-    report = SynthReport(preset, target, cells, seconds=seconds,
-                         estimate_only=family != "ecp5", lut_mapper=mapper)
-    used = dict(cells)
-    if family == "ecp5":
-        used["LUT4"] = ecp5_lut_sites(cells)
-    report.utilization = {k: used.get(k, 0) / cap for k, cap in capacity.items()}
+    report = report_from_stat(stat.read_text(), preset, target)
+    report.seconds, report.lut_mapper = seconds, mapper
     if nextpnr:
         place_and_route(report, wdir, netlist, target, freq_mhz, speed, log)
     return report
+
+
+def report_from_stat(text: str, preset: str, target: str) -> SynthReport:
+    """The resource part of a report from yosys's ``stat`` output: the cells, and for ECP5
+    their share of the device (LUT4 as nextpnr counts its sites)."""
+    family, _, capacity, _ = TARGETS[target]
+    cells = {}
+    for cell in ECP5_CELLS if family == "ecp5" else XILINX_CELLS:
+        found = re.findall(rf"^\s+(\d+)\s+{cell}\s*$", text, re.M)
+        if found:
+            cells[cell] = int(found[-1])
+    used = dict(cells)
+    if family == "ecp5":
+        used["LUT4"] = ecp5_lut_sites(cells)
+    return SynthReport(preset, target, cells, estimate_only=family != "ecp5",
+                       utilization={k: used.get(k, 0) / c for k, c in capacity.items()})
 
 
 def place_and_route(report: SynthReport, wdir: Path, netlist: Path, target: str,

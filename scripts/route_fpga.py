@@ -16,7 +16,6 @@ import datetime
 import gzip
 import json
 import platform
-import re
 import shutil
 import sys
 import time
@@ -24,22 +23,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from attenio import config as C
-from attenio.fpga.synth import ECP5_CELLS, TARGETS, SynthReport, place_and_route, synthesize
-from attenio.sim.cost import ecp5_lut_sites
-
-
-def _report_from_stat(stat: Path, name: str, target: str) -> SynthReport:
-    """The resource part of a synthesis report, from yosys's ``stat`` output."""
-    text = stat.read_text()
-    cells = {}
-    for cell in ECP5_CELLS:
-        found = re.findall(rf"^\s+(\d+)\s+{cell}\s*$", text, re.M)
-        if found:
-            cells[cell] = int(found[-1])
-    used = {**cells, "LUT4": ecp5_lut_sites(cells)}
-    cap = TARGETS[target][2]
-    return SynthReport(name, target, cells, utilization={k: used.get(k, 0) / c
-                                                           for k, c in cap.items()})
+from attenio.fpga.synth import place_and_route, report_from_stat, synthesize
 
 
 def main() -> None:
@@ -68,7 +52,7 @@ def main() -> None:
         wdir = src.with_name(src.name + "-" + "-".join(f"s{x}" for x in args.speeds))
         wdir.mkdir(parents=True, exist_ok=True)
         shutil.copy(src / "attenio_top.json", wdir / "attenio_top.json")
-        base = _report_from_stat(src / "stat.txt", name, args.target)
+        base = report_from_stat((src / "stat.txt").read_text(), name, args.target)
     else:
         base = synthesize(hw, args.target, preset=name, out=args.out, place=False, log=log)
         wdir = Path(args.out) / "synth" / f"{name}-{args.target}"
