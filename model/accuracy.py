@@ -139,14 +139,13 @@ class HostInputs:
     scheme: str
 
 
-def _smooth_qk(q, k):
-    """K minus its channel means, then the exact Q·diag(c), K·diag(1/c) migration (per K/V
-    head; ``c`` from the group's query heads)."""
+def _migrate(q, k):
+    """The exact Q·diag(c), K·diag(1/c) migration (per K/V head; ``c`` from the group's query
+    heads)."""
     b, h = q.shape[:2]
     hk = k.shape[1]
     g = h // hk
-    q = q.copy()
-    k = k - k.mean(axis=2, keepdims=True)
+    q, k = q.copy(), k.copy()
     for bi in range(b):
         for j in range(hk):
             qa = np.abs(q[bi, j * g:(j + 1) * g]).max(axis=(0, 1))
@@ -179,18 +178,16 @@ def quantize_scheme(hw: HardwareConfig, q, k, v, scheme: str) -> HostInputs:
     if scheme == "tensor":
         (qi, sq), (ki, sk), (vi, sv) = (nm.quantize(x, bits) for x in (q, k, v))
         return HostInputs(qi, ki, vi, sq, sk, sv, scheme)
-    q, k = np.asarray(q, dtype=np.float64), np.asarray(k, dtype=np.float64)
+    q = np.asarray(q, dtype=np.float64)
+    k = np.asarray(k, dtype=np.float64)
+    k = k - k.mean(axis=2, keepdims=True)      # both schemes: K minus its channel means
     if scheme == "smooth":
-        qs, ks = _smooth_qk(q, k)
+        q, k = _migrate(q, k)
     else:
         h = rotation(q.shape[-1])
-        qs, ks = q @ h, (k - k.mean(axis=2, keepdims=True)) @ h
-    (qi, sq), (ki, sk) = nm.quantize(qs, bits), nm.quantize(ks, bits)
-    v = np.asarray(v, dtype=np.float64)
-    qmax = (1 << (bits - 1)) - 1
-    amax = np.abs(v).max(axis=2, keepdims=True)
-    sv = np.where(amax > 0, amax / qmax, 1.0)
-    vi = np.clip(np.rint(v / sv), -qmax - 1, qmax).astype(np.int64)
+        q, k = q @ h, k @ h
+    (qi, sq), (ki, sk) = nm.quantize(q, bits), nm.quantize(k, bits)
+    vi, sv = nm.quantize(v, bits, axis=2)      # V per K/V head and channel
     return HostInputs(qi, ki, vi, sq, sk, sv, scheme)
 
 

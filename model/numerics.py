@@ -541,11 +541,14 @@ def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale: float, k_
 
 # ---- quantization helpers ----
 
-def quantize(x, bits: int, scale: float | None = None) -> tuple[np.ndarray, float]:
-    """Symmetric per-tensor quantization: ``x ≈ xi · scale`` with ``|xi| ≤ 2**(bits-1) - 1``.
+def quantize(x, bits: int, scale: float | None = None,
+             axis: int | None = None) -> tuple[np.ndarray, float | np.ndarray]:
+    """Symmetric quantization: ``x ≈ xi · scale`` with ``|xi| ≤ 2**(bits-1) - 1``.
 
-    ``scale`` defaults to ``max|x| / (2**(bits-1) - 1)`` (1.0 for an all-zero tensor). Values
-    beyond the range saturate. Returns ``(xi as int64, scale)``.
+    ``scale`` defaults to ``max|x| / (2**(bits-1) - 1)`` (1.0 for an all-zero tensor): one
+    per tensor, or with ``axis`` one per slice along it (an array that broadcasts against
+    ``x``: ``axis=2`` of ``[b, h, n, d]`` gives a scale per head and channel; an all-zero slice
+    gets 1.0). Values beyond the range saturate. Returns ``(xi as int64, scale)``.
     """
     x = np.asarray(x, dtype=np.float64)
     if not np.all(np.isfinite(x)):
@@ -553,13 +556,16 @@ def quantize(x, bits: int, scale: float | None = None) -> tuple[np.ndarray, floa
     if not isinstance(bits, int) or not 2 <= bits <= 32:
         raise bad("bits", bits, "must be an integer in [2, 32]")
     qmax = (1 << (bits - 1)) - 1
-    if scale is None:
+    if scale is None and axis is not None:
+        amax = np.abs(x).max(axis=axis, keepdims=True)
+        scale = np.where(amax > 0, amax / qmax, 1.0)
+    elif scale is None:
         amax = float(np.max(np.abs(x))) if x.size else 0.0
         scale = amax / qmax if amax > 0 else 1.0
-    if not (math.isfinite(scale) and scale > 0):
+    if not np.all(np.isfinite(scale) & (np.asarray(scale) > 0)):
         raise bad("scale", scale, "must be a positive finite number")
     xi = np.clip(np.rint(x / scale), -qmax - 1, qmax).astype(np.int64)
-    return xi, float(scale)
+    return xi, (float(scale) if np.ndim(scale) == 0 else scale)
 
 
 def dequantize(xi, scale: float) -> np.ndarray:
