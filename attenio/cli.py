@@ -913,9 +913,11 @@ def synth_cmd(preset, config_file, target, freq, speed, no_place, json_path, out
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--clock-mhz", type=float, default=12.5, show_default=True,
               help="Self-test clock made by the board's PLL (the tiny preset meets 12.5 MHz).")
+@click.option("--router", type=click.Choice(["router1", "router2"]), default="router2",
+              show_default=True, help="nextpnr's router.")
 @click.option("--out", default="build/board", show_default=True, help="Build directory root.")
 @_friendly
-def board_cmd(preset, config_file, board, n, d, seed, clock_mhz, out):
+def board_cmd(preset, config_file, board, n, d, seed, clock_mhz, router, out):
     """Build a bitstream of the on-chip self-test: the accelerator runs one attention from a
     ROM and lights LED 0 when O matches the integer model bit for bit (LED 1: mismatch)."""
     from attenio.fpga.board import build_board
@@ -924,7 +926,7 @@ def board_cmd(preset, config_file, board, n, d, seed, clock_mhz, out):
     wl = C.Workload(seq_q=n, seq_k=n, head_dim=d)
     hw.check_workload(wl)
     r = build_board(hw, wl, board=board, out=out, seed=seed, clock_mhz=clock_mhz,
-                    log=lambda msg: click.echo(f"  {msg}"))
+                    router=router, log=lambda msg: click.echo(f"  {msg}"))
     click.echo(f"board: {board} preset={config_file or preset or 'tiny'}")
     click.echo(f"  bitstream        {r['bitstream']} ({r['bytes']:,} bytes)")
     if r["fmax_mhz"] is not None:

@@ -281,10 +281,10 @@ BOARDS = {"ulx3s-85f": ("amaranth_boards.ulx3s", "ULX3S_85F_Platform")}
 
 def build_board(hw: HardwareConfig, wl: Workload, *, board: str = "ulx3s-85f",
                 out: str = "build/board", seed: int = 1, clock_mhz: float = 12.5,
-                log=print) -> dict:
+                router: str = "router2", log=print) -> dict:
     """Build the self-test for ``board`` with the yowasp tools: a bitstream, and the Fmax
-    nextpnr reports for the board's clock. Returns ``{bitstream, fmax_mhz, clock_mhz,
-    seconds, log}``.
+    nextpnr reports for the board's clock (``router``: nextpnr's router1 or router2). Returns
+    ``{bitstream, fmax_mhz, clock_mhz, seconds, log}``.
 
     Raises
     ------
@@ -304,6 +304,8 @@ def build_board(hw: HardwareConfig, wl: Workload, *, board: str = "ulx3s-85f",
 
     if board not in BOARDS:
         raise bad("board", board, f"choose one of: {', '.join(BOARDS)}")
+    if router not in ("router1", "router2"):
+        raise bad("router", router, "choose router1 or router2")
     mod, cls = BOARDS[board]
     try:
         platform = getattr(importlib.import_module(mod), cls)()
@@ -323,7 +325,8 @@ def build_board(hw: HardwareConfig, wl: Workload, *, board: str = "ulx3s-85f",
     top = BoardTop(st, clock_mhz)
     # Amaranth names the wires of a view's elements "x[1]"; in the netlist nextpnr reads that
     # is also the name of bit 1 of x ("multiply driven" errors). Flatten, then hide them.
-    plan = platform.prepare(top, name, nextpnr_opts=" ".join(NEXTPNR_OPTS),
+    plan = platform.prepare(top, name, nextpnr_opts=" ".join(
+        router if o.startswith("router") else o for o in NEXTPNR_OPTS),
                             script_after_read="flatten\nrename -hide w:*]")
     plan.extract(str(bdir))
     pnr_log = bdir / f"{name}.tim"

