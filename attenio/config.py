@@ -286,6 +286,17 @@ class HardwareConfig(_Serializable):
         q = self.macs_per_line
         return -(-d // q) * q
 
+    @property
+    def row_scales_supported(self) -> bool:
+        """A Q row can carry its own softmax multiplier: one word holds ``c_m`` and ``c_sh``
+        (``LOAD_Q.row_scales``; docs/isa.md)."""
+        return self.macs_per_line * self.data_bits >= self.numerics.scale_mult_bits + 6
+
+    def q_row_elements(self, d: int, row_scales: bool = False) -> int:
+        """Elements a Q row occupies in DRAM: :meth:`row_elements`, plus one word holding the
+        row's multiplier with ``row_scales``."""
+        return self.row_elements(d) + (self.macs_per_line if row_scales else 0)
+
     # ---- datapath widths (docs/numerics.md derives each) ---------------------------------------
     @property
     def score_bits(self) -> int:

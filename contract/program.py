@@ -45,12 +45,13 @@ HEADER = {"opcode": (0, 4), "pop_prev": (4, 1), "pop_next": (5, 1), "push_prev":
 LAYOUTS: dict[Op, dict[str, tuple[int, int]]] = {
     Op.LOAD_Q: {"rows": (16, 16), "heads": (32, 8), "d": (40, 12), "keys_per_step": (52, 8),
                 "addr": (64, 48),
-                "row_stride": (112, 32), "head_stride": (144, 32)},
+                "row_stride": (112, 32), "head_stride": (144, 32), "row_scales": (176, 1)},
     Op.LOAD_KV: {"keys": (16, 24), "d": (40, 12), "keys_per_step": (52, 8),
                  "k_addr": (64, 48), "v_addr": (112, 48), "row_stride": (160, 32)},
     Op.COMPUTE: {"rows": (16, 16), "heads": (32, 8), "d": (40, 12), "causal": (52, 1),
                  "keys": (64, 24), "keys_per_step": (88, 8), "q_pos": (96, 24),
-                 "diag": (120, 25), "c_m": (160, 24), "c_sh": (184, 6)},
+                 "diag": (120, 25), "c_m": (160, 24), "c_sh": (184, 6),
+                "row_scales": (190, 1)},
     Op.FINALIZE: {"rows": (16, 16), "heads": (32, 8), "d": (40, 12)},
     Op.STORE_O: {"rows": (16, 16), "heads": (32, 8), "d": (40, 12), "addr": (64, 48),
                  "row_stride": (112, 32), "head_stride": (144, 32)},
@@ -172,6 +173,7 @@ def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True,
     """
     tokens = {(a, b): 0 for a in QUEUES for b in QUEUES if a != b}
     pending_kv: list[Instr] = []
+    pending_q: list[int] = []      # row_scales of the LOAD_Qs no COMPUTE has used yet
     eb = hw.element_bytes
 
     def fail(k, code, why):
@@ -215,6 +217,15 @@ def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True,
                  "head's rows to fill a row group")
         if ins.op == Op.COMPUTE and ins.c_sh > 62:
             fail(k, ErrorCode.FIELD_RANGE, f"c_sh={ins.c_sh} above 62")
+        rs = ins.args.get("row_scales", 0)
+        if rs and not hw.row_scales_supported:
+            fail(k, ErrorCode.FIELD_RANGE, f"row_scales=1: a word of {hw.macs_per_line} "
+                 f"elements cannot hold a {hw.numerics.scale_mult_bits + 6}-bit multiplier")
+        if ins.op == Op.LOAD_Q:
+            pending_q.append(rs)
+        if ins.op == Op.COMPUTE and pending_q and pending_q.pop(0) != rs:
+            fail(k, ErrorCode.FIELD_RANGE, f"COMPUTE row_scales={rs} differs from its "
+                 "LOAD_Q's (the per-row multipliers come with the Q rows)")
         # pops at start
         for flag, other in (("pop_prev", PREV[q]), ("pop_next", NEXT[q])):
             if getattr(ins, flag):
@@ -280,6 +291,8 @@ def decode_error(word: int, hw: HardwareConfig) -> ErrorCode:
         bad_range.append(kps == 0 or kps & (kps - 1) != 0 or kps > hw.max_keys_per_step)
         if op != Op.LOAD_KV:
             bad_range.append(kps > 1 and kps & (kps - 1) == 0 and rh * kps > hw.mac_lines)
+    if "row_scales" in layout:
+        bad_range.append(f["row_scales"] == 1 and not hw.row_scales_supported)
     if op == Op.COMPUTE:
         bad_range += [f["c_sh"] > 62,
                       f["causal"] == 1 and f["heads"] > 1 and f["rows"] < hw.mac_lines]

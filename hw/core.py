@@ -323,6 +323,7 @@ class ComputeCore(wiring.Component):
         fin_ml_addr = Signal(range(gmax + 1))
         for i in range(p):
             m.d.comb += ml_rd[i].addr.eq(Mux(fin_mode, fin_ml_addr, g3))
+        m.d.comb += s.qbuf.sc_addr.eq(g3)
         # visibility of key (k4·b + slot) to the row of each line: causal mask and, in the
         # last step, keys past the end
         vis = Signal(p)
@@ -361,8 +362,13 @@ class ComputeCore(wiring.Component):
         groups, exp_done = s.groups, s.exp_done
         # ---- softmax ----
         m.submodules.softmax = sm = SoftmaxUnit(cfg)
-        m.d.comb += [sm.c_m.eq(c.c_m), sm.c_sh.eq(c.c_sh), sm.chain_log2.eq(blog),
-                     sm.i.valid.eq(sv4)]
+        m.d.comb += [sm.chain_log2.eq(blog), sm.i.valid.eq(sv4)]
+        # the multiplier: the tile's, or each row's own (loaded with the Q rows; the table is
+        # read with m and ℓ, addressed by the group, so it arrives with the scores)
+        sc = s.qbuf.sc_data
+        for i in range(p):
+            m.d.comb += [sm.c_m[i].eq(Mux(c.row_scales, sc[i].c_m, c.c_m)),
+                         sm.c_sh[i].eq(Mux(c.row_scales, sc[i].c_sh, c.c_sh))]
         m.d.comb += [sm.i.payload.visible.eq(vis), sm.i.payload.first.eq(k4 == 0)]
         ml_data = [ml_rd[i].data for i in range(p)]
         for i in range(p):

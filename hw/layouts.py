@@ -7,7 +7,8 @@ from amaranth.lib import data
 
 from attenio.config import HardwareConfig
 
-__all__ = ["word_layout", "qcmd_layout", "kv_beat_layout", "cmd_layout", "kps_bits"]
+__all__ = ["word_layout", "qcmd_layout", "kv_beat_layout", "cmd_layout", "kps_bits",
+           "row_scale_layout"]
 
 
 def word_layout(cfg: HardwareConfig) -> data.ArrayLayout:
@@ -21,12 +22,20 @@ def kps_bits(cfg: HardwareConfig) -> int:
 
 
 def qcmd_layout(cfg: HardwareConfig) -> data.StructLayout:
-    """What the Q loader needs (from ``LOAD_Q``): rows, head dim, log2 keys per step."""
+    """What the Q loader needs (from ``LOAD_Q``): rows, head dim, log2 keys per step, and
+    whether each row is followed by its multiplier's word (``row_scales``)."""
     return data.StructLayout({
         "rows": unsigned((cfg.tile_rows).bit_length()),
         "d": unsigned((cfg.max_head_dim).bit_length()),
         "kps_log2": unsigned(kps_bits(cfg)),
+        "row_scales": unsigned(1),
     })
+
+
+def row_scale_layout(cfg: HardwareConfig) -> data.StructLayout:
+    """A Q row's own softmax multiplier: the low bits of the word after the row in DRAM."""
+    return data.StructLayout({"c_m": unsigned(cfg.numerics.scale_mult_bits),
+                              "c_sh": unsigned(6)})
 
 
 def kv_beat_layout(cfg: HardwareConfig) -> data.StructLayout:
@@ -50,4 +59,6 @@ def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:
         # keys per step = 2**kps_log2 ≤ max_keys_per_step; with more than one,
         # rows·2**kps_log2 ≤ mac_lines
         "kps_log2": unsigned(kps_bits(cfg)),
+        # the rows' own multipliers (loaded with the Q rows) instead of c_m, c_sh
+        "row_scales": unsigned(1),
     })

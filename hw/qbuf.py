@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal
+from amaranth import Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
 from attenio.hw.arith import memory_banks
-from attenio.hw.layouts import qcmd_layout, word_layout
+from attenio.hw.layouts import qcmd_layout, row_scale_layout, word_layout
 
 __all__ = ["QBuffer"]
 
@@ -31,20 +31,29 @@ class QBuffer(wiring.Component):
     ``loaded`` rises after the last word and stays until ``clear`` (the tile that uses the rows
     starts).
 
+    With ``row_scales`` each row is followed by one more word, its multiplier
+    (``row_scale_layout`` in the low bits), kept in a small table of the same banking (row ρ
+    in bank ρ mod p at entry ρ div p, or copied like the row with b keys per step).
+
     ``rd_addr`` reads word ``rd_addr`` of every bank: ``rd_data[i]`` the cycle after.
+    ``sc_addr`` reads entry ``sc_addr`` (a row group) of the multiplier table: ``sc_data[i]``
+    the cycle after (0 in a config whose word cannot hold a multiplier).
     """
 
     def __init__(self, cfg: HardwareConfig):
         self.cfg = cfg
         p, q = cfg.mac_lines, cfg.macs_per_line
         self.wmax = -(-cfg.max_head_dim // q)
-        self.depth = -(-cfg.tile_rows // p) * self.wmax
+        self.groups = -(-cfg.tile_rows // p)
+        self.depth = self.groups * self.wmax
         super().__init__({
             "qcmd": In(stream.Signature(qcmd_layout(cfg))),
             "q": In(stream.Signature(word_layout(cfg))),
             "core_busy": In(1), "q_free": In(1), "clear": In(1), "loaded": Out(1),
             "rd_addr": In(range(self.depth + 1)),
             "rd_data": Out(data.ArrayLayout(word_layout(cfg), p)),
+            "sc_addr": In(range(self.groups + 1)),
+            "sc_data": Out(data.ArrayLayout(row_scale_layout(cfg), p)),
         })
 
     def elaborate(self, platform):
@@ -57,19 +66,31 @@ class QBuffer(wiring.Component):
         q_rd, q_wr = memory_banks(m, "qbuf", word_layout(cfg), self.depth, p)
         for i in range(p):
             m.d.comb += [q_rd[i].addr.eq(self.rd_addr), self.rd_data[i].eq(q_rd[i].data)]
+        scales = cfg.row_scales_supported
+        if scales:
+            s_rd, s_wr = memory_banks(m, "qscale", row_scale_layout(cfg), self.groups, p,
+                                      lut=True)
+            for i in range(p):
+                m.d.comb += [s_rd[i].addr.eq(self.sc_addr), self.sc_data[i].eq(s_rd[i].data)]
 
         qrow = Signal(range(cfg.tile_rows + 1))
         qw = Signal(range(wmax + 1))
         q_loading = Signal()
         q_done = self.loaded
         qc = Signal(qcmd_layout(cfg))
-        q_words = Signal(range(wmax + 1))
+        q_words = Signal(range(wmax + 2))      # with row_scales, one more
         qblog = Signal(range(lkmax + 1))
         m.d.comb += qblog.eq(qc.kps_log2)
         m.d.comb += self.qcmd.ready.eq((~self.core_busy | self.q_free) & ~q_loading & ~q_done)
         with m.If(self.qcmd.valid & self.qcmd.ready):
-            m.d.sync += [qc.eq(self.qcmd.payload), q_loading.eq(1), qrow.eq(0), qw.eq(0),
-                         q_words.eq((self.qcmd.payload.d + (q - 1)) >> lq)]
+            pl = self.qcmd.payload
+            m.d.sync += [qc.eq(pl), q_loading.eq(1), qrow.eq(0), qw.eq(0),
+                         q_words.eq(((pl.d + (q - 1)) >> lq) + (pl.row_scales & scales))]
+        # the row's last word is its multiplier (row_scales)
+        sc_word = Signal()
+        m.d.comb += sc_word.eq(qc.row_scales & (qw == q_words - 1) if scales else 0)
+        take = Signal()
+        m.d.comb += take.eq(self.q.valid & self.q.ready)
         m.d.comb += self.q.ready.eq(q_loading)
 
         def q_lane_mask(word_idx, lane):
@@ -81,8 +102,12 @@ class QBuffer(wiring.Component):
             mine = Mux(qblog == 0, (qrow[:lp] == i) if lp else 1, (i >> qblog) == qrow)
             m.d.comb += [
                 q_wr[i].addr.eq((qrow >> lp) * wmax + qw),
-                q_wr[i].en.eq(self.q.valid & self.q.ready & mine),
+                q_wr[i].en.eq(take & mine & ~sc_word),
             ]
+            if scales:
+                bits = Value.cast(self.q.payload)
+                m.d.comb += [s_wr[i].addr.eq(qrow >> lp), s_wr[i].en.eq(take & mine & sc_word),
+                             s_wr[i].data.eq(bits[:row_scale_layout(cfg).size])]
             for lane in range(q):
                 m.d.comb += q_wr[i].data[lane].eq(
                     Mux(q_lane_mask(qw, lane), self.q.payload[lane], 0))

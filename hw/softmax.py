@@ -54,7 +54,8 @@ class SoftmaxUnit(wiring.Component):
     -----
     i : stream of ``softmax_in_layout`` (always ready).
     o : stream of ``softmax_out_layout``, valid ``latency`` cycles after ``i``.
-    c_m, c_sh : the softmax multiplier (held for the tile).
+    c_m, c_sh : the softmax multiplier of each lane, with its scores (the tile's, or the
+        lane's row's own with per-row Q scales).
 
     ``chain_log2``: lanes form chains of ``2**chain_log2`` (several keys of one row per step);
     a lane continues from the previous lane's m and ℓ instead of its own inputs, so a chain
@@ -77,8 +78,8 @@ class SoftmaxUnit(wiring.Component):
         super().__init__({
             "i": In(stream.Signature(softmax_in_layout(cfg), always_ready=True)),
             "o": Out(stream.Signature(softmax_out_layout(cfg), always_ready=True)),
-            "c_m": In(unsigned(cfg.numerics.scale_mult_bits)),
-            "c_sh": In(unsigned(6)),
+            "c_m": In(data.ArrayLayout(unsigned(cfg.numerics.scale_mult_bits), cfg.mac_lines)),
+            "c_sh": In(data.ArrayLayout(unsigned(6), cfg.mac_lines)),
             "chain_log2": In(range(max(2, cfg.mac_lines.bit_length()))),
         })
 
@@ -96,19 +97,21 @@ class SoftmaxUnit(wiring.Component):
             return delay_regs(m, [sig], cycles, name)[0]
 
         # stages 1-2: s·c_m (a two-stage product)
-        prod1 = [pipelined_product(m, i.s[k], self.c_m, f"prod{k}") for k in range(p)]
+        prod1 = [pipelined_product(m, i.s[k], self.c_m[k], f"prod{k}") for k in range(p)]
         v1 = delay(self.i.valid, 2, "v1")
         # stage 3: t = (prod + 2**(c_sh-1)) >> c_sh
         v2 = Signal()
         t2 = [Signal(signed(cfg.logit_bits + 1), name=f"t{k}") for k in range(p)]
         m.d.sync += v2.eq(v1)
-        # c_sh and the rounding constant 2**(c_sh-1) (0 when c_sh = 0) are held for a tile: each
-        # lane keeps its own registered copy (no broadcast from the command into the shifters;
-        # a tile's first score comes several cycles after its command)
+        # c_sh and the rounding constant 2**(c_sh-1) (0 when c_sh = 0) follow the lane's
+        # score: registered twice, the constant formed from the first copy, so both meet the
+        # product in stage 3
         for k in range(p):
-            sh_k = Signal.like(self.c_sh, name=f"c_sh{k}")
+            sh_a = Signal(6, name=f"c_sh_a{k}")
+            sh_k = Signal(6, name=f"c_sh{k}")
             rc_k = Signal(unsigned(64), name=f"rc{k}")
-            m.d.sync += [sh_k.eq(self.c_sh), rc_k.eq((Const(1, 1) << self.c_sh) >> 1)]
+            m.d.sync += [sh_a.eq(self.c_sh[k]), sh_k.eq(sh_a),
+                         rc_k.eq((Const(1, 1) << sh_a) >> 1)]
             m.d.sync += t2[k].eq((prod1[k] + rc_k) >> sh_k)
         # the row state travels alongside
         m_in = delay(i.m, 3, "m_in")

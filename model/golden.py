@@ -26,25 +26,28 @@ MEAN_REL_BOUND = 1e-4
 
 @dataclass(frozen=True)
 class GoldenInputs:
-    """Quantized Q, K, V (integers) and their per-tensor scales."""
+    """Quantized Q, K, V (integers) and their scales: per tensor, or for Q one per row
+    (``sq`` of shape ``[batch, heads, seq_q, 1]``, carried with the Q rows: ``row_scales``)."""
 
     q: np.ndarray
     k: np.ndarray
     v: np.ndarray
-    sq: float
+    sq: float | np.ndarray
     sk: float
     sv: float
 
 
 def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
-                     seed: int = 0) -> GoldenInputs:
-    """Random Q, K, V of ``wl`` (``dist``, ``seed``) quantized to ``hw.data_bits``.
+                     seed: int = 0, q_rows: bool = False) -> GoldenInputs:
+    """Random Q, K, V of ``wl`` (``dist``, ``seed``) quantized to ``hw.data_bits`` per tensor,
+    or with ``q_rows`` Q per row.
 
     Raises ConfigError for a workload the hardware cannot run or an unknown ``dist``.
     """
     hw.check_workload(wl)
-    (qi, sq), (ki, sk), (vi, sv) = (nm.quantize(x, hw.data_bits)
-                                    for x in ref.random_inputs(wl, dist, seed))
+    q, k, v = ref.random_inputs(wl, dist, seed)
+    qi, sq = nm.quantize(q, hw.data_bits, axis=3 if q_rows else None)
+    (ki, sk), (vi, sv) = (nm.quantize(x, hw.data_bits) for x in (k, v))
     return GoldenInputs(qi, ki, vi, sq, sk, sv)
 
 

@@ -37,12 +37,13 @@ from functools import lru_cache
 import numpy as np
 
 from attenio.config import HardwareConfig, Numerics, Workload
-from attenio.errors import bad
+from attenio.errors import ConfigError, bad
 from attenio.model.rules import causal_visible
 
 __all__ = [
     "ScaleParams",
     "softmax_scale",
+    "softmax_scale_rows",
     "scale",
     "running_max",
     "exp2",
@@ -81,15 +82,29 @@ class ScaleParams:
     """The softmax-scale multiplier the host writes: ``t = round(s · c_m / 2**c_sh)``.
 
     ``c_m / 2**c_sh`` approximates ``q_scale · k_scale · log2(e) / √d · 2**F``, so ``t`` is the
-    base-2 logit with F fraction bits.
+    base-2 logit with F fraction bits. One pair for the tile (``COMPUTE``'s fields), or with
+    per-row Q scales one pair per query row (int arrays, :func:`softmax_scale_rows`; the
+    hardware loads them with the Q rows).
     """
 
-    c_m: int
-    c_sh: int
+    c_m: int | np.ndarray
+    c_sh: int | np.ndarray
 
     @property
-    def multiplier(self) -> float:
+    def multiplier(self):
+        if self.per_row:
+            return np.asarray(self.c_m) / 2.0 ** np.asarray(self.c_sh)
         return self.c_m / 2.0 ** self.c_sh
+
+    @property
+    def per_row(self) -> bool:
+        return np.ndim(self.c_m) > 0
+
+    def take(self, rows) -> ScaleParams:
+        """The multipliers of query ``rows`` (itself when it is one for all rows)."""
+        if not self.per_row:
+            return self
+        return ScaleParams(np.asarray(self.c_m)[rows], np.asarray(self.c_sh)[rows])
 
 
 def softmax_scale(cfg: HardwareConfig, q_scale: float, k_scale: float, head_dim: int,
@@ -136,6 +151,26 @@ def softmax_scale(cfg: HardwareConfig, q_scale: float, k_scale: float, head_dim:
     return ScaleParams(c_m=int(c_m), c_sh=int(sh))
 
 
+def softmax_scale_rows(cfg: HardwareConfig, q_scales, k_scale: float,
+                       head_dim: int) -> ScaleParams:
+    """:func:`softmax_scale` for each query row's own scale (``q_scales``, one per row): the
+    per-row multipliers as int64 arrays. Raises ConfigError as :func:`softmax_scale` does,
+    naming the row."""
+    qs = np.asarray(q_scales, dtype=np.float64).reshape(-1)
+    cm = np.empty(len(qs), dtype=np.int64)
+    sh = np.empty(len(qs), dtype=np.int64)
+    memo: dict[float, ScaleParams] = {}
+    for i, x in enumerate(qs.tolist()):
+        sp = memo.get(x)
+        if sp is None:
+            try:
+                sp = memo[x] = softmax_scale(cfg, x, k_scale, head_dim)
+            except ConfigError as e:
+                raise ConfigError(f"q_scale of row {i}: {e}") from None
+        cm[i], sh[i] = sp.c_m, sp.c_sh
+    return ScaleParams(cm, sh)
+
+
 def scale(cfg: HardwareConfig, s, sp: ScaleParams) -> np.ndarray:
     """Scale block: integer score ``s`` (score_bits) to base-2 logit ``t`` (logit_bits, F frac).
 
@@ -143,6 +178,10 @@ def scale(cfg: HardwareConfig, s, sp: ScaleParams) -> np.ndarray:
     and one adder stage.
     """
     s = np.asarray(s, dtype=np.int64)
+    if sp.per_row:          # one multiplier per row of s (rows, keys)
+        cm = np.asarray(sp.c_m, dtype=np.int64)[:, None]
+        sh = np.asarray(sp.c_sh, dtype=np.int64)[:, None]
+        return (s * cm + ((np.int64(1) << sh) >> 1)) >> sh
     t = s * np.int64(sp.c_m)
     if sp.c_sh:
         t += np.int64(1 << (sp.c_sh - 1))
@@ -415,7 +454,7 @@ def attention_head(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
     def run_chunk(r0: int) -> None:
         rows = np.arange(r0, min(nq, r0 + step))
         nr = len(rows)
-        t = scale(cfg, (q[rows].astype(np.float64) @ kf.T).astype(np.int64), sp)
+        t = scale(cfg, (q[rows].astype(np.float64) @ kf.T).astype(np.int64), sp.take(rows))
         valid = _causal_valid(rows, keys, nq, nk) if causal else None
         # floor is monotonic, so the max is taken on t and floored once per block.
         ft = t if valid is None else np.where(valid, t, minit << f)
@@ -495,7 +534,7 @@ def _check_int_tensor(name: str, x, shape: tuple[int, ...], bits: int) -> np.nda
     return arr.astype(np.int64)
 
 
-def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale: float, k_scale: float,
+def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale, k_scale: float,
                   *, stepwise: bool = False, progress=None) -> np.ndarray:
     """Integer attention for a whole workload, exactly as the accelerator computes it.
 
@@ -503,7 +542,9 @@ def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale: float, k_
     ----------
     q : int array ``[batch, heads, seq_q, head_dim]``
     k, v : int arrays ``[batch, kv_heads, seq_k, head_dim]``
-    q_scale, k_scale : per-tensor scales of q and k (V's scale does not enter the datapath)
+    q_scale, k_scale : per-tensor scales of q and k (V's scale does not enter the datapath);
+        ``q_scale`` may instead be one scale per query row, ``[batch, heads, seq_q, 1]`` (the
+        per-row multipliers of :func:`softmax_scale_rows`)
     stepwise : use the block-by-block model instead of the vectorized one (same result)
     progress : ``progress(fraction)`` after each head, if given
 
@@ -522,12 +563,21 @@ def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale: float, k_
     q = _check_int_tensor("q", q, (b, h, nq, d), cfg.data_bits)
     k = _check_int_tensor("k", k, (b, hk, nk, d), cfg.data_bits)
     v = _check_int_tensor("v", v, (b, hk, nk, d), cfg.data_bits)
-    sp = softmax_scale(cfg, q_scale, k_scale, d)
+    rows_q = np.ndim(q_scale) > 0
+    if rows_q:
+        qs = np.asarray(q_scale, dtype=np.float64)
+        if qs.shape not in ((b, h, nq, 1), (b, h, nq)):
+            raise bad("q_scale.shape", qs.shape, f"expected a scalar or {(b, h, nq, 1)}")
+        qs = qs.reshape(b, h, nq)
+    else:
+        sp = softmax_scale(cfg, q_scale, k_scale, d)
     out = np.empty((b, h, nq, d), dtype=np.int64)
     g = wl.group_size
     for bi in range(b):
         for hi in range(h):
             n0 = bi * h + hi
+            if rows_q:
+                sp = softmax_scale_rows(cfg, qs[bi, hi], k_scale, d)
             args = (cfg, q[bi, hi], k[bi, hi // g], v[bi, hi // g], sp, wl.causal)
             if stepwise:
                 out[bi, hi] = attention_head_stepwise(*args)

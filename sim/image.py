@@ -13,10 +13,10 @@ from attenio.config import HardwareConfig, Workload
 from attenio.contract.program import encode
 from attenio.model import io_analysis as io
 from attenio.model.golden import GoldenInputs
-from attenio.model.numerics import softmax_scale
+from attenio.model.numerics import ScaleParams, softmax_scale, softmax_scale_rows
 from attenio.sim.schedule import Layout, Schedule, schedule
 
-__all__ = ["RunImage", "run_image"]
+__all__ = ["RunImage", "run_image", "row_scale_words"]
 
 
 @dataclass(frozen=True)
@@ -54,19 +54,41 @@ def _pad_rows(x: np.ndarray, row: int) -> np.ndarray:
     return np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)]) if pad else x
 
 
+def row_scale_words(hw: HardwareConfig, sp: ScaleParams, shape: tuple[int, ...]) -> np.ndarray:
+    """The word after each Q row with per-row multipliers: ``c_m`` in its low
+    ``scale_mult_bits`` bits, ``c_sh`` in the 6 above (docs/isa.md, ``LOAD_Q.row_scales``), as
+    bytes ``shape + (word bytes,)``."""
+    nb = hw.macs_per_line * hw.element_bytes
+    cm = np.asarray(sp.c_m, dtype=np.uint64)
+    sh = np.asarray(sp.c_sh, dtype=np.uint64)
+    words = (cm | (sh << np.uint64(hw.numerics.scale_mult_bits))).astype("<u8").reshape(shape)
+    raw = words.view(np.uint8).reshape(*shape, 8)
+    return np.pad(raw, [(0, 0)] * len(shape) + [(0, max(0, nb - 8))])[..., :nb]
+
+
 def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> RunImage:
     """The program for ``wl`` (with the softmax multiplier of ``inp``'s scales) and the DRAM
-    image holding it and ``inp``'s Q, K and V."""
-    sp = softmax_scale(hw, inp.sq, inp.sk, wl.head_dim)
+    image holding it and ``inp``'s Q, K and V. With one Q scale per row (``inp.sq`` of shape
+    ``[batch, heads, seq_q, 1]``) each Q row carries its own multiplier (``row_scales``)."""
+    per_row = np.ndim(inp.sq) > 0
+    if per_row:
+        sq = np.asarray(inp.sq, dtype=np.float64).reshape(wl.batch, wl.heads, wl.seq_q)
+        sp = softmax_scale_rows(hw, sq.reshape(-1), inp.sk, wl.head_dim)
+    else:
+        sp = softmax_scale(hw, inp.sq, inp.sk, wl.head_dim)
     sched = schedule(hw, wl, scale=sp, keep_spans=False)
     program = encode(sched.program)
-    lay = Layout.packed(hw, wl, len(program))
+    lay = Layout.packed(hw, wl, len(program), per_row)
     eb, ob = hw.element_bytes, io.out_element_bytes(hw)
     image = bytearray(lay.end)
     image[lay.program:lay.program + len(program)] = program
     row = hw.row_elements(wl.head_dim)
     for base, x in ((lay.q, inp.q), (lay.k, inp.k), (lay.v, inp.v)):
         data = _pack(_pad_rows(np.asarray(x), row), eb)
+        if per_row and base == lay.q:
+            shape = (wl.batch, wl.heads, wl.seq_q)
+            rows = np.frombuffer(data, dtype=np.uint8).reshape(*shape, row * eb)
+            data = np.concatenate([rows, row_scale_words(hw, sp, shape)], axis=-1).tobytes()
         image[base:base + len(data)] = data
     o_bytes = wl.batch * wl.heads * wl.seq_q * row * ob
     return RunImage(inp, sched, program, lay, bytes(image), o_bytes, ob, row)

@@ -67,14 +67,16 @@ class Layout:
     end: int
 
     @classmethod
-    def packed(cls, hw: HardwareConfig, wl: Workload, program_bytes: int) -> Layout:
-        """Program, Q, K, V and O one after another, each region 4 KB aligned."""
+    def packed(cls, hw: HardwareConfig, wl: Workload, program_bytes: int,
+               row_scales: bool = False) -> Layout:
+        """Program, Q, K, V and O one after another, each region 4 KB aligned; with
+        ``row_scales`` each Q row is followed by the word holding its multiplier."""
         def up(x):
             return -(-x // 4096) * 4096
 
         eb, ob = hw.element_bytes, io.out_element_bytes(hw)
         dp = hw.row_elements(wl.head_dim)      # rows padded to whole words
-        qb = wl.batch * wl.heads * wl.seq_q * dp * eb
+        qb = wl.batch * wl.heads * wl.seq_q * hw.q_row_elements(wl.head_dim, row_scales) * eb
         kb = wl.batch * wl.kv_heads * wl.seq_k * dp * eb
         obytes = wl.batch * wl.heads * wl.seq_q * dp * ob
         p = 0
@@ -108,6 +110,9 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
     eb, ob = hw.element_bytes, io.out_element_bytes(hw)
     d = wl.head_dim
     dp = hw.row_elements(d)      # a row's pitch in DRAM: whole words (Layout.packed)
+    rs = int(scale.per_row)
+    dq = hw.q_row_elements(d, bool(rs))      # a Q row's pitch: with its multiplier's word
+    c_m, c_sh = (0, 0) if rs else (scale.c_m, scale.c_sh)
     g = tiling.heads_per_tile
     pos = tiling.positions
     attenio_flow = tiling.dataflow == "attenio"
@@ -125,13 +130,13 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
         keys = io.tile_keys(p0, rows, wl.seq_q, wl.seq_k, causal, tiling.kv_block)
         kps = (_keys_per_step(hw, rows * g, 1, ring) if attenio_flow and not tiling.fixed_b
                else tiling.keys_per_step)
-        q_addr = layout.q + ((b * wl.heads + h0) * wl.seq_q + p0) * dp * eb
+        q_addr = layout.q + ((b * wl.heads + h0) * wl.seq_q + p0) * dq * eb
         o_addr = layout.o + ((b * wl.heads + h0) * wl.seq_q + p0) * dp * ob
         kv_off = (b * wl.kv_heads + hk) * wl.seq_k * dp * eb
         common = {"rows": rows, "heads": g, "d": d}
         prog.append(Instr(Op.LOAD_Q, {**common, "keys_per_step": kps, "addr": q_addr,
-                                      "row_stride": dp * eb,
-                                      "head_stride": wl.seq_q * dp * eb},
+                                      "row_stride": dq * eb,
+                                      "head_stride": wl.seq_q * dq * eb, "row_scales": rs},
                           pop_next=t > 0, push_next=True))
         if keys > 0:
             prog.append(Instr(Op.LOAD_KV, {"keys": keys, "d": d, "keys_per_step": kps,
@@ -139,8 +144,8 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
                                            "v_addr": layout.v + kv_off, "row_stride": dp * eb}))
         prog.append(Instr(Op.COMPUTE, {**common, "causal": int(causal), "keys": keys,
                                        "keys_per_step": kps, "q_pos": p0,
-                                       "diag": wl.seq_k - wl.seq_q, "c_m": scale.c_m,
-                                       "c_sh": scale.c_sh},
+                                       "diag": wl.seq_k - wl.seq_q, "c_m": c_m,
+                                       "c_sh": c_sh, "row_scales": rs},
                           pop_prev=True, push_prev=t < last))
         # the Q buffer is free once the tile's steps have issued (the core takes the next
         # tile's Q rows then); FINALIZE needs no token
@@ -708,6 +713,8 @@ def _tile_transfer(hw: HardwareConfig, ch: Channel, ready: int, ins: Instr,
     contiguous, else one per row. Returns (last request, completion)."""
     out = (ready, ready)
     row = hw.row_elements(ins.d) * elem_bytes          # whole words, as the DMA moves rows
+    if ins.args.get("row_scales", 0):                   # and the Q row's multiplier word
+        row += hw.macs_per_line * elem_bytes
     for h in range(ins.heads):
         base = ins.addr + h * ins.head_stride
         if ins.row_stride == row:
@@ -776,8 +783,9 @@ def _schedule_tiling(hw: HardwareConfig, wl: Workload, dataflow: str, tiling: io
                      timing: Timing, scale: ScaleParams, keep_spans: bool,
                      progress=None) -> Schedule:
     """The program of ``wl`` under ``tiling``, validated, and its timeline."""
-    probe = build_program(hw, wl, tiling, Layout.packed(hw, wl, 0), scale)
-    layout = Layout.packed(hw, wl, len(probe) * 32)
+    rs = scale.per_row
+    probe = build_program(hw, wl, tiling, Layout.packed(hw, wl, 0, rs), scale)
+    layout = Layout.packed(hw, wl, len(probe) * 32, rs)
     program = build_program(hw, wl, tiling, layout, scale)
     ring = None if dataflow == "attenio" else tiling.keys_per_step
     if ring is None:

@@ -120,6 +120,7 @@ class LoadEngine(wiring.Component):
             core_q.payload.d.eq(view(lhead.insn, Op.LOAD_Q).d),
             core_q.payload.kps_log2.eq(kps_log2_of(view(lhead.insn, Op.LOAD_Q).keys_per_step,
                                                    kps_max)),
+            core_q.payload.row_scales.eq(view(lhead.insn, Op.LOAD_Q).row_scales),
         ]
         with m.If(self.queue.head.valid & ~lbusy & ~load_end & self.go & ~self.stop):
             with m.If(lop == int(Op.END)):
@@ -135,6 +136,9 @@ class LoadEngine(wiring.Component):
         m.d.comb += self.queue.start.eq(l_start)
         m.d.comb += self.queue.head.ready.eq(l_pop_end | l_start)
         wd_head = words_of(view(lhead.insn, Op.LOAD_Q).d)
+        # a Q row with its own multiplier: one more word (LOAD_KV has no such field; its bit
+        # is reserved there, so 0)
+        wq_head = wd_head + view(lhead.insn, Op.LOAD_Q).row_scales
         # keys of a K/V instruction's first block: at most keys_per_step ≤ max_keys_per_step
         # (decode refuses more), so the block's beat count is a narrow product, not a DSP
         nk0 = Signal(range(kps_max + 1))
@@ -148,10 +152,10 @@ class LoadEngine(wiring.Component):
                 addr = view(lhead.insn, Op.LOAD_Q).addr
                 stride = view(lhead.insn, Op.LOAD_Q).row_stride
                 rows = view(lhead.insn, Op.LOAD_Q).rows
-                contig = stride == (wd_head << lab)
+                contig = stride == (wq_head << lab)
                 m.d.sync += [l_is_kv.eq(0), l_hbase.eq(addr), lb.base.eq(addr),
                              l_rows.eq(rows), l_contig.eq(contig), l_stride.eq(stride),
-                             lb.beats.eq(Mux(contig, rows * wd_head, wd_head))]
+                             lb.beats.eq(Mux(contig, rows * wq_head, wq_head))]
             with m.Else():
                 kaddr = view(lhead.insn, Op.LOAD_KV).k_addr
                 stride = view(lhead.insn, Op.LOAD_KV).row_stride
@@ -241,8 +245,10 @@ class LoadEngine(wiring.Component):
         d_l = view(lraw, Op.LOAD_KV).d
         lastlanes = d_l - ((l_wd - 1) << log2(q))
         tag_in = Signal(load_tag_layout())
+        # words of a row: R beats count rows by it (a Q row with its multiplier has one more)
+        wd_tag = Mux(l_is_kv, l_wd, l_wd + view(lraw, Op.LOAD_Q).row_scales)
         m.d.comb += [
-            tag_in.kv.eq(l_is_kv), tag_in.v.eq(l_on_v), tag_in.wd.eq(l_wd),
+            tag_in.kv.eq(l_is_kv), tag_in.v.eq(l_on_v), tag_in.wd.eq(wd_tag),
             tag_in.lanes.eq(lastlanes), tag_in.end.eq(instr_done),
             tag_in.push.eq(view(lraw).push_next),
             tags.w_en.eq(ar), tags.w_data.eq(tag_in),

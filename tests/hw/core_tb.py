@@ -19,6 +19,15 @@ def _words(row, q):
     return [padded[i:i + q] for i in range(0, len(padded), q)]
 
 
+def scale_word(cfg, c_m: int, c_sh: int) -> list[int]:
+    """The word after a Q row with per-row scales: ``c_m | c_sh << CM`` split into the word's
+    signed lanes."""
+    bits, q = cfg.data_bits, cfg.macs_per_line
+    x = int(c_m) | int(c_sh) << cfg.numerics.scale_mult_bits
+    lanes = [(x >> (bits * i)) & ((1 << bits) - 1) for i in range(q)]
+    return [v - (1 << bits) if v >> (bits - 1) else v for v in lanes]
+
+
 def tiles_for(cfg: HardwareConfig, nq: int, nk: int, causal: bool):
     return [(p0, r, tile_keys(p0, r, nq, nk, causal, 1))
             for p0, r in query_tiles(nq, cfg.tile_rows, causal)]
@@ -41,12 +50,15 @@ def rtl_core(cfg, q, k, v, sp, causal=False, seed=0, p_idle=0.2, p_backpressure=
     assert b & (b - 1) == 0, "keys per step is a power of two"
     for p0, r, keys in tiles:
         assert b == 1 or r * b <= cfg.mac_lines, "several keys per step need rows·b ≤ lines"
-        cmds.append({"rows": r, "d": d, "keys": keys, "c_m": sp.c_m, "c_sh": sp.c_sh,
-                     "causal": int(causal), "q_pos": p0, "diag": nk - nq,
-                     "kps_log2": b.bit_length() - 1})
-        qcmds.append({"rows": r, "d": d, "kps_log2": b.bit_length() - 1})
-        for row in q[p0:p0 + r]:
+        rs = int(sp.per_row)
+        cmds.append({"rows": r, "d": d, "keys": keys, "c_m": 0 if rs else sp.c_m,
+                     "c_sh": 0 if rs else sp.c_sh, "causal": int(causal), "q_pos": p0,
+                     "diag": nk - nq, "kps_log2": b.bit_length() - 1, "row_scales": rs})
+        qcmds.append({"rows": r, "d": d, "kps_log2": b.bit_length() - 1, "row_scales": rs})
+        for j, row in enumerate(q[p0:p0 + r]):
             q_beats += _words(row, qw)
+            if rs:
+                q_beats.append(scale_word(cfg, sp.c_m[p0 + j], sp.c_sh[p0 + j]))
         steps = -(-keys // b)
 
         def rows_of(st, keys=keys):

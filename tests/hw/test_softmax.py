@@ -26,13 +26,22 @@ def gen(cfg, count, seed):
     return items
 
 
+def lane_scales(cfg, sp, k):
+    """Item k's multiplier per lane: ``sp`` for all, or with per-row ``sp`` (arrays of several
+    pairs) a different pair for each lane and item."""
+    if not sp.per_row:
+        return nm.ScaleParams(np.full(cfg.mac_lines, sp.c_m), np.full(cfg.mac_lines, sp.c_sh))
+    idx = (np.arange(cfg.mac_lines) + k) % len(sp.c_m)
+    return sp.take(idx)
+
+
 def ref_softmax(cfg, items, sp):
     out = []
     f = cfg.numerics.logit_frac_bits
-    for s, m_old, l_old, vis, first in items:
+    for k, (s, m_old, l_old, vis, first) in enumerate(items):
         m0 = np.full(len(s), nm.m_init(cfg)) if first else m_old
         l0 = np.zeros(len(s), dtype=np.int64) if first else l_old
-        t = nm.scale(cfg, s, sp)
+        t = nm.scale(cfg, np.asarray(s)[:, None], lane_scales(cfg, sp, k))[:, 0]
         m_new, sh = nm.running_max(cfg, m0, t[:, None], vis[:, None])
         y = np.where(vis, t - (m_new << f), -(1 << 40))
         p = np.where(vis, nm.exp2(cfg, y), 0)
@@ -43,11 +52,13 @@ def ref_softmax(cfg, items, sp):
 
 def rtl_softmax(cfg, items, sp):
     dut = SoftmaxUnit(cfg)
+    index = {id(it): k for k, it in enumerate(items)}
 
     def put(ctx, item):
         s, m_old, l_old, vis, first = item
-        ctx.set(dut.c_m, sp.c_m)
-        ctx.set(dut.c_sh, sp.c_sh)
+        ls = lane_scales(cfg, sp, index[id(item)])
+        ctx.set(dut.c_m, [int(x) for x in ls.c_m])
+        ctx.set(dut.c_sh, [int(x) for x in ls.c_sh])
         ctx.set(dut.i.payload, {"s": [int(x) for x in s], "m": [int(x) for x in m_old],
                                 "l": [int(x) for x in l_old],
                                 "visible": sum(int(v) << k for k, v in enumerate(vis)),
@@ -65,6 +76,16 @@ def test_softmax_unit_matches_model():
         for sp in (nm.ScaleParams(40000, 17), nm.ScaleParams(65535, 0), nm.ScaleParams(33000, 1)):
             items = gen(cfg, 60, sp.c_sh)
             assert rtl_softmax(cfg, items, sp) == ref_softmax(cfg, items, sp)
+
+
+def test_softmax_unit_takes_each_lanes_multiplier_with_its_scores():
+    """Per-row Q scales: every lane has its own multiplier, changing from one input to the
+    next (the table the Q rows brought); shifts 0 and 1 exercise the rounding constant."""
+    sp = nm.ScaleParams(np.array([40000, 65535, 33000, 50000, 47000]),
+                        np.array([17, 0, 1, 16, 18]))
+    for cfg in (C.tiny(), C.fpga()):
+        items = gen(cfg, 60, 5)
+        assert rtl_softmax(cfg, items, sp) == ref_softmax(cfg, items, sp)
 
 
 @pytest.mark.filterwarnings("ignore::amaranth.hdl.UnusedElaboratable")
