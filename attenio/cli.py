@@ -283,6 +283,9 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, dist, 
 @click.option("--scheme", "schemes", multiple=True,
               type=click.Choice(["tensor", "smooth", "rotate"]),
               help="Host quantization scheme(s); default all three (docs/numerics.md).")
+@click.option("--q-scales", "q_scales", multiple=True, type=click.Choice(["tensor", "row"]),
+              help="Q quantized with one scale, or one per row (the multiplier carried with "
+                   "each Q row: LOAD_Q.row_scales); default both.")
 @click.option("--n", "n", type=int, default=1024, show_default=True,
               help="Sequence length (built-in inputs).")
 @click.option("--d", "d", type=int, default=64, show_default=True, help="Head dimension.")
@@ -293,8 +296,8 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, dist, 
 @click.option("--seed", type=int, default=0, show_default=True)
 @json_option
 @_friendly
-def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, n, d, nk, heads,
-             kv_heads, causal, seed, json_path):
+def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, q_scales, n, d, nk,
+             heads, kv_heads, causal, seed, json_path):
     """End-to-end error against float64 attention of the float inputs (input quantization
     included), for each preset and host scheme, with fp16 and bf16 attention beside it.
 
@@ -330,13 +333,14 @@ def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, n, d
     click.echo(f"accuracy: N={wl.seq_q}x{wl.seq_k} d={wl.head_dim} heads={wl.heads}/"
                f"{wl.kv_heads} batch={wl.batch} causal={wl.causal} seed={seed}; error against "
                "float64 attention of the float inputs")
-    click.echo(f"  {'inputs':<16} {'datapath':<20} {'scheme':<7} {'max abs':>9} "
+    click.echo(f"  {'inputs':<16} {'datapath':<20} {'scheme':<12} {'max abs':>9} "
                f"{'rel Frob':>9} {'/ bf16':>7}")
     results = []
     with _Bar("integer model") as bar:
         for i, (label, wl_c, (q, k, v)) in enumerate(cases):
             rows = A.compare(hws, wl_c, q, k, v, schemes,
-                             progress=lambda f, i=i: bar((i + f) / len(cases)))
+                             progress=lambda f, i=i: bar((i + f) / len(cases)),
+                             q_scales=q_scales or A.Q_SCALES)
             ref_bf16 = next(r["rel_frobenius"] for r in rows if r["name"] == "bf16")
             for r in rows:
                 r["inputs"] = label
@@ -344,7 +348,7 @@ def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, n, d
             results += rows
     for r in results:
         what = f"int{r['bits']} ({r['name']})" if r["kind"] == "int" else r["name"]
-        click.echo(f"  {r['inputs'][:16]:<16} {what:<20} {r['scheme'] or '-':<7} "
+        click.echo(f"  {r['inputs'][:16]:<16} {what:<20} {r['scheme'] or '-':<12} "
                    f"{r['max_abs']:>9.2e} {r['rel_frobenius']:>9.2e} {r['over_bf16']:>6.2f}x")
     if json_path:
         _write_json(json_path, {"workload": wl.to_dict(), "seed": seed,

@@ -26,6 +26,10 @@ program are the same for all of them, so the RTL is bit-exact with the model und
     else a fixed random orthogonal one), which spreads a few outlier channels over all of
     them (as QuaRot does for LLM activations); V per channel as in ``smooth``.
 
+Each scheme runs with Q quantized per tensor or per row (``q_rows``: one scale per query row,
+after the scheme's transform; the hardware takes each row's softmax multiplier with the row,
+``LOAD_Q.row_scales``), shown as ``rotate`` and ``rotate+rows``.
+
 fp16 and bf16 attention are computed the way FlashAttention runs on a GPU: inputs rounded to the
 format, scores, running max and sums in float32, P rounded to the format before ``P·V``, the
 accumulator in float32, the output rounded to the format.
@@ -44,12 +48,13 @@ from attenio.errors import bad
 from attenio.model import numerics as nm
 from attenio.model import reference as ref
 
-__all__ = ["DISTRIBUTIONS", "SCHEMES", "FORMATS", "make_inputs", "attention_lowp",
+__all__ = ["DISTRIBUTIONS", "SCHEMES", "FORMATS", "Q_SCALES", "make_inputs", "attention_lowp",
            "HostInputs", "quantize_scheme", "run_int", "rel_frobenius", "compare"]
 
 DISTRIBUTIONS = ("gaussian", "uniform", "llm-outliers", "peaky")
 SCHEMES = ("tensor", "smooth", "rotate")
 FORMATS = ("fp16", "bf16")
+Q_SCALES = ("tensor", "row")     # Q quantized with one scale, or one per query row
 
 # llm-outliers: this many channels of Q and K carry outliers of OUTLIER_GAIN times the rest;
 # then Q and K are scaled so the logits (q·k/√d) have a standard deviation of about LLM_SIGMA
@@ -126,14 +131,15 @@ def attention_lowp(q, k, v, fmt: str, causal: bool = False) -> np.ndarray:
 
 @dataclass(frozen=True)
 class HostInputs:
-    """What the host hands the accelerator (integers and the scalar Q/K scales the program's
-    softmax multiplier folds in) and what it needs to read the output (V's scales: a scalar
-    for ``tensor``, one per K/V head and channel ``[b, hk, 1, d]`` for the others)."""
+    """What the host hands the accelerator (integers and the Q/K scales the softmax multiplier
+    folds in: Q's a scalar, or one per row ``[b, h, nq, 1]``) and what it needs to read the
+    output (V's scales: a scalar for ``tensor``, one per K/V head and channel ``[b, hk, 1, d]``
+    for the others)."""
 
     q: np.ndarray
     k: np.ndarray
     v: np.ndarray
-    sq: float
+    sq: float | np.ndarray
     sk: float
     sv: np.ndarray | float
     scheme: str
@@ -169,14 +175,18 @@ def rotation(d: int) -> np.ndarray:
     return qm * np.sign(np.diag(r))
 
 
-def quantize_scheme(hw: HardwareConfig, q, k, v, scheme: str) -> HostInputs:
-    """Quantize float Q, K, V to ``hw.data_bits`` under ``scheme`` (``SCHEMES``). An all-zero
-    tensor or channel gets scale 1 (its integers are 0)."""
+def quantize_scheme(hw: HardwareConfig, q, k, v, scheme: str,
+                    q_rows: bool = False) -> HostInputs:
+    """Quantize float Q, K, V to ``hw.data_bits`` under ``scheme`` (``SCHEMES``), Q with one
+    scale per row if ``q_rows``. An all-zero tensor, row or channel gets scale 1 (its integers
+    are 0)."""
     if scheme not in SCHEMES:
         raise bad("scheme", scheme, f"choose one of: {', '.join(SCHEMES)}")
     bits = hw.data_bits
+    q_axis = 3 if q_rows else None
     if scheme == "tensor":
-        (qi, sq), (ki, sk), (vi, sv) = (nm.quantize(x, bits) for x in (q, k, v))
+        (qi, sq), (ki, sk), (vi, sv) = (nm.quantize(q, bits, axis=q_axis), nm.quantize(k, bits),
+                                        nm.quantize(v, bits))
         return HostInputs(qi, ki, vi, sq, sk, sv, scheme)
     q = np.asarray(q, dtype=np.float64)
     k = np.asarray(k, dtype=np.float64)
@@ -186,7 +196,7 @@ def quantize_scheme(hw: HardwareConfig, q, k, v, scheme: str) -> HostInputs:
     else:
         h = rotation(q.shape[-1])
         q, k = q @ h, k @ h
-    (qi, sq), (ki, sk) = nm.quantize(q, bits), nm.quantize(k, bits)
+    (qi, sq), (ki, sk) = nm.quantize(q, bits, axis=q_axis), nm.quantize(k, bits)
     vi, sv = nm.quantize(v, bits, axis=2)      # V per K/V head and channel
     return HostInputs(qi, ki, vi, sq, sk, sv, scheme)
 
@@ -208,16 +218,23 @@ def rel_frobenius(approx, exact) -> float:
 
 
 def compare(hws: dict[str, HardwareConfig], wl: Workload, q, k, v,
-            schemes=SCHEMES, formats=FORMATS, progress=None) -> list[dict]:
-    """Every preset × scheme and every float format on one set of float inputs, against
-    float64 attention of them. Rows: ``kind`` ("int" or "float"), ``name``, ``scheme``,
-    ``bits``, ``max_abs``, ``rel_frobenius``, ``max_rel`` (max error over V's range)."""
+            schemes=SCHEMES, formats=FORMATS, progress=None,
+            q_scales=Q_SCALES) -> list[dict]:
+    """Every preset × scheme × Q scale granularity (``Q_SCALES``) and every float format on one
+    set of float inputs, against float64 attention of them. Rows: ``kind`` ("int" or
+    "float"), ``name``, ``scheme`` (``+rows`` with Q per row), ``q_scales``, ``bits``,
+    ``max_abs``, ``rel_frobenius``, ``max_rel`` (max error over V's range)."""
+    for g in q_scales:
+        if g not in Q_SCALES:
+            raise bad("q_scales", g, f"choose from: {', '.join(Q_SCALES)}")
     exact = ref.attention(q, k, v, causal=wl.causal)
     rows = []
 
-    def row(kind, name, scheme, bits, approx):
+    def row(kind, name, scheme, bits, approx, q_sc=""):
         e = ref.error_metrics(approx, exact, v)
-        rows.append({"kind": kind, "name": name, "scheme": scheme, "bits": bits,
+        rows.append({"kind": kind, "name": name,
+                     "scheme": scheme + ("+rows" if q_sc == "row" else ""), "q_scales": q_sc,
+                     "bits": bits,
                      "max_abs": e["max_abs"], "max_rel": e["max_rel"],
                      "rel_frobenius": rel_frobenius(approx, exact)})
 
@@ -225,8 +242,9 @@ def compare(hws: dict[str, HardwareConfig], wl: Workload, q, k, v,
         wl_hw = replace(wl, element_bytes=hw.element_bytes)
         hw.check_workload(wl_hw)
         for scheme in schemes:
-            row("int", name, scheme, hw.data_bits,
-                run_int(hw, wl_hw, quantize_scheme(hw, q, k, v, scheme), progress))
+            for g in q_scales:
+                host = quantize_scheme(hw, q, k, v, scheme, q_rows=g == "row")
+                row("int", name, scheme, hw.data_bits, run_int(hw, wl_hw, host, progress), g)
     for fmt in formats:
         row("float", fmt, "", 16, attention_lowp(q, k, v, fmt, wl.causal))
     return rows

@@ -36,6 +36,9 @@ def main() -> None:
     ap.add_argument("--router", choices=["router1", "router2"], default="router2",
                     help="nextpnr's router (router2, the project's default, or router1, "
                          "nextpnr-ecp5's own default)")
+    ap.add_argument("--nextpnr-opt", action="append", default=[], metavar="OPT",
+                    help="an extra nextpnr option, e.g. --nextpnr-opt=--placer-heap-beta=0.7 "
+                         "(repeat the option; kept in the report)")
     ap.add_argument("--data", default="data/fpga")
     ap.add_argument("--out", default="build")
     ap.add_argument("--reuse", metavar="DIR",
@@ -64,6 +67,7 @@ def main() -> None:
     data = Path(args.data)
     data.mkdir(parents=True, exist_ok=True)
     opts = [args.router if o.startswith("router") else o for o in NEXTPNR_OPTS]
+    opts += [x for o in args.nextpnr_opt for x in o.split("=", 1)]
     for speed in args.speeds:
         rep = dataclasses.replace(base, seconds=dict(base.seconds))
         try:

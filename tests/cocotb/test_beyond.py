@@ -84,3 +84,38 @@ def test_host_schemes_run_bit_exact_and_rotation_beats_per_tensor():
         assert r.cycles == r.predicted_cycles
         err[scheme] = A.rel_frobenius(nm.dequantize_output(TINY, r.out, h.sv), exact)
     assert err["rotate"] < 0.8 * err["tensor"], err
+
+
+@pytest.mark.parametrize("shape", [
+    {"n": 48, "d": 32, "nk": 80},                               # one tile, rows % 8 != 0 below
+    {"n": 47, "d": 16, "nk": 30},
+    {"n": 100, "d": 32, "causal": True},                        # two tiles: the next tile's
+    {"n": 2, "d": 8, "nk": 40},                                 # rows (and multipliers) load
+    {"n": 24, "d": 8, "heads": 4, "kv_heads": 2},               # during finalize; 2 keys per
+    {"n": 40, "nk": 33, "d": 64},                               # step; GQA packing; a row of
+])                                                              # d = 64 and its word: 17 words
+def test_per_row_q_scales_run_bit_exact_and_cost_one_word_a_row(shape):
+    """Q quantized with one scale per row: each row's multiplier comes with the row (one more
+    word), the softmax applies it per lane. Bit-exact with the model, cycles equal to the
+    schedule's, and the only extra traffic is that word per Q row."""
+    from attenio.model.golden import quantized_inputs
+
+    wl = workload(TINY, **shape)
+    rows = quantized_inputs(TINY, wl, seed=9, q_rows=True)
+    assert len(set(rows.sq.ravel().tolist())) > 1          # the rows' scales really differ
+    r = _run(TINY, wl, inputs=rows)
+    assert r.cycles == r.predicted_cycles
+    assert r.counters["bytes_rd"] == r.predicted_read
+    assert r.axi_violations == 0, r.axi_report
+    per_tensor = _run(TINY, wl, inputs=quantized_inputs(TINY, wl, seed=9))
+    word = TINY.macs_per_line * TINY.element_bytes
+    q_rows = wl.batch * wl.heads * wl.seq_q
+    assert r.counters["bytes_rd"] - per_tensor.counters["bytes_rd"] == q_rows * word
+
+
+def test_per_row_q_scales_under_backpressure():
+    from attenio.model.golden import quantized_inputs
+
+    wl = workload(TINY, 70, 16, nk=50, causal=True)
+    r = _run(TINY, wl, inputs=quantized_inputs(TINY, wl, seed=2, q_rows=True), p_stall=0.4)
+    assert r.cycles >= r.predicted_cycles and r.axi_violations == 0

@@ -1,5 +1,6 @@
 """Program format: encoding round trip, decode errors with offsets, validation rules."""
 
+import numpy as np
 import pytest
 
 from attenio import config as C
@@ -92,3 +93,37 @@ def test_validate_fields_against_hardware():
         P.validate(_replace(p, kv, keys=p[kv].keys - 1), HW)
     with pytest.raises(P.ProgramError, match=r"no END"):
         P.validate(p[:-1], HW)
+
+
+def test_row_scales_must_agree_and_fit_a_word():
+    """A tile's COMPUTE takes per-row multipliers only if its LOAD_Q brought them, and only a
+    config whose word holds ``c_m`` and ``c_sh`` can carry them (validate and the decoder)."""
+    p = prog()
+    k = next(i for i, x in enumerate(p) if x.op == P.Op.LOAD_Q)
+    with pytest.raises(P.ProgramError, match=r"FIELD_RANGE: COMPUTE row_scales=0 differs"):
+        P.validate(_replace(p, k, row_scales=1), HW)
+    c = next(i for i, x in enumerate(p) if x.op == P.Op.COMPUTE)
+    with pytest.raises(P.ProgramError, match=r"FIELD_RANGE: COMPUTE row_scales=1 differs"):
+        P.validate(_replace(p, c, row_scales=1), HW)
+    narrow = C.replace(HW, macs_per_line=2)            # 16-bit words: no room for 22 bits
+    assert HW.row_scales_supported and not narrow.row_scales_supported
+    word = int.from_bytes(P.Instr(P.Op.LOAD_Q, {**p[k].args, "row_scales": 1}).encode(),
+                          "little")
+    assert P.decode_error(word, HW) == P.ErrorCode.NONE
+    assert P.decode_error(word, narrow) == P.ErrorCode.FIELD_RANGE
+    with pytest.raises(P.ProgramError, match=r"row_scales=1: a word of 2 elements"):
+        P.validate(_replace(p, k, row_scales=1), narrow)
+
+
+def test_per_row_program_reads_one_more_word_per_q_row():
+    from attenio.model import numerics as nm
+
+    wl = C.Workload(seq_q=150, seq_k=100, head_dim=16, causal=True)
+    rows = nm.softmax_scale_rows(HW, np.linspace(0.01, 0.02, 150), 0.01, 16)
+    a = schedule(HW, wl, keep_spans=False)
+    b = schedule(HW, wl, keep_spans=False, scale=rows)
+    lq = [i for i in b.program if i.op == P.Op.LOAD_Q]
+    assert all(i.row_scales == 1 and i.row_stride == 20 for i in lq)
+    assert all(i.row_scales == 1 for i in b.program if i.op == P.Op.COMPUTE)
+    assert b.read_bytes - a.read_bytes == 150 * HW.macs_per_line * HW.element_bytes
+    P.validate(b.program, HW)

@@ -102,3 +102,20 @@ def test_core_converts_to_verilog():
 
     text = to_verilog(ComputeCore(TINY), "attenio_core")
     assert "module attenio_core" in text and "kv__payload" in text
+
+
+@pytest.mark.parametrize("nq,nk,d,b,causal,seed", [
+    (3, 20, 32, 1, False, 21),
+    (70, 12, 5, 1, True, 22),       # two tiles, the second of 6 rows
+    (2, 16, 8, 2, False, 23),       # two keys per step: each row copied into its two lines
+])
+def test_core_per_row_multipliers(nq, nk, d, b, causal, seed):
+    """Per-row Q scales: every row's multiplier (the word after the row) drives its lane."""
+    q, k, v, sp = data(nq, nk, d, seed)
+    rng = np.random.default_rng(seed)
+    sq = rng.uniform(0.3, 3.0, nq) * sp.multiplier / nm.softmax_scale(TINY, 1, 1, d).multiplier
+    rows = nm.softmax_scale_rows(TINY, sq, 1.0, d)
+    assert len(set(rows.c_m.tolist())) > 1
+    np.testing.assert_array_equal(
+        rtl_core(TINY, q, k, v, rows, causal, seed=seed, keys_per_step=b),
+        ref_core(TINY, q, k, v, rows, causal))

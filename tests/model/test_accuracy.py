@@ -55,10 +55,12 @@ def test_lowp_attention_is_close_and_ordered():
 def test_all_zero_inputs_get_defined_scales():
     z = np.zeros((1, 1, 16, 8))
     for scheme in A.SCHEMES:
-        h = A.quantize_scheme(C.tiny(), z, z, z, scheme)
-        assert np.all(np.isfinite(h.sv)) and h.sq > 0 and h.sk > 0
-        out = A.run_int(C.tiny(), C.Workload.square(16, 8), h)
-        assert np.all(out == 0)
+        for q_rows in (False, True):
+            h = A.quantize_scheme(C.tiny(), z, z, z, scheme, q_rows=q_rows)
+            assert np.all(np.isfinite(h.sv)) and np.all(h.sq > 0) and h.sk > 0
+            assert np.shape(h.sq) == ((1, 1, 16, 1) if q_rows else ())
+            out = A.run_int(C.tiny(), C.Workload.square(16, 8), h)
+            assert np.all(out == 0)
 
 
 def test_measured_ranking_on_outliers():
@@ -70,6 +72,9 @@ def test_measured_ranking_on_outliers():
     assert rows[("asplos26", "tensor")] < rows[("fp16", "")]
     assert rows[("fpga", "rotate")] < 0.6 * rows[("fpga", "tensor")]
     assert rows[("fpga", "tensor")] > 2 * rows[("bf16", "")]
+    # per-row Q scales improve every scheme on these inputs
+    for scheme in A.SCHEMES:
+        assert rows[("fpga", scheme + "+rows")] < rows[("fpga", scheme)], scheme
 
 
 def _save(tmp_path, name, **arrays):

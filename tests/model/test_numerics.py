@@ -324,3 +324,54 @@ def test_integer_model_reports_progress():
     seen = []
     golden_output(hw, wl, quantized_inputs(hw, wl, seed=1), progress=seen.append)
     assert seen[-1] == 1.0 and seen == sorted(seen)
+
+
+# ---- per-row Q scales ----
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_per_row_scales_vectorized_equals_stepwise(causal):
+    wl = C.Workload(seq_q=37, seq_k=29, head_dim=16, heads=4, kv_heads=2, causal=causal)
+    q, k, v = ref.random_inputs(wl, "gaussian", 7)
+    q[0, 1, 5] *= 40.0                                  # an outlier row
+    (qi, sq), (ki, sk), (vi, _) = nm.quantize(q, 8, axis=3), nm.quantize(k, 8), nm.quantize(v, 8)
+    assert sq.shape == (1, 4, 37, 1) and len(np.unique(sq)) > 100
+    a = nm.attention_int(TINY, wl, qi, ki, vi, sq, sk)
+    np.testing.assert_array_equal(a, nm.attention_int(TINY, wl, qi, ki, vi, sq, sk,
+                                                      stepwise=True))
+    # one scale repeated on every row is the per-tensor run
+    qt, st_ = nm.quantize(q, 8)
+    np.testing.assert_array_equal(
+        nm.attention_int(TINY, wl, qt, ki, vi, np.full(sq.shape, st_), sk),
+        nm.attention_int(TINY, wl, qt, ki, vi, st_, sk))
+
+
+def test_per_row_scales_beat_per_tensor_on_an_outlier_row():
+    """One query row 50× larger: per tensor it takes Q's whole int8 range and the other rows
+    keep a few levels; per row every row keeps its own."""
+    wl = C.Workload(seq_q=64, seq_k=64, head_dim=32)
+    q, k, v = ref.random_inputs(wl, "gaussian", 3)
+    q[0, 0, 9] *= 50.0
+    exact = ref.attention(q, k, v)
+    (ki, sk), (vi, sv) = nm.quantize(k, 8), nm.quantize(v, 8)
+    err = {}
+    for axis in (None, 3):
+        qi, sq = nm.quantize(q, 8, axis=axis)
+        out = nm.dequantize_output(TINY, nm.attention_int(TINY, wl, qi, ki, vi, sq, sk), sv)
+        err[axis] = np.linalg.norm(out - exact) / np.linalg.norm(exact)
+    assert err[3] < 0.5 * err[None], err
+
+
+def test_per_row_scales_errors_and_zero_rows():
+    wl = C.Workload.square(8, 4)
+    qi = np.zeros((1, 1, 8, 4), dtype=np.int64)
+    with pytest.raises(ConfigError, match=r"^q_scale\.shape=\(1, 1, 7, 1\)"):
+        nm.attention_int(TINY, wl, qi, qi, qi, np.ones((1, 1, 7, 1)), 1.0)
+    with pytest.raises(ConfigError, match=r"^q_scale of row 2: q_scale=-1\.0"):
+        nm.softmax_scale_rows(TINY, [0.1, 0.2, -1.0], 0.1, 4)
+    # an all-zero row gets scale 1 (quantize's rule): a defined multiplier, output 0 rows
+    x = np.zeros((1, 1, 8, 4))
+    x[0, 0, 1] = 0.5
+    xi, s = nm.quantize(x, 8, axis=3)
+    assert s[0, 0, 0, 0] == 1.0 and s[0, 0, 1, 0] == 0.5 / 127
+    sp = nm.softmax_scale_rows(TINY, s.reshape(-1), 0.01, 4)
+    assert sp.per_row and np.all(sp.c_m >= 1 << 15)
