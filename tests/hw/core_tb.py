@@ -82,7 +82,13 @@ def rtl_core(cfg, q, k, v, sp, causal=False, seed=0, p_idle=0.2, p_backpressure=
     clock = {"now": 0}
 
     async def drive(ctx, port, beats, name):
-        for b in beats:
+        for i, b in enumerate(beats):
+            # a tile's command follows its Q command, as the program's load→compute token
+            # orders them (COMPUTE pops the token LOAD_Q pushes): a command first would take
+            # the core while the Q buffer waits for it to be free, which the program forbids
+            while name == "cmd" and len(marks.get("qcmd", [])) <= i:
+                ctx.set(port.valid, 0)
+                await ctx.tick()
             while rng.random() < p_idle:
                 ctx.set(port.valid, 0)
                 await ctx.tick()
