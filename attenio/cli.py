@@ -774,10 +774,13 @@ def verilog_cmd(preset, config_file, output, sv):
 @click.option("--stall", type=float, default=0.0, show_default=True,
               help="Probability per cycle that each AXI ready/valid of the DRAM drops.")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--q-scales", "q_scales", type=click.Choice(["tensor", "row"]), default="tensor",
+              show_default=True, help="Q quantized with one scale, or one per row (each row "
+              "carries its multiplier: LOAD_Q.row_scales, one more word a row).")
 @json_option
 @_friendly
 def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, sim, waves,
-                 stall, seed, json_path):
+                 stall, seed, q_scales, json_path):
     """Run a workload on the RTL (cocotb) and check it against the models.
 
     Prints correctness (bit-exact with the integer model, error against float64), the RTL's
@@ -788,7 +791,7 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     """
     from attenio.contract.timing import CYCLE_TOLERANCE
     from attenio.model import io_analysis as io
-    from attenio.model.golden import MAX_REL_BOUND, MEAN_REL_BOUND, within_bounds
+    from attenio.model.golden import MAX_REL_BOUND, MEAN_REL_BOUND, quantized_inputs, within_bounds
     from attenio.verify.runner import simulate
 
     hw = _load_hw(preset, config_file)
@@ -800,9 +803,15 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     _outputs(json=json_path)
     name = config_file or preset
     click.echo(f"simulate: preset={name} N={wl.seq_q}x{wl.seq_k} d={d} heads={heads}/"
-               f"{wl.kv_heads} batch={batch} causal={causal} sim={sim} stall={stall}")
+               f"{wl.kv_heads} batch={batch} causal={causal} sim={sim} stall={stall}"
+               + (" q-scales=row" if q_scales == "row" else ""))
+    rows = q_scales == "row"
+    if rows and not hw.row_scales_supported:
+        raise ConfigError(f"q_scales='row' is invalid for preset={name!r}: its word of "
+                          f"{hw.macs_per_line} elements cannot hold a row's multiplier")
     with _Bar("simulating", after=0) as bar:
         r = simulate(hw, wl, sim=sim, seed=seed, p_stall=stall, waves=waves,
+                     inputs=quantized_inputs(hw, wl, seed=seed, q_rows=True) if rows else None,
                      progress=lambda done_c, expect: bar(done_c / max(1, expect)),
                      log=lambda msg: click.echo(f"  {msg}"))
     from attenio.sim.schedule import schedule
@@ -837,7 +846,8 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
                f"{_fmt_bytes(traffic.read_bytes)}), written {_fmt_bytes(c['bytes_wr'])} "
                f"(closed form {_fmt_bytes(traffic.write_bytes)})"
                + (f"; rows of d = {d} move as {hw.row_elements(d)} elements (whole words)"
-                  if padded else ""))
+                  if padded else "")
+               + ("; each Q row with its multiplier's word" if rows else ""))
     click.echo(f"  AXI protocol         {r.axi_violations} violations (monitors on every port)"
                + (f": {r.axi_report[0]}" if r.axi_violations else ""))
     click.echo(f"  simulation           {r.sim_cycles:,} cycles in {r.wall_s:.1f} s = "

@@ -119,3 +119,15 @@ def test_per_row_q_scales_under_backpressure():
     wl = workload(TINY, 70, 16, nk=50, causal=True)
     r = _run(TINY, wl, inputs=quantized_inputs(TINY, wl, seed=2, q_rows=True), p_stall=0.4)
     assert r.cycles >= r.predicted_cycles and r.axi_violations == 0
+
+
+def test_simulate_command_runs_per_row_q_scales():
+    from click.testing import CliRunner
+
+    from attenio.cli import main
+
+    res = CliRunner().invoke(main, ["simulate", "--preset", "tiny", "--n", "20", "--d", "8",
+                                    "--q-scales", "row"])
+    assert res.exit_code == 0, res.output
+    assert "q-scales=row" in res.output and "bit-exact" in res.output
+    assert "multiplier's word" in res.output and "PASS" in res.output
