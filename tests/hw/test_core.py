@@ -106,7 +106,7 @@ def test_core_converts_to_verilog():
 
 @pytest.mark.parametrize("nq,nk,d,b,causal,seed", [
     (3, 20, 32, 1, False, 21),
-    (70, 12, 5, 1, True, 22),       # two tiles, the second of 6 rows
+    (70, 80, 5, 1, True, 22),       # two causal tiles, the first of 6 rows
     (2, 16, 8, 2, False, 23),       # two keys per step: each row copied into its two lines
 ])
 def test_core_per_row_multipliers(nq, nk, d, b, causal, seed):
