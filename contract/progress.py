@@ -222,9 +222,9 @@ def _spans(ins, hw, out_bytes: int):
         return [(False, ins.k_addr, ins.k_addr + span), (False, ins.v_addr, ins.v_addr + span)]
     if ins.op in (Op.LOAD_Q, Op.STORE_O):
         write = ins.op == Op.STORE_O
-        span = (ins.rows - 1) * ins.row_stride + row_bytes(hw, ins.d, out_bytes if write else eb)
-        if ins.args.get("row_scales", 0):               # the word holding the row's multiplier
-            span += hw.macs_per_line * eb
+        last = (hw.row_elements(ins.d) * out_bytes if write       # a Q row with its multiplier
+                else hw.q_row_elements(ins.d, bool(ins.args.get("row_scales", 0))) * eb)
+        span = (ins.rows - 1) * ins.row_stride + last
         return [(write, ins.addr + h * ins.head_stride, ins.addr + h * ins.head_stride + span)
                 for h in range(ins.heads)]
     return []

@@ -300,7 +300,7 @@ def build_board(hw: HardwareConfig, wl: Workload, *, board: str = "ulx3s-85f",
     from pathlib import Path
 
     from attenio.errors import ConfigError
-    from attenio.fpga.synth import NEXTPNR_OPTS, last_line, run_with_progress, tool
+    from attenio.fpga.synth import last_line, nextpnr_opts, run_with_progress, tool
 
     if board not in BOARDS:
         raise bad("board", board, f"choose one of: {', '.join(BOARDS)}")
@@ -325,8 +325,7 @@ def build_board(hw: HardwareConfig, wl: Workload, *, board: str = "ulx3s-85f",
     top = BoardTop(st, clock_mhz)
     # Amaranth names the wires of a view's elements "x[1]"; in the netlist nextpnr reads that
     # is also the name of bit 1 of x ("multiply driven" errors). Flatten, then hide them.
-    plan = platform.prepare(top, name, nextpnr_opts=" ".join(
-        router if o.startswith("router") else o for o in NEXTPNR_OPTS),
+    plan = platform.prepare(top, name, nextpnr_opts=" ".join(nextpnr_opts(router)),
                             script_after_read="flatten\nrename -hide w:*]")
     plan.extract(str(bdir))
     pnr_log = bdir / f"{name}.tim"

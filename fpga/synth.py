@@ -72,6 +72,11 @@ class SynthReport:
 NEXTPNR_OPTS = ["--placer", "heap", "--router", "router2", "--timing-allow-fail"]
 
 
+def nextpnr_opts(router: str = "router2", extra=()) -> list[str]:
+    """:data:`NEXTPNR_OPTS` with ``router`` (router1 or router2) and ``extra`` options after."""
+    return [router if o.startswith("router") else o for o in NEXTPNR_OPTS] + list(extra)
+
+
 def tool(name: str) -> str:
     """Path of a yowasp tool (on PATH or beside this Python), or a ConfigError naming the
     package to install."""

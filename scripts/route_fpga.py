@@ -23,7 +23,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from attenio import config as C
-from attenio.fpga.synth import NEXTPNR_OPTS, place_and_route, report_from_stat, synthesize
+from attenio.fpga.synth import nextpnr_opts, place_and_route, report_from_stat, synthesize
 
 
 def main() -> None:
@@ -66,8 +66,7 @@ def main() -> None:
           + ", ".join(f"{k} {v:.1%}" for k, v in base.utilization.items()), flush=True)
     data = Path(args.data)
     data.mkdir(parents=True, exist_ok=True)
-    opts = [args.router if o.startswith("router") else o for o in NEXTPNR_OPTS]
-    opts += [x for o in args.nextpnr_opt for x in o.split("=", 1)]
+    opts = nextpnr_opts(args.router, [x for o in args.nextpnr_opt for x in o.split("=", 1)])
     for speed in args.speeds:
         rep = dataclasses.replace(base, seconds=dict(base.seconds))
         try:

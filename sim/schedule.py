@@ -712,9 +712,8 @@ def _tile_transfer(hw: HardwareConfig, ch: Channel, ready: int, ins: Instr,
     """Move a tile's rows (``LOAD_Q`` or ``STORE_O``): one transfer per head when its rows are
     contiguous, else one per row. Returns (last request, completion)."""
     out = (ready, ready)
-    row = hw.row_elements(ins.d) * elem_bytes          # whole words, as the DMA moves rows
-    if ins.args.get("row_scales", 0):                   # and the Q row's multiplier word
-        row += hw.macs_per_line * elem_bytes
+    # whole words, as the DMA moves rows (a Q row with its multiplier's word)
+    row = hw.q_row_elements(ins.d, bool(ins.args.get("row_scales", 0))) * elem_bytes
     for h in range(ins.heads):
         base = ins.addr + h * ins.head_stride
         if ins.row_stride == row:
