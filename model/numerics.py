@@ -89,6 +89,10 @@ class ScaleParams:
 
     c_m: int | np.ndarray
     c_sh: int | np.ndarray
+    # per-key K scales: each key's factor f_j in [1, 2**CM] (K's scale of key j over the
+    # head's reference scale, in units of 2**-CM); the multiplier of (row i, key j) is then
+    # round(c_m_i·f_j / 2**CM) (:func:`scale`; the hardware carries f_j with the K row)
+    k_f: np.ndarray | None = None
 
     @property
     def multiplier(self):
@@ -104,7 +108,13 @@ class ScaleParams:
         """The multipliers of query ``rows`` (itself when it is one for all rows)."""
         if not self.per_row:
             return self
-        return ScaleParams(np.asarray(self.c_m)[rows], np.asarray(self.c_sh)[rows])
+        return ScaleParams(np.asarray(self.c_m)[rows], np.asarray(self.c_sh)[rows], self.k_f)
+
+    def keys(self, sl: slice) -> ScaleParams:
+        """The multipliers for the keys ``sl`` (itself without per-key factors)."""
+        if self.k_f is None:
+            return self
+        return ScaleParams(self.c_m, self.c_sh, np.asarray(self.k_f)[sl])
 
 
 def softmax_scale(cfg: HardwareConfig, q_scale: float, k_scale: float, head_dim: int,
@@ -171,6 +181,24 @@ def softmax_scale_rows(cfg: HardwareConfig, q_scales, k_scale: float,
     return ScaleParams(cm, sh)
 
 
+def key_factors(cfg: HardwareConfig, k_scales) -> tuple[float, np.ndarray]:
+    """Per-key K scales as the hardware takes them: the head's reference scale (the largest,
+    which the softmax multiplier folds in) and each key's factor ``f_j = round(sk_j / ref ·
+    2**CM)`` in ``[1, 2**CM]`` (exact for scales from :func:`quantize_keys`).
+
+    Raises ConfigError for a scale that is not positive and finite (naming the key)."""
+    ks = np.asarray(k_scales, dtype=np.float64).reshape(-1)
+    bad_k = ~(np.isfinite(ks) & (ks > 0))
+    if ks.size == 0 or bad_k.any():
+        j = int(np.argmax(bad_k)) if ks.size else 0
+        raise bad(f"k_scale of key {j}", float(ks[j]) if ks.size else None,
+                  "must be a positive finite number")
+    one = 1 << cfg.numerics.scale_mult_bits
+    ref = float(ks.max())
+    f = np.clip(np.rint(ks / ref * one), 1, one).astype(np.int64)
+    return ref, f
+
+
 def scale(cfg: HardwareConfig, s, sp: ScaleParams) -> np.ndarray:
     """Scale block: integer score ``s`` (score_bits) to base-2 logit ``t`` (logit_bits, F frac).
 
@@ -178,6 +206,15 @@ def scale(cfg: HardwareConfig, s, sp: ScaleParams) -> np.ndarray:
     and one adder stage.
     """
     s = np.asarray(s, dtype=np.int64)
+    if sp.k_f is not None:  # a multiplier per (row, key): round(c_m·f / 2**CM)
+        cmb = cfg.numerics.scale_mult_bits
+        cm = np.asarray(sp.c_m, dtype=np.int64)
+        sh = np.asarray(sp.c_sh, dtype=np.int64)
+        if sp.per_row:
+            cm, sh = cm[:, None], sh[:, None]
+        f = np.asarray(sp.k_f, dtype=np.int64)[None, :]
+        c_eff = (cm * f + (np.int64(1) << (cmb - 1))) >> cmb
+        return (s * c_eff + ((np.int64(1) << sh) >> 1)) >> sh
     if sp.per_row:          # one multiplier per row of s (rows, keys)
         cm = np.asarray(sp.c_m, dtype=np.int64)[:, None]
         sh = np.asarray(sp.c_sh, dtype=np.int64)[:, None]
@@ -402,7 +439,7 @@ def attention_head_stepwise(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
     for j0 in range(0, nk, kb):
         kk, vv = k[j0:j0 + kb], v[j0:j0 + kb]
         s = _matmul_exact(q, kk.T)
-        t = scale(cfg, s, sp)
+        t = scale(cfg, s, sp.keys(slice(j0, j0 + kb)))
         valid = (_causal_valid(rows, np.arange(j0, j0 + len(kk)), nq, nk) if causal
                  else np.ones(t.shape, dtype=bool))
         m, shift = running_max(cfg, m, t, valid)
@@ -544,7 +581,9 @@ def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale, k_scale: 
     k, v : int arrays ``[batch, kv_heads, seq_k, head_dim]``
     q_scale, k_scale : per-tensor scales of q and k (V's scale does not enter the datapath);
         ``q_scale`` may instead be one scale per query row, ``[batch, heads, seq_q, 1]`` (the
-        per-row multipliers of :func:`softmax_scale_rows`)
+        per-row multipliers of :func:`softmax_scale_rows`), and ``k_scale`` one per key,
+        ``[batch, kv_heads, seq_k, 1]`` (per-block K scales, :func:`quantize_keys`; each
+        head's largest is the reference and each key carries its factor, :func:`key_factors`)
     stepwise : use the block-by-block model instead of the vectorized one (same result)
     progress : ``progress(fraction)`` after each head, if given
 
@@ -569,15 +608,28 @@ def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale, k_scale: 
         if qs.shape not in ((b, h, nq, 1), (b, h, nq)):
             raise bad("q_scale.shape", qs.shape, f"expected a scalar or {(b, h, nq, 1)}")
         qs = qs.reshape(b, h, nq)
-    else:
+    keys_k = np.ndim(k_scale) > 0
+    if keys_k:
+        ks = np.asarray(k_scale, dtype=np.float64)
+        if ks.shape not in ((b, hk, nk, 1), (b, hk, nk)):
+            raise bad("k_scale.shape", ks.shape, f"expected a scalar or {(b, hk, nk, 1)}")
+        ks = ks.reshape(b, hk, nk)
+    elif not rows_q:
         sp = softmax_scale(cfg, q_scale, k_scale, d)
     out = np.empty((b, h, nq, d), dtype=np.int64)
     g = wl.group_size
     for bi in range(b):
         for hi in range(h):
             n0 = bi * h + hi
+            sk, k_f = k_scale, None
+            if keys_k:
+                sk, k_f = key_factors(cfg, ks[bi, hi // g])
             if rows_q:
-                sp = softmax_scale_rows(cfg, qs[bi, hi], k_scale, d)
+                sp = softmax_scale_rows(cfg, qs[bi, hi], sk, d)
+            elif keys_k:
+                sp = softmax_scale(cfg, q_scale, sk, d)
+            if k_f is not None:
+                sp = ScaleParams(sp.c_m, sp.c_sh, k_f)
             args = (cfg, q[bi, hi], k[bi, hi // g], v[bi, hi // g], sp, wl.causal)
             if stepwise:
                 out[bi, hi] = attention_head_stepwise(*args)
@@ -616,6 +668,35 @@ def quantize(x, bits: int, scale: float | None = None,
         raise bad("scale", scale, "must be a positive finite number")
     xi = np.clip(np.rint(x / scale), -qmax - 1, qmax).astype(np.int64)
     return xi, (float(scale) if np.ndim(scale) == 0 else scale)
+
+
+def quantize_keys(cfg: HardwareConfig, k, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """K ``[batch, kv_heads, seq_k, d]`` quantized with one scale per block of ``block`` keys
+    (blocks aligned to key 0), each scale one the hardware represents exactly: the head's
+    largest block scale ``ref`` times ``f / 2**CM`` with ``f`` an integer in ``[1, 2**CM]``
+    (rounded up, so no element clips). An all-zero block gets ``f = 2**CM`` (its integers are
+    0). Returns ``(ki, scales)`` with ``scales`` of shape ``[batch, kv_heads, seq_k, 1]`` (one
+    per key, equal within a block), as :func:`attention_int` takes them."""
+    if not isinstance(block, (int, np.integer)) or block < 1:
+        raise bad("k_block", block, "must be a positive number of keys")
+    k = np.asarray(k, dtype=np.float64)
+    if k.ndim != 4:
+        raise bad("k.shape", k.shape, "expected [batch, kv_heads, seq_k, head_dim]")
+    if not np.all(np.isfinite(k)):
+        raise bad("k", "non-finite values", "quantize needs finite inputs")
+    b, hk, nk, _ = k.shape
+    qmax = (1 << (cfg.data_bits - 1)) - 1
+    one = 1 << cfg.numerics.scale_mult_bits
+    nb = -(-nk // block)
+    pad = np.pad(np.abs(k), ((0, 0), (0, 0), (0, nb * block - nk), (0, 0)))
+    amax = pad.reshape(b, hk, nb, block * k.shape[3]).max(axis=3) / qmax     # [b, hk, nb]
+    ref = amax.max(axis=2, keepdims=True)
+    ref = np.where(ref > 0, ref, 1.0)
+    f = np.where(amax > 0, np.clip(np.ceil(amax / ref * one), 1, one), one)
+    blk = ref * f / one
+    per_key = np.repeat(blk, block, axis=2)[:, :, :nk, None]
+    ki = np.clip(np.rint(k / per_key), -qmax - 1, qmax).astype(np.int64)
+    return ki, per_key
 
 
 def dequantize(xi, scale: float) -> np.ndarray:
