@@ -89,10 +89,12 @@ class ScaleParams:
 
     c_m: int | np.ndarray
     c_sh: int | np.ndarray
-    # per-key K scales: each key's factor f_j in [1, 2**CM] (K's scale of key j over the
-    # head's reference scale, in units of 2**-CM); the multiplier of (row i, key j) is then
-    # round(c_m_i·f_j / 2**CM) (:func:`scale`; the hardware carries f_j with the K row)
-    k_f: np.ndarray | None = None
+    # per-key K scales: key j's factor f_j = k_m[j]·2**-(CM + k_e[j]) (K's scale of key j
+    # over the reference scale the multiplier folds in; k_m normalized in [2**(CM-1), 2**CM),
+    # 0 ≤ k_e ≤ 62); row i's multiplier for key j is then round(c_m_i·k_m_j / 2**CM) with the
+    # shift c_sh_i + k_e_j (:func:`scale`; the hardware carries (k_m, k_e) with the K row)
+    k_m: np.ndarray | None = None
+    k_e: np.ndarray | None = None
 
     @property
     def multiplier(self):
@@ -108,13 +110,15 @@ class ScaleParams:
         """The multipliers of query ``rows`` (itself when it is one for all rows)."""
         if not self.per_row:
             return self
-        return ScaleParams(np.asarray(self.c_m)[rows], np.asarray(self.c_sh)[rows], self.k_f)
+        return ScaleParams(np.asarray(self.c_m)[rows], np.asarray(self.c_sh)[rows], self.k_m,
+                           self.k_e)
 
     def keys(self, sl: slice) -> ScaleParams:
         """The multipliers for the keys ``sl`` (itself without per-key factors)."""
-        if self.k_f is None:
+        if self.k_m is None:
             return self
-        return ScaleParams(self.c_m, self.c_sh, np.asarray(self.k_f)[sl])
+        return ScaleParams(self.c_m, self.c_sh, np.asarray(self.k_m)[sl],
+                           np.asarray(self.k_e)[sl])
 
 
 def softmax_scale(cfg: HardwareConfig, q_scale: float, k_scale: float, head_dim: int,
@@ -181,22 +185,30 @@ def softmax_scale_rows(cfg: HardwareConfig, q_scales, k_scale: float,
     return ScaleParams(cm, sh)
 
 
-def key_factors(cfg: HardwareConfig, k_scales) -> tuple[float, np.ndarray]:
-    """Per-key K scales as the hardware takes them: the head's reference scale (the largest,
-    which the softmax multiplier folds in) and each key's factor ``f_j = round(sk_j / ref ·
-    2**CM)`` in ``[1, 2**CM]`` (exact for scales from :func:`quantize_keys`).
+def key_factors(cfg: HardwareConfig, k_scales,
+                ref: float) -> tuple[np.ndarray, np.ndarray]:
+    """Per-key K scales as the hardware takes them: each key's factor ``sk_j / ref`` (at most
+    1/2: ``ref`` is at least twice the largest scale) as a mantissa ``k_m`` in
+    ``[2**(CM-1), 2**CM)`` and an exponent ``k_e ≥ 0``, ``sk_j / ref = k_m·2**-(CM + k_e)``
+    (exact for the scales of :func:`quantize_keys`, else rounded to nearest).
 
-    Raises ConfigError for a scale that is not positive and finite (naming the key)."""
+    Raises ConfigError for a scale that is not positive and finite, above ``ref/2`` or below
+    ``ref·2**-64`` (naming the key)."""
     ks = np.asarray(k_scales, dtype=np.float64).reshape(-1)
-    bad_k = ~(np.isfinite(ks) & (ks > 0))
-    if ks.size == 0 or bad_k.any():
-        j = int(np.argmax(bad_k)) if ks.size else 0
-        raise bad(f"k_scale of key {j}", float(ks[j]) if ks.size else None,
-                  "must be a positive finite number")
-    one = 1 << cfg.numerics.scale_mult_bits
-    ref = float(ks.max())
-    f = np.clip(np.rint(ks / ref * one), 1, one).astype(np.int64)
-    return ref, f
+    cmb = cfg.numerics.scale_mult_bits
+    r = ks / ref
+    ok = np.isfinite(ks) & (ks > 0) & (r <= 0.5) & (r >= 2.0 ** -64)
+    if not ok.all():
+        j = int(np.argmax(~ok))
+        raise bad(f"k_scale of key {j}", float(ks[j]),
+                  f"must be positive, finite and within [ref·2**-64, ref/2] (ref = {ref:.6g})")
+    mant, ex = np.frexp(r)                      # r = mant·2**ex, mant in [0.5, 1)
+    k_m = np.rint(mant * (1 << cmb)).astype(np.int64)
+    k_e = (-ex).astype(np.int64)
+    top = k_m == (1 << cmb)                     # rounded up to the next power of two
+    k_m[top] >>= 1
+    k_e[top] -= 1
+    return k_m, k_e
 
 
 def scale(cfg: HardwareConfig, s, sp: ScaleParams) -> np.ndarray:
@@ -206,14 +218,15 @@ def scale(cfg: HardwareConfig, s, sp: ScaleParams) -> np.ndarray:
     and one adder stage.
     """
     s = np.asarray(s, dtype=np.int64)
-    if sp.k_f is not None:  # a multiplier per (row, key): round(c_m·f / 2**CM)
+    if sp.k_m is not None:  # per (row, key): round(c_m·k_m / 2**CM), shift c_sh + k_e
         cmb = cfg.numerics.scale_mult_bits
         cm = np.asarray(sp.c_m, dtype=np.int64)
         sh = np.asarray(sp.c_sh, dtype=np.int64)
         if sp.per_row:
             cm, sh = cm[:, None], sh[:, None]
-        f = np.asarray(sp.k_f, dtype=np.int64)[None, :]
-        c_eff = (cm * f + (np.int64(1) << (cmb - 1))) >> cmb
+        c_eff = (cm * np.asarray(sp.k_m, dtype=np.int64)[None, :]
+                 + (np.int64(1) << (cmb - 1))) >> cmb
+        sh = np.minimum(sh + np.asarray(sp.k_e, dtype=np.int64)[None, :], SCALE_SHIFT_MAX)
         return (s * c_eff + ((np.int64(1) << sh) >> 1)) >> sh
     if sp.per_row:          # one multiplier per row of s (rows, keys)
         cm = np.asarray(sp.c_m, dtype=np.int64)[:, None]
@@ -614,22 +627,20 @@ def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale, k_scale: 
         if ks.shape not in ((b, hk, nk, 1), (b, hk, nk)):
             raise bad("k_scale.shape", ks.shape, f"expected a scalar or {(b, hk, nk, 1)}")
         ks = ks.reshape(b, hk, nk)
-    elif not rows_q:
-        sp = softmax_scale(cfg, q_scale, k_scale, d)
+        sk = 2.0 * float(ks.max())      # the reference scale the multiplier folds in
+    else:
+        sk = k_scale
+    if not rows_q:
+        sp = softmax_scale(cfg, q_scale, sk, d)
     out = np.empty((b, h, nq, d), dtype=np.int64)
     g = wl.group_size
     for bi in range(b):
         for hi in range(h):
             n0 = bi * h + hi
-            sk, k_f = k_scale, None
-            if keys_k:
-                sk, k_f = key_factors(cfg, ks[bi, hi // g])
             if rows_q:
                 sp = softmax_scale_rows(cfg, qs[bi, hi], sk, d)
-            elif keys_k:
-                sp = softmax_scale(cfg, q_scale, sk, d)
-            if k_f is not None:
-                sp = ScaleParams(sp.c_m, sp.c_sh, k_f)
+            if keys_k:
+                sp = _with_keys(cfg, sp, *key_factors(cfg, ks[bi, hi // g], sk))
             args = (cfg, q[bi, hi], k[bi, hi // g], v[bi, hi // g], sp, wl.causal)
             if stepwise:
                 out[bi, hi] = attention_head_stepwise(*args)
@@ -639,6 +650,17 @@ def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale, k_scale: 
             if progress is not None:
                 progress((n0 + 1) / (b * h))
     return out
+
+
+def _with_keys(cfg: HardwareConfig, sp: ScaleParams, k_m, k_e) -> ScaleParams:
+    """``sp`` with per-key factors; refuses a key whose shift ``c_sh + k_e`` passes 62."""
+    worst = int(np.max(sp.c_sh)) + int(k_e.max(initial=0))
+    if worst > SCALE_SHIFT_MAX:
+        j = int(np.argmax(k_e))
+        raise bad(f"k_scale of key {j}", f"exponent {int(k_e[j])}",
+                  f"too small beside the others: the shift c_sh + k_e = {worst} passes "
+                  f"{SCALE_SHIFT_MAX}")
+    return ScaleParams(sp.c_m, sp.c_sh, k_m, k_e)
 
 
 # ---- quantization helpers ----
@@ -670,30 +692,42 @@ def quantize(x, bits: int, scale: float | None = None,
     return xi, (float(scale) if np.ndim(scale) == 0 else scale)
 
 
+# smallest block factor quantize_keys uses: a block under ref·2**-(KEY_EXP_MAX+1) gets that
+# scale anyway (its integers are small; the shift c_sh + k_e stays within 62)
+KEY_EXP_MAX = 24
+
+
 def quantize_keys(cfg: HardwareConfig, k, block: int) -> tuple[np.ndarray, np.ndarray]:
     """K ``[batch, kv_heads, seq_k, d]`` quantized with one scale per block of ``block`` keys
-    (blocks aligned to key 0), each scale one the hardware represents exactly: the head's
-    largest block scale ``ref`` times ``f / 2**CM`` with ``f`` an integer in ``[1, 2**CM]``
-    (rounded up, so no element clips). An all-zero block gets ``f = 2**CM`` (its integers are
-    0). Returns ``(ki, scales)`` with ``scales`` of shape ``[batch, kv_heads, seq_k, 1]`` (one
-    per key, equal within a block), as :func:`attention_int` takes them."""
-    if not isinstance(block, (int, np.integer)) or block < 1:
+    (blocks aligned to key 0), each a scale the hardware represents exactly: ``ref·k_m·2**-(CM
+    + k_e)`` with ``ref`` twice the largest block's ``max|K|/(2**(B−1)−1)``, ``k_m`` in
+    ``[2**(CM-1), 2**CM)`` rounded up (so no element clips) and ``0 ≤ k_e ≤ KEY_EXP_MAX``. An
+    all-zero block gets ``ref/2`` (its integers are 0). Returns ``(ki, scales)``, ``scales`` of
+    shape ``[batch, kv_heads, seq_k, 1]`` (one per key, equal within a block), as
+    :func:`attention_int` takes them."""
+    if not isinstance(block, (int, np.integer)) or isinstance(block, bool) or block < 1:
         raise bad("k_block", block, "must be a positive number of keys")
     k = np.asarray(k, dtype=np.float64)
     if k.ndim != 4:
         raise bad("k.shape", k.shape, "expected [batch, kv_heads, seq_k, head_dim]")
     if not np.all(np.isfinite(k)):
         raise bad("k", "non-finite values", "quantize needs finite inputs")
-    b, hk, nk, _ = k.shape
+    b, hk, nk, d = k.shape
     qmax = (1 << (cfg.data_bits - 1)) - 1
     one = 1 << cfg.numerics.scale_mult_bits
     nb = -(-nk // block)
     pad = np.pad(np.abs(k), ((0, 0), (0, 0), (0, nb * block - nk), (0, 0)))
-    amax = pad.reshape(b, hk, nb, block * k.shape[3]).max(axis=3) / qmax     # [b, hk, nb]
-    ref = amax.max(axis=2, keepdims=True)
-    ref = np.where(ref > 0, ref, 1.0)
-    f = np.where(amax > 0, np.clip(np.ceil(amax / ref * one), 1, one), one)
-    blk = ref * f / one
+    amax = pad.reshape(b, hk, nb, block * d).max(axis=3) / qmax      # [b, hk, nb]
+    top = float(amax.max(initial=0.0))
+    ref = 2.0 * top if top > 0 else 2.0
+    r = np.where(amax > 0, amax / ref, 0.5)
+    mant, ex = np.frexp(np.maximum(r, 2.0 ** -(KEY_EXP_MAX + 1)))
+    k_m = np.ceil(mant * one)
+    k_e = -ex
+    up = k_m >= one                              # rounded up to the next power of two
+    k_m = np.where(up, one // 2, k_m)
+    k_e = np.where(up, k_e - 1, k_e)
+    blk = ref * k_m * np.exp2(-(k_e + cfg.numerics.scale_mult_bits))
     per_key = np.repeat(blk, block, axis=2)[:, :, :nk, None]
     ki = np.clip(np.rint(k / per_key), -qmax - 1, qmax).astype(np.int64)
     return ki, per_key
