@@ -292,6 +292,17 @@ class HardwareConfig(_Serializable):
         (``LOAD_Q.row_scales``; docs/isa.md)."""
         return self.macs_per_line * self.data_bits >= self.numerics.scale_mult_bits + 6
 
+    @property
+    def key_scales_supported(self) -> bool:
+        """A K row can carry its own scale factor: one word holds ``k_m`` and ``k_e``
+        (``LOAD_KV.key_scales``; docs/isa.md)."""
+        return self.row_scales_supported
+
+    def kv_row_elements(self, d: int, key_scales: bool = False) -> int:
+        """Elements a K or V row occupies in DRAM: :meth:`row_elements`, plus one word with
+        ``key_scales`` (a K row's factor; V rows keep the same pitch, the word unused)."""
+        return self.row_elements(d) + (self.macs_per_line if key_scales else 0)
+
     def q_row_elements(self, d: int, row_scales: bool = False) -> int:
         """Elements a Q row occupies in DRAM: :meth:`row_elements`, plus one word holding the
         row's multiplier with ``row_scales``."""

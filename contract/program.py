@@ -47,11 +47,12 @@ LAYOUTS: dict[Op, dict[str, tuple[int, int]]] = {
                 "addr": (64, 48),
                 "row_stride": (112, 32), "head_stride": (144, 32), "row_scales": (176, 1)},
     Op.LOAD_KV: {"keys": (16, 24), "d": (40, 12), "keys_per_step": (52, 8),
-                 "k_addr": (64, 48), "v_addr": (112, 48), "row_stride": (160, 32)},
+                 "k_addr": (64, 48), "v_addr": (112, 48), "row_stride": (160, 32),
+                 "key_scales": (192, 1)},
     Op.COMPUTE: {"rows": (16, 16), "heads": (32, 8), "d": (40, 12), "causal": (52, 1),
                  "keys": (64, 24), "keys_per_step": (88, 8), "q_pos": (96, 24),
                  "diag": (120, 25), "c_m": (160, 24), "c_sh": (184, 6),
-                "row_scales": (190, 1)},
+                "row_scales": (190, 1), "key_scales": (191, 1)},
     Op.FINALIZE: {"rows": (16, 16), "heads": (32, 8), "d": (40, 12)},
     Op.STORE_O: {"rows": (16, 16), "heads": (32, 8), "d": (40, 12), "addr": (64, 48),
                  "row_stride": (112, 32), "head_stride": (144, 32)},
@@ -221,6 +222,9 @@ def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True,
         if rs and not hw.row_scales_supported:
             fail(k, ErrorCode.FIELD_RANGE, f"row_scales=1: a word of {hw.macs_per_line} "
                  f"elements cannot hold a {hw.numerics.scale_mult_bits + 6}-bit multiplier")
+        if ins.args.get("key_scales", 0) and not hw.key_scales_supported:
+            fail(k, ErrorCode.FIELD_RANGE, f"key_scales=1: a word of {hw.macs_per_line} "
+                 f"elements cannot hold a {hw.numerics.scale_mult_bits + 6}-bit K factor")
         if ins.op == Op.LOAD_Q:
             pending_q.append(rs)
         if ins.op == Op.COMPUTE and pending_q and pending_q.pop(0) != rs:
@@ -244,6 +248,9 @@ def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True,
             if (kv.keys, kv.d, kv.keys_per_step) != (ins.keys, ins.d, ins.keys_per_step):
                 fail(k, ErrorCode.FIELD_RANGE, "COMPUTE keys/d/keys_per_step differ from its "
                      "LOAD_KV's")
+            if kv.args.get("key_scales", 0) != ins.args.get("key_scales", 0):
+                fail(k, ErrorCode.FIELD_RANGE, "COMPUTE key_scales differs from its LOAD_KV's "
+                     "(the per-key factors come with the K rows)")
         for flag, other in (("push_prev", PREV[q]), ("push_next", NEXT[q])):
             if getattr(ins, flag):
                 if other is None:
@@ -293,6 +300,8 @@ def decode_error(word: int, hw: HardwareConfig) -> ErrorCode:
             bad_range.append(kps > 1 and kps & (kps - 1) == 0 and rh * kps > hw.mac_lines)
     if "row_scales" in layout:
         bad_range.append(f["row_scales"] == 1 and not hw.row_scales_supported)
+    if "key_scales" in layout:
+        bad_range.append(f["key_scales"] == 1 and not hw.key_scales_supported)
     if op == Op.COMPUTE:
         bad_range += [f["c_sh"] > 62,
                       f["causal"] == 1 and f["heads"] > 1 and f["rows"] < hw.mac_lines]

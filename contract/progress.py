@@ -218,7 +218,8 @@ def _spans(ins, hw, out_bytes: int):
 
     eb = hw.element_bytes
     if ins.op == Op.LOAD_KV:
-        span = (ins.keys - 1) * ins.row_stride + row_bytes(hw, ins.d, eb)
+        span = ((ins.keys - 1) * ins.row_stride            # a K/V row with the K factor's word
+                + hw.kv_row_elements(ins.d, bool(ins.args.get("key_scales", 0))) * eb)
         return [(False, ins.k_addr, ins.k_addr + span), (False, ins.v_addr, ins.v_addr + span)]
     if ins.op in (Op.LOAD_Q, Op.STORE_O):
         write = ins.op == Op.STORE_O

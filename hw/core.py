@@ -34,10 +34,12 @@ from attenio.errors import bad
 from attenio.hw.arith import memory_banks
 from attenio.hw.finalize import Finalize, out_word_layout
 from attenio.hw.kvring import KVRing
-from attenio.hw.layouts import cmd_layout, kv_beat_layout, qcmd_layout, word_layout
+from attenio.hw.layouts import (cmd_layout, kv_beat_layout, qcmd_layout, row_scale_layout,
+                                word_layout)
 from attenio.hw.qbuf import QBuffer
 from attenio.hw.sequencer import COUNTER_BITS, StepSequencer
 from attenio.hw.softmax import SHIFT_BITS, SoftmaxUnit, m_bits
+from attenio.model.numerics import SCALE_SHIFT_MAX as MAX_SCALE_SHIFT
 from attenio.model.rules import causal_visible
 
 # Shortest Q Kᵀ or P V step, in cycles: it keeps a row group's m/ℓ read-modify-write (through
@@ -275,7 +277,8 @@ class ComputeCore(wiring.Component):
             pb_wr=pb_wr, qbuf=qbuf, kvr=kvr, seq=seq, c=c, groups=groups, words=words, ops=ops,
             plen=plen, keys=keys, blog=blog, bmask=bmask, running=running, exp_done=exp_done,
             issue=seq.issue, is_qk=seq.is_qk, g=seq.g, w=seq.w, st=seq.st,
-            lane_copy=lane_copy, from_row_bank=from_row_bank, from_chain_end=from_chain_end)
+            lane_copy=lane_copy, from_row_bank=from_row_bank, from_chain_end=from_chain_end,
+            pick=pick)
 
     def _qk(self, m: Module, s: SimpleNamespace) -> None:
         """The Q Kᵀ pipeline: one (row group, word) per cycle into each line's score
@@ -323,7 +326,9 @@ class ComputeCore(wiring.Component):
         fin_ml_addr = Signal(range(gmax + 1))
         for i in range(p):
             m.d.comb += ml_rd[i].addr.eq(Mux(fin_mode, fin_ml_addr, g3))
-        m.d.comb += s.qbuf.sc_addr.eq(g3)
+        # the rows' multipliers are read early (c1b → c2) to meet the keys' factors in the
+        # product that forms each lane's multiplier by c4 (_multipliers)
+        m.d.comb += s.qbuf.sc_addr.eq(g1b)
         # visibility of key (k4·b + slot) to the row of each line: causal mask and, in the
         # last step, keys past the end
         vis = Signal(p)
@@ -350,7 +355,16 @@ class ComputeCore(wiring.Component):
             seen = causal_visible(key_i, row + c.q_pos, c.diag)
             pad = multi & (tile_row >= c.rows)
             m.d.comb += vis[i].eq((key_i < keys) & (~c.causal | seen | pad))
-        s.__dict__.update(v1=v1, prods=prods, kwords=kwords, fin_mode=fin_mode,
+        # each line's key factor (key_scales), taken with the step's issue (c0: the ring reads
+        # key kbase + c) and carried to c2, where the rows' multipliers arrive
+        kf = [s.pick(f"kf_c0_{i}", row_scale_layout(cfg),
+                     {k_: s.kvr.k_scale[i & ((1 << k_) - 1)]
+                      for k_ in range(_log2(cfg.max_keys_per_step) + 1)}) for i in range(p)]
+        for stage in ("c1", "c1b", "c2"):
+            nxt = [Signal(row_scale_layout(cfg), name=f"kf_{stage}_{i}") for i in range(p)]
+            m.d.sync += [nxt[i].eq(kf[i]) for i in range(p)]
+            kf = nxt
+        s.__dict__.update(v1=v1, prods=prods, kwords=kwords, fin_mode=fin_mode, kf2=kf,
                           fin_ml_addr=fin_ml_addr,
                           accs=accs, sv4=sv4, g4=g4, k4=k4, vis=vis)
 
@@ -363,12 +377,9 @@ class ComputeCore(wiring.Component):
         # ---- softmax ----
         m.submodules.softmax = sm = SoftmaxUnit(cfg)
         m.d.comb += [sm.chain_log2.eq(blog), sm.i.valid.eq(sv4)]
-        # the multiplier: the tile's, or each row's own (loaded with the Q rows; the table is
-        # read with m and ℓ, addressed by the group, so it arrives with the scores)
-        sc = s.qbuf.sc_data
+        c_m, c_sh = self._multipliers(m, s)
         for i in range(p):
-            m.d.comb += [sm.c_m[i].eq(Mux(c.row_scales, sc[i].c_m, c.c_m)),
-                         sm.c_sh[i].eq(Mux(c.row_scales, sc[i].c_sh, c.c_sh))]
+            m.d.comb += [sm.c_m[i].eq(c_m[i]), sm.c_sh[i].eq(c_sh[i])]
         m.d.comb += [sm.i.payload.visible.eq(vis), sm.i.payload.first.eq(k4 == 0)]
         ml_data = [ml_rd[i].data for i in range(p)]
         for i in range(p):
@@ -401,6 +412,35 @@ class ComputeCore(wiring.Component):
         with m.If(sm.o.valid & (tg == groups - 1)):
             m.d.sync += exp_done.eq(tk + 1)
 
+
+    def _multipliers(self, m: Module, s: SimpleNamespace):
+        """Each lane's softmax multiplier, with its scores in c4: the tile's (``c_m``,
+        ``c_sh``) or the row's own (``row_scales``: the Q buffer's table, read in c1b), and
+        with ``key_scales`` times the lane's key factor: ``round(c_m·k_m / 2**CM)`` and the
+        shift ``min(c_sh + k_e, 62)`` (model.numerics.scale). Two register stages: c2 → c3
+        the product, c3 → c4 the rounding."""
+        cfg, p, c = s.cfg, s.p, s.c
+        cmb = cfg.numerics.scale_mult_bits
+        sc = s.qbuf.sc_data
+        c_m4 = [Signal(unsigned(cmb), name=f"cm4_{i}") for i in range(p)]
+        c_sh4 = [Signal(unsigned(6), name=f"csh4_{i}") for i in range(p)]
+        for i in range(p):
+            cm2 = Mux(c.row_scales, sc[i].c_m, c.c_m)
+            sh2 = Mux(c.row_scales, sc[i].c_sh, c.c_sh)
+            cm3 = Signal(unsigned(cmb), name=f"cm3_{i}")
+            sh3 = Signal(unsigned(7), name=f"csh3_{i}")
+            m.d.sync += cm3.eq(cm2)
+            if not cfg.key_scales_supported:
+                m.d.sync += [sh3.eq(sh2), c_m4[i].eq(cm3), c_sh4[i].eq(sh3)]
+                continue
+            kf = s.kf2[i]
+            prod3 = Signal(unsigned(2 * cmb), name=f"cmk3_{i}")
+            m.d.sync += [prod3.eq(cm2 * kf.c_m),
+                         sh3.eq(sh2 + Mux(c.key_scales, kf.c_sh, 0))]
+            rounded = (prod3 + (1 << (cmb - 1))) >> cmb
+            m.d.sync += [c_m4[i].eq(Mux(c.key_scales, rounded, cm3)),
+                         c_sh4[i].eq(Mux(sh3 > MAX_SCALE_SHIFT, MAX_SCALE_SHIFT, sh3))]
+        return c_m4, c_sh4
 
     def _pv(self, m: Module, s: SimpleNamespace) -> None:
         """The P V pipeline: O = (O >> shift) + p·v per MAC, chained over a row's lines."""

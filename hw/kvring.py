@@ -9,7 +9,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
-from attenio.hw.layouts import kv_beat_layout, word_layout
+from attenio.hw.layouts import kv_beat_layout, row_scale_layout, word_layout
 
 __all__ = ["KVRing"]
 
@@ -38,6 +38,11 @@ class KVRing(wiring.Component):
 
     Reads: copy c of each ring reads key ``kbase + c``'s word ``word`` (``k_data[c]``,
     ``v_data[c]`` the cycle after).
+
+    K factors (``LOAD_KV.key_scales``): a K row's beat tagged ``sc`` (the word after its data)
+    goes to a register of the row's slot instead of the ring, and ``k_scale[c]`` is key
+    ``kbase + c``'s, in the same cycle (combinational from the registers; the row stays until
+    its step ends). A V row's ``sc`` beat is dropped.
     """
 
     def __init__(self, cfg: HardwareConfig):
@@ -54,6 +59,7 @@ class KVRing(wiring.Component):
             "k_free": Out(keys), "v_free": Out(keys), "closed": Out(1),
             "k_data": Out(data.ArrayLayout(word_layout(cfg), copies)),
             "v_data": Out(data.ArrayLayout(word_layout(cfg), copies)),
+            "k_scale": Out(data.ArrayLayout(row_scale_layout(cfg), copies)),
         })
 
     def elaborate(self, platform):
@@ -96,7 +102,8 @@ class KVRing(wiring.Component):
         take = self.kv.valid & self.kv.ready
         for wrs, slot, sel in ((k_wr, k_slot, write_k), (v_wr, v_slot, ~write_k)):
             for mem_wr in wrs:
-                m.d.comb += [mem_wr.addr.eq(slot * wmax + kvw), mem_wr.en.eq(take & sel)]
+                m.d.comb += [mem_wr.addr.eq(slot * wmax + kvw),
+                             mem_wr.en.eq(take & sel & ~beat.sc)]
                 for lane in range(q):
                     # lanes past d come in as zeros (the loader pads the row's last word)
                     m.d.comb += mem_wr.data[lane].eq(beat.data[lane])
@@ -111,6 +118,21 @@ class KVRing(wiring.Component):
                 m.d.sync += kvw.eq(kvw + 1)
             with m.If(beat.end):
                 m.d.sync += kv_closed.eq(1)
+
+        # K factors: a register per ring slot (a few), written by a K row's sc beat
+        if cfg.key_scales_supported:
+            sl = row_scale_layout(cfg)
+            regs = [Signal(sl, name=f"kscale{j}") for j in range(ring)]
+            with m.If(take & write_k & beat.sc):
+                with m.Switch(k_slot):
+                    for j in range(ring):
+                        with m.Case(j):
+                            m.d.sync += regs[j].eq(beat.data.as_value()[:sl.size])
+            for cpy in range(cfg.max_keys_per_step):
+                with m.Switch(slot_of(self.kbase + cpy)):
+                    for j in range(ring):
+                        with m.Case(j):
+                            m.d.comb += self.k_scale[cpy].eq(regs[j])
 
         # ---- credits and occupancy ----
         with m.If(self.step_end):

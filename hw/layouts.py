@@ -33,15 +33,20 @@ def qcmd_layout(cfg: HardwareConfig) -> data.StructLayout:
 
 
 def row_scale_layout(cfg: HardwareConfig) -> data.StructLayout:
-    """A Q row's own softmax multiplier: the low bits of the word after the row in DRAM."""
+    """A Q row's own softmax multiplier (``c_m``, ``c_sh``), or a K row's factor (mantissa
+    ``k_m`` in ``c_m``, exponent ``k_e`` in ``c_sh``): the low bits of the word after the row
+    in DRAM."""
     return data.StructLayout({"c_m": unsigned(cfg.numerics.scale_mult_bits),
                               "c_sh": unsigned(6)})
 
 
 def kv_beat_layout(cfg: HardwareConfig) -> data.StructLayout:
-    """One K/V beat: a word, which ring it goes to, the last word of its row, the last beat of
-    the tile (the loader tags them, so the ring writer needs no command)."""
-    return data.StructLayout({"data": word_layout(cfg), "v": 1, "last": 1, "end": 1})
+    """One K/V beat: a word, which ring it goes to, the last word of its row, the word after
+    the row's data (``sc``: a K row's factor, ``row_scale_layout`` in the low bits; V's is
+    unused), the last beat of the tile (the loader tags them, so the ring writer needs no
+    command)."""
+    return data.StructLayout({"data": word_layout(cfg), "v": 1, "last": 1, "sc": 1,
+                              "end": 1})
 
 
 def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:
@@ -61,4 +66,6 @@ def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:
         "kps_log2": unsigned(kps_bits(cfg)),
         # the rows' own multipliers (loaded with the Q rows) instead of c_m, c_sh
         "row_scales": unsigned(1),
+        # each key's factor (loaded with the K rows) applied to the multiplier
+        "key_scales": unsigned(1),
     })

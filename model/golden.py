@@ -27,20 +27,24 @@ MEAN_REL_BOUND = 1e-4
 @dataclass(frozen=True)
 class GoldenInputs:
     """Quantized Q, K, V (integers) and their scales: per tensor, or for Q one per row
-    (``sq`` of shape ``[batch, heads, seq_q, 1]``, carried with the Q rows: ``row_scales``)."""
+    (``sq`` of shape ``[batch, heads, seq_q, 1]``, carried with the Q rows: ``row_scales``)
+    and for K one per key (``sk`` of shape ``[batch, kv_heads, seq_k, 1]``, equal within a
+    block, carried with the K rows: ``key_scales``)."""
 
     q: np.ndarray
     k: np.ndarray
     v: np.ndarray
     sq: float | np.ndarray
-    sk: float
+    sk: float | np.ndarray
     sv: float
 
 
 def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
-                     seed: int = 0, q_rows: bool = False) -> GoldenInputs:
+                     seed: int = 0, q_rows: bool = False,
+                     k_block: int | None = None) -> GoldenInputs:
     """Random Q, K, V of ``wl`` (``dist``, ``seed``) quantized to ``hw.data_bits`` per tensor,
-    or with ``q_rows`` Q per row.
+    or with ``q_rows`` Q per row, with ``k_block`` K per block of that many keys
+    (:func:`numerics.quantize_keys`).
 
     Raises ConfigError for a workload the hardware cannot run or an unknown ``dist``.
     """
@@ -48,6 +52,8 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
     q, k, v = ref.random_inputs(wl, dist, seed)
     qi, sq = nm.quantize(q, hw.data_bits, axis=3 if q_rows else None)
     (ki, sk), (vi, sv) = (nm.quantize(x, hw.data_bits) for x in (k, v))
+    if k_block is not None:
+        ki, sk = nm.quantize_keys(hw, k, k_block)
     return GoldenInputs(qi, ki, vi, sq, sk, sv)
 
 

@@ -13,10 +13,10 @@ from attenio.config import HardwareConfig, Workload
 from attenio.contract.program import encode
 from attenio.model import io_analysis as io
 from attenio.model.golden import GoldenInputs
-from attenio.model.numerics import ScaleParams, softmax_scale, softmax_scale_rows
+from attenio.model.numerics import ScaleParams, key_factors, softmax_scale, softmax_scale_rows
 from attenio.sim.schedule import Layout, Schedule, schedule
 
-__all__ = ["RunImage", "run_image", "row_scale_words"]
+__all__ = ["RunImage", "run_image", "row_scale_words", "scale_words"]
 
 
 @dataclass(frozen=True)
@@ -54,41 +54,69 @@ def _pad_rows(x: np.ndarray, row: int) -> np.ndarray:
     return np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)]) if pad else x
 
 
-def row_scale_words(hw: HardwareConfig, sp: ScaleParams, shape: tuple[int, ...]) -> np.ndarray:
-    """The word after each Q row with per-row multipliers: ``c_m`` in its low
-    ``scale_mult_bits`` bits, ``c_sh`` in the 6 above (docs/isa.md, ``LOAD_Q.row_scales``), as
-    bytes ``shape + (word bytes,)``."""
+def scale_words(hw: HardwareConfig, mant, exp, shape: tuple[int, ...]) -> np.ndarray:
+    """The word after each Q row with per-row multipliers (``c_m``, ``c_sh``) or each K row
+    with per-key factors (``k_m``, ``k_e``): the mantissa in its low ``scale_mult_bits`` bits,
+    the exponent in the 6 above (docs/isa.md, ``LOAD_Q.row_scales``, ``LOAD_KV.key_scales``),
+    as bytes ``shape + (word bytes,)``."""
     nb = hw.macs_per_line * hw.element_bytes
-    cm = np.asarray(sp.c_m, dtype=np.uint64)
-    sh = np.asarray(sp.c_sh, dtype=np.uint64)
+    cm = np.asarray(mant, dtype=np.uint64)
+    sh = np.asarray(exp, dtype=np.uint64)
     words = (cm | (sh << np.uint64(hw.numerics.scale_mult_bits))).astype("<u8").reshape(shape)
     raw = words.view(np.uint8).reshape(*shape, 8)
     return np.pad(raw, [(0, 0)] * len(shape) + [(0, max(0, nb - 8))])[..., :nb]
 
 
+def row_scale_words(hw: HardwareConfig, sp: ScaleParams, shape: tuple[int, ...]) -> np.ndarray:
+    """:func:`scale_words` of the per-row multipliers ``sp.c_m``, ``sp.c_sh``."""
+    return scale_words(hw, sp.c_m, sp.c_sh, shape)
+
+
+def _with_words(data: bytes, words: np.ndarray, shape: tuple[int, ...], row_bytes: int) -> bytes:
+    """Rows of ``row_bytes`` each followed by their word (``words``: ``shape + (bytes,)``)."""
+    rows = np.frombuffer(data, dtype=np.uint8).reshape(*shape, row_bytes)
+    return np.concatenate([rows, words], axis=-1).tobytes()
+
+
 def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> RunImage:
     """The program for ``wl`` (with the softmax multiplier of ``inp``'s scales) and the DRAM
     image holding it and ``inp``'s Q, K and V. With one Q scale per row (``inp.sq`` of shape
-    ``[batch, heads, seq_q, 1]``) each Q row carries its own multiplier (``row_scales``)."""
+    ``[batch, heads, seq_q, 1]``) each Q row carries its own multiplier (``row_scales``); with
+    one K scale per key (``inp.sk`` of shape ``[batch, kv_heads, seq_k, 1]``) each K row
+    carries its factor against twice the largest K scale (``key_scales``; V rows keep K's
+    pitch, their extra word 0)."""
     per_row = np.ndim(inp.sq) > 0
+    per_key = np.ndim(inp.sk) > 0
+    sk = inp.sk
+    if per_key:
+        ks = np.asarray(inp.sk, dtype=np.float64).reshape(-1)
+        sk = 2.0 * float(ks.max())
+        k_m, k_e = key_factors(hw, ks, sk)
     if per_row:
         sq = np.asarray(inp.sq, dtype=np.float64).reshape(wl.batch, wl.heads, wl.seq_q)
-        sp = softmax_scale_rows(hw, sq.reshape(-1), inp.sk, wl.head_dim)
+        sp = softmax_scale_rows(hw, sq.reshape(-1), sk, wl.head_dim)
     else:
-        sp = softmax_scale(hw, inp.sq, inp.sk, wl.head_dim)
+        sp = softmax_scale(hw, inp.sq, sk, wl.head_dim)
+    if per_key:
+        sp = ScaleParams(sp.c_m, sp.c_sh, k_m, k_e)
     sched = schedule(hw, wl, scale=sp, keep_spans=False)
     program = encode(sched.program)
-    lay = Layout.packed(hw, wl, len(program), per_row)
+    lay = Layout.packed(hw, wl, len(program), per_row, per_key)
     eb, ob = hw.element_bytes, io.out_element_bytes(hw)
     image = bytearray(lay.end)
     image[lay.program:lay.program + len(program)] = program
     row = hw.row_elements(wl.head_dim)
+    kv_shape = (wl.batch, wl.kv_heads, wl.seq_k)
     for base, x in ((lay.q, inp.q), (lay.k, inp.k), (lay.v, inp.v)):
         data = _pack(_pad_rows(np.asarray(x), row), eb)
         if per_row and base == lay.q:
             shape = (wl.batch, wl.heads, wl.seq_q)
-            rows = np.frombuffer(data, dtype=np.uint8).reshape(*shape, row * eb)
-            data = np.concatenate([rows, row_scale_words(hw, sp, shape)], axis=-1).tobytes()
+            data = _with_words(data, row_scale_words(hw, sp, shape), shape, row * eb)
+        elif per_key and base == lay.k:
+            data = _with_words(data, scale_words(hw, k_m, k_e, kv_shape), kv_shape, row * eb)
+        elif per_key and base == lay.v:
+            data = _with_words(data, scale_words(hw, np.zeros_like(k_m), np.zeros_like(k_e),
+                                                 kv_shape), kv_shape, row * eb)
         image[base:base + len(data)] = data
     o_bytes = wl.batch * wl.heads * wl.seq_q * row * ob
     return RunImage(inp, sched, program, lay, bytes(image), o_bytes, ob, row)

@@ -68,16 +68,17 @@ class Layout:
 
     @classmethod
     def packed(cls, hw: HardwareConfig, wl: Workload, program_bytes: int,
-               row_scales: bool = False) -> Layout:
+               row_scales: bool = False, key_scales: bool = False) -> Layout:
         """Program, Q, K, V and O one after another, each region 4 KB aligned; with
-        ``row_scales`` each Q row is followed by the word holding its multiplier."""
+        ``row_scales`` each Q row is followed by the word holding its multiplier, with
+        ``key_scales`` each K row by the word holding its factor (V rows keep K's pitch)."""
         def up(x):
             return -(-x // 4096) * 4096
 
         eb, ob = hw.element_bytes, io.out_element_bytes(hw)
         dp = hw.row_elements(wl.head_dim)      # rows padded to whole words
         qb = wl.batch * wl.heads * wl.seq_q * hw.q_row_elements(wl.head_dim, row_scales) * eb
-        kb = wl.batch * wl.kv_heads * wl.seq_k * dp * eb
+        kb = wl.batch * wl.kv_heads * wl.seq_k * hw.kv_row_elements(wl.head_dim, key_scales) * eb
         obytes = wl.batch * wl.heads * wl.seq_q * dp * ob
         p = 0
         q = up(p + program_bytes)
@@ -113,6 +114,8 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
     rs = int(scale.per_row)
     dq = hw.q_row_elements(d, bool(rs))      # a Q row's pitch: with its multiplier's word
     c_m, c_sh = (0, 0) if rs else (scale.c_m, scale.c_sh)
+    ks = int(scale.k_m is not None)
+    dk = hw.kv_row_elements(d, bool(ks))     # a K/V row's pitch: with the K factor's word
     g = tiling.heads_per_tile
     pos = tiling.positions
     attenio_flow = tiling.dataflow == "attenio"
@@ -132,7 +135,7 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
                else tiling.keys_per_step)
         q_addr = layout.q + ((b * wl.heads + h0) * wl.seq_q + p0) * dq * eb
         o_addr = layout.o + ((b * wl.heads + h0) * wl.seq_q + p0) * dp * ob
-        kv_off = (b * wl.kv_heads + hk) * wl.seq_k * dp * eb
+        kv_off = (b * wl.kv_heads + hk) * wl.seq_k * dk * eb
         common = {"rows": rows, "heads": g, "d": d}
         prog.append(Instr(Op.LOAD_Q, {**common, "keys_per_step": kps, "addr": q_addr,
                                       "row_stride": dq * eb,
@@ -141,11 +144,12 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
         if keys > 0:
             prog.append(Instr(Op.LOAD_KV, {"keys": keys, "d": d, "keys_per_step": kps,
                                            "k_addr": layout.k + kv_off,
-                                           "v_addr": layout.v + kv_off, "row_stride": dp * eb}))
+                                           "v_addr": layout.v + kv_off, "row_stride": dk * eb,
+                                           "key_scales": ks}))
         prog.append(Instr(Op.COMPUTE, {**common, "causal": int(causal), "keys": keys,
                                        "keys_per_step": kps, "q_pos": p0,
                                        "diag": wl.seq_k - wl.seq_q, "c_m": c_m,
-                                       "c_sh": c_sh, "row_scales": rs},
+                                       "c_sh": c_sh, "row_scales": rs, "key_scales": ks},
                           pop_prev=True, push_prev=t < last))
         # the Q buffer is free once the tile's steps have issued (the core takes the next
         # tile's Q rows then); FINALIZE needs no token
@@ -257,7 +261,8 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
     steps = _cdiv(keys, b)
     lanes = hw.exp_lanes
     ck = max(1, ring_rows // b)
-    row_bytes = hw.row_elements(d) * eb     # whole words, as the DMA moves rows
+    # whole words, as the DMA moves rows (a K/V row with the K factor's word)
+    row_bytes = hw.kv_row_elements(d, bool(kv.args.get("key_scales", 0))) * eb
     contiguous = kv.row_stride == row_bytes
 
     words = _cdiv(d, hw.macs_per_line)
@@ -782,9 +787,9 @@ def _schedule_tiling(hw: HardwareConfig, wl: Workload, dataflow: str, tiling: io
                      timing: Timing, scale: ScaleParams, keep_spans: bool,
                      progress=None) -> Schedule:
     """The program of ``wl`` under ``tiling``, validated, and its timeline."""
-    rs = scale.per_row
-    probe = build_program(hw, wl, tiling, Layout.packed(hw, wl, 0, rs), scale)
-    layout = Layout.packed(hw, wl, len(probe) * 32, rs)
+    rs, ks = scale.per_row, scale.k_m is not None
+    probe = build_program(hw, wl, tiling, Layout.packed(hw, wl, 0, rs, ks), scale)
+    layout = Layout.packed(hw, wl, len(probe) * 32, rs, ks)
     program = build_program(hw, wl, tiling, layout, scale)
     ring = None if dataflow == "attenio" else tiling.keys_per_step
     if ring is None:

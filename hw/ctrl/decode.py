@@ -23,7 +23,8 @@ class InstructionDecoder(wiring.Component):
     The checks, in order: ``RESERVED_BITS``; ``FIELD_RANGE`` (rows·heads in [1, tile_rows], d in
     [1, max_head_dim], keys ≤ max_seq_len, LOAD_KV keys ≥ 1, keys_per_step a power of two ≤
     max_keys_per_step with rows·keys_per_step ≤ mac_lines, c_sh ≤ 62, causal with one head or
-    ≥ mac_lines rows per head, row_scales only where a word holds the multiplier);
+    ≥ mac_lines rows per head, row_scales and key_scales only where a word holds the
+    multiplier);
     ``ADDRESS_RANGE`` (addresses and strides a multiple of the AXI beat); a pop or push towards
     a neighbour the queue does not have (``TOKEN_UNDERFLOW``, ``TOKEN_OVERFLOW``). An opcode
     with no format is ``ILLEGAL_OPCODE``.
@@ -54,6 +55,8 @@ class InstructionDecoder(wiring.Component):
                                for k in range(1, 8)]).any())
         if "row_scales" in LAYOUTS[op] and not cfg.row_scales_supported:
             c.append(v.row_scales)      # a word too narrow for the multiplier
+        if "key_scales" in LAYOUTS[op] and not cfg.key_scales_supported:
+            c.append(v.key_scales)      # a word too narrow for the K factor
         if op == Op.COMPUTE:
             c.append(v.c_sh > 62)
             # the core's causal mask of packed heads: each head's rows fill a row group

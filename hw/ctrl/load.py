@@ -107,6 +107,8 @@ class LoadEngine(wiring.Component):
         l_vbase = Signal(ADDR_BITS)
         l_on_v = Signal()          # the current unit is a V block
         m.d.comb += l_wd.eq(words_of(view(lraw, Op.LOAD_KV).d))
+        l_wk = Signal(13)          # words of a K/V row in DRAM (with key_scales one more)
+        m.d.comb += l_wk.eq(l_wd + view(lraw, Op.LOAD_KV).key_scales)
 
         lhead = self.queue.head.payload
         lop = view(lhead.insn).opcode
@@ -139,6 +141,8 @@ class LoadEngine(wiring.Component):
         # a Q row with its own multiplier: one more word (LOAD_KV has no such field; its bit
         # is reserved there, so 0)
         wq_head = wd_head + view(lhead.insn, Op.LOAD_Q).row_scales
+        # a K/V row with key_scales: one more word (K's factor; V's unused, same pitch)
+        wk_head = wd_head + view(lhead.insn, Op.LOAD_KV).key_scales
         # keys of a K/V instruction's first block: at most keys_per_step ≤ max_keys_per_step
         # (decode refuses more), so the block's beat count is a narrow product, not a DSP
         nk0 = Signal(range(kps_max + 1))
@@ -160,12 +164,12 @@ class LoadEngine(wiring.Component):
                 kaddr = view(lhead.insn, Op.LOAD_KV).k_addr
                 stride = view(lhead.insn, Op.LOAD_KV).row_stride
                 keys, kps = keys_h, kps_h
-                contig = stride == (wd_head << lab)
+                contig = stride == (wk_head << lab)
                 m.d.sync += [l_is_kv.eq(1), l_kbase.eq(kaddr), lb.base.eq(kaddr),
                              l_vbase.eq(view(lhead.insn, Op.LOAD_KV).v_addr), l_b.eq(kps),
                              l_steps.eq((keys + kps - 1) >> kps_log2_of(kps, kps_max)),
                              l_rows.eq(nk0), l_contig.eq(contig), l_stride.eq(stride),
-                             lb.beats.eq(Mux(contig, nk0 * wd_head, wd_head))]
+                             lb.beats.eq(Mux(contig, nk0 * wk_head, wk_head))]
         credit = Signal()
         m.d.comb += credit.eq(~l_is_kv | ~l_unit_first
                               | self._ring_credit(m, Mux(l_on_v, l_vs, l_ks), l_b, l_on_v, ring))
@@ -219,7 +223,7 @@ class LoadEngine(wiring.Component):
         m.d.sync += [
             p_kv_last.eq(p_next_v & (p_nvs >= l_steps)),
             p_base.eq(Mux(p_next_v, p_vbase, p_kbase)),
-            p_rows.eq(nk_rows), p_beats.eq(Mux(l_contig, nk_rows * l_wd, l_wd)),
+            p_rows.eq(nk_rows), p_beats.eq(Mux(l_contig, nk_rows * l_wk, l_wk)),
         ]
         unit_done = Signal()
         instr_done = Signal()
@@ -246,9 +250,11 @@ class LoadEngine(wiring.Component):
         lastlanes = d_l - ((l_wd - 1) << log2(q))
         tag_in = Signal(load_tag_layout())
         # words of a row: R beats count rows by it (a Q row with its multiplier has one more)
-        wd_tag = Mux(l_is_kv, l_wd, l_wd + view(lraw, Op.LOAD_Q).row_scales)
+        # (a Q row with its multiplier or a K/V row with key_scales has one more)
+        wd_tag = Mux(l_is_kv, l_wk, l_wd + view(lraw, Op.LOAD_Q).row_scales)
         m.d.comb += [
             tag_in.kv.eq(l_is_kv), tag_in.v.eq(l_on_v), tag_in.wd.eq(wd_tag),
+            tag_in.sc.eq(l_is_kv & view(lraw, Op.LOAD_KV).key_scales),
             tag_in.lanes.eq(lastlanes), tag_in.end.eq(instr_done),
             tag_in.push.eq(view(lraw).push_next),
             tags.w_en.eq(ar), tags.w_data.eq(tag_in),
@@ -288,12 +294,14 @@ class LoadEngine(wiring.Component):
         t_kv, t_v, t_wd, t_lanes, t_end = t.kv, t.v, t.wd, t.lanes, t.end
         rw = Signal(12)
         row_last = Signal()
-        m.d.comb += row_last.eq(rw == t_wd - 1)
+        data_last = Signal()       # the row's last data word (before a K/V row's factor word)
+        m.d.comb += [row_last.eq(rw == t_wd - 1), data_last.eq(rw == t_wd - 1 - t.sc)]
         beat_ok = self.rvalid & tags.r_rdy
         m.d.comb += [
             self.q.valid.eq(beat_ok & ~self.stop & ~t_kv),
             self.kv.valid.eq(beat_ok & ~self.stop & t_kv),
             self.kv.payload.v.eq(t_v), self.kv.payload.last.eq(row_last),
+            self.kv.payload.sc.eq(t.sc & row_last),
             self.kv.payload.end.eq(t_end & self.rlast),
             self.rready.eq(tags.r_rdy & (self.stop | Mux(t_kv, self.kv.ready, self.q.ready))),
         ]
@@ -301,7 +309,7 @@ class LoadEngine(wiring.Component):
             elem = self.rdata[lane * cfg.data_bits:(lane + 1) * cfg.data_bits]
             m.d.comb += [self.q.payload[lane].eq(elem),
                          self.kv.payload.data[lane].eq(
-                             Mux(~row_last | (lane < t_lanes), elem, 0))]
+                             Mux(~data_last | (lane < t_lanes), elem, 0))]
         r = self.rvalid & self.rready
         with m.If(r):
             m.d.sync += rw.eq(Mux(row_last, 0, rw + 1))

@@ -134,3 +134,45 @@ def test_simulate_command_runs_per_row_q_scales():
     assert res.exit_code == 0, res.output
     assert "q-scales=row" in res.output and "bit-exact" in res.output
     assert "multiplier's word" in res.output and "PASS" in res.output
+
+
+# rows % 8 != 0 with keys in blocks of 4 (a block's factor on each of its K rows); two causal
+# tiles; 2 keys per step (two factors per step, one per ring copy); d = 64 (17 words a K row);
+# Q per row as well (both multipliers meet in the product); in make test-slow GQA packing
+@pytest.mark.parametrize("shape,q_rows,block", [
+    ({"n": 47, "d": 16, "nk": 30}, False, 4),
+    ({"n": 100, "d": 32, "causal": True}, True, 8),
+    ({"n": 2, "d": 8, "nk": 40}, True, 1),
+    ({"n": 40, "nk": 33, "d": 64}, True, 16),
+    pytest.param({"n": 24, "d": 8, "heads": 4, "kv_heads": 2}, True, 2, marks=pytest.mark.slow),
+])
+def test_per_key_k_scales_run_bit_exact_and_cost_one_word_a_kv_row(shape, q_rows, block):
+    """K quantized with one scale per block of keys: each K row carries its factor (one more
+    word; V rows keep K's pitch), and each lane's multiplier is the row's times the key's.
+    Bit-exact with the model, cycles equal to the schedule's, and the only extra traffic is
+    one word per K and V row read."""
+    from attenio.model.golden import quantized_inputs
+    from attenio.sim.image import run_image
+
+    wl = workload(TINY, **shape)
+    keys = quantized_inputs(TINY, wl, seed=5, q_rows=q_rows, k_block=block)
+    assert len(set(keys.sk.ravel().tolist())) > 1          # the blocks' scales really differ
+    r = _run(TINY, wl, inputs=keys)
+    assert r.cycles == r.predicted_cycles
+    assert r.counters["bytes_rd"] == r.predicted_read
+    assert r.axi_violations == 0, r.axi_report
+    plain = _run(TINY, wl, inputs=quantized_inputs(TINY, wl, seed=5, q_rows=q_rows))
+    word = TINY.macs_per_line * TINY.element_bytes
+    program = run_image(TINY, wl, keys).schedule.program
+    kv_rows = sum(2 * i.keys for i in program if i.op.name == "LOAD_KV")
+    assert all(i.key_scales for i in program if i.op.name in ("LOAD_KV", "COMPUTE") and i.keys)
+    assert r.counters["bytes_rd"] - plain.counters["bytes_rd"] == kv_rows * word
+
+
+def test_per_key_k_scales_under_backpressure():
+    from attenio.model.golden import quantized_inputs
+
+    wl = workload(TINY, 70, 16, nk=50, causal=True)
+    r = _run(TINY, wl, inputs=quantized_inputs(TINY, wl, seed=2, q_rows=True, k_block=4),
+             p_stall=0.4)
+    assert r.cycles >= r.predicted_cycles and r.axi_violations == 0
