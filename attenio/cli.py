@@ -286,6 +286,11 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, dist, 
 @click.option("--q-scales", "q_scales", multiple=True, type=click.Choice(["tensor", "row"]),
               help="Q quantized with one scale, or one per row (the multiplier carried with "
                    "each Q row: LOAD_Q.row_scales); default both.")
+@click.option("--k-scales", "k_scales", multiple=True, type=click.Choice(["tensor", "block"]),
+              help="K quantized with one scale, or one per block of --k-block keys (the "
+                   "factor carried with each K row: LOAD_KV.key_scales); default both.")
+@click.option("--k-block", "k_block", type=int, default=16, show_default=True,
+              help="Keys per K scale block (with --k-scales block).")
 @click.option("--n", "n", type=int, default=1024, show_default=True,
               help="Sequence length (built-in inputs).")
 @click.option("--d", "d", type=int, default=64, show_default=True, help="Head dimension.")
@@ -296,8 +301,8 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, dist, 
 @click.option("--seed", type=int, default=0, show_default=True)
 @json_option
 @_friendly
-def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, q_scales, n, d, nk,
-             heads, kv_heads, causal, seed, json_path):
+def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, q_scales, k_scales,
+             k_block, n, d, nk, heads, kv_heads, causal, seed, json_path):
     """End-to-end error against float64 attention of the float inputs (input quantization
     included), for each preset and host scheme, with fp16 and bf16 attention beside it.
 
@@ -313,6 +318,8 @@ def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, q_sc
         hws[Path(path).stem] = _load_hw(None, path)
     _outputs(json=json_path)
     schemes = schemes or A.SCHEMES
+    if k_block < 1:
+        raise ConfigError(f"k_block={k_block} is invalid: a positive number of keys")
     own = npz is not None or any(x is not None for x in (q_path, k_path, v_path))
     if own and dists:
         raise ConfigError("dist is invalid with your own inputs: give --dist or --inputs/--q/"
@@ -333,14 +340,15 @@ def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, q_sc
     click.echo(f"accuracy: N={wl.seq_q}x{wl.seq_k} d={wl.head_dim} heads={wl.heads}/"
                f"{wl.kv_heads} batch={wl.batch} causal={wl.causal} seed={seed}; error against "
                "float64 attention of the float inputs")
-    click.echo(f"  {'inputs':<16} {'datapath':<20} {'scheme':<12} {'max abs':>9} "
+    click.echo(f"  {'inputs':<16} {'datapath':<20} {'scheme':<17} {'max abs':>9} "
                f"{'rel Frob':>9} {'/ bf16':>7}")
     results = []
     with _Bar("integer model") as bar:
         for i, (label, wl_c, (q, k, v)) in enumerate(cases):
             rows = A.compare(hws, wl_c, q, k, v, schemes,
                              progress=lambda f, i=i: bar((i + f) / len(cases)),
-                             q_scales=q_scales or A.Q_SCALES)
+                             q_scales=q_scales or A.Q_SCALES,
+                             k_scales=k_scales or A.K_SCALES, k_block=k_block)
             ref_bf16 = next(r["rel_frobenius"] for r in rows if r["name"] == "bf16")
             for r in rows:
                 r["inputs"] = label
@@ -348,7 +356,7 @@ def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, q_sc
             results += rows
     for r in results:
         what = f"int{r['bits']} ({r['name']})" if r["kind"] == "int" else r["name"]
-        click.echo(f"  {r['inputs'][:16]:<16} {what:<20} {r['scheme'] or '-':<12} "
+        click.echo(f"  {r['inputs'][:16]:<16} {what:<20} {r['scheme'] or '-':<17} "
                    f"{r['max_abs']:>9.2e} {r['rel_frobenius']:>9.2e} {r['over_bf16']:>6.2f}x")
     if json_path:
         _write_json(json_path, {"workload": wl.to_dict(), "seed": seed,
@@ -777,10 +785,13 @@ def verilog_cmd(preset, config_file, output, sv):
 @click.option("--q-scales", "q_scales", type=click.Choice(["tensor", "row"]), default="tensor",
               show_default=True, help="Q quantized with one scale, or one per row (each row "
               "carries its multiplier: LOAD_Q.row_scales, one more word a row).")
+@click.option("--k-block", "k_block", type=int, default=None,
+              help="K quantized with one scale per block of this many keys (each K row carries "
+                   "its factor: LOAD_KV.key_scales, one more word a K and V row).")
 @json_option
 @_friendly
 def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, sim, waves,
-                 stall, seed, q_scales, json_path):
+                 stall, seed, q_scales, k_block, json_path):
     """Run a workload on the RTL (cocotb) and check it against the models.
 
     Prints correctness (bit-exact with the integer model, error against float64), the RTL's
@@ -804,14 +815,22 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     name = config_file or preset
     click.echo(f"simulate: preset={name} N={wl.seq_q}x{wl.seq_k} d={d} heads={heads}/"
                f"{wl.kv_heads} batch={batch} causal={causal} sim={sim} stall={stall}"
-               + (" q-scales=row" if q_scales == "row" else ""))
+               + (" q-scales=row" if q_scales == "row" else "")
+               + (f" k-block={k_block}" if k_block else ""))
     rows = q_scales == "row"
     if rows and not hw.row_scales_supported:
         raise ConfigError(f"q_scales='row' is invalid for preset={name!r}: its word of "
                           f"{hw.macs_per_line} elements cannot hold a row's multiplier")
+    if k_block is not None and k_block < 1:
+        raise ConfigError(f"k_block={k_block} is invalid: a positive number of keys")
+    if k_block and not hw.key_scales_supported:
+        raise ConfigError(f"k_block={k_block} is invalid for preset={name!r}: its word of "
+                          f"{hw.macs_per_line} elements cannot hold a key's factor")
+    custom = rows or k_block is not None
     with _Bar("simulating", after=0) as bar:
         r = simulate(hw, wl, sim=sim, seed=seed, p_stall=stall, waves=waves,
-                     inputs=quantized_inputs(hw, wl, seed=seed, q_rows=True) if rows else None,
+                     inputs=quantized_inputs(hw, wl, seed=seed, q_rows=rows, k_block=k_block)
+                     if custom else None,
                      progress=lambda done_c, expect: bar(done_c / max(1, expect)),
                      log=lambda msg: click.echo(f"  {msg}"))
     from attenio.sim.schedule import schedule
@@ -847,7 +866,8 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
                f"(closed form {_fmt_bytes(traffic.write_bytes)})"
                + (f"; rows of d = {d} move as {hw.row_elements(d)} elements (whole words)"
                   if padded else "")
-               + ("; each Q row with its multiplier's word" if rows else ""))
+               + ("; each Q row with its multiplier's word" if rows else "")
+               + ("; each K/V row with the K factor's word" if k_block else ""))
     click.echo(f"  AXI protocol         {r.axi_violations} violations (monitors on every port)"
                + (f": {r.axi_report[0]}" if r.axi_violations else ""))
     click.echo(f"  simulation           {r.sim_cycles:,} cycles in {r.wall_s:.1f} s = "

@@ -34,8 +34,13 @@ from attenio.errors import bad
 from attenio.hw.arith import memory_banks
 from attenio.hw.finalize import Finalize, out_word_layout
 from attenio.hw.kvring import KVRing
-from attenio.hw.layouts import (cmd_layout, kv_beat_layout, qcmd_layout, row_scale_layout,
-                                word_layout)
+from attenio.hw.layouts import (
+    cmd_layout,
+    kv_beat_layout,
+    qcmd_layout,
+    row_scale_layout,
+    word_layout,
+)
 from attenio.hw.qbuf import QBuffer
 from attenio.hw.sequencer import COUNTER_BITS, StepSequencer
 from attenio.hw.softmax import SHIFT_BITS, SoftmaxUnit, m_bits
@@ -370,7 +375,7 @@ class ComputeCore(wiring.Component):
 
     def _softmax(self, m: Module, s: SimpleNamespace) -> None:
         """Scores through the softmax unit; m, ℓ and p/shift written back per row group."""
-        cfg, p, gmax, c, blog = s.cfg, s.p, s.gmax, s.c, s.blog
+        cfg, p, gmax, blog = s.cfg, s.p, s.gmax, s.blog
         ml_rd, ml_wr, pb_wr, ml_layout = s.ml_rd, s.ml_wr, s.pb_wr, s.ml_layout
         sv4, vis, k4, g4, accs = s.sv4, s.vis, s.k4, s.g4, s.accs
         groups, exp_done = s.groups, s.exp_done

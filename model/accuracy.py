@@ -28,7 +28,10 @@ program are the same for all of them, so the RTL is bit-exact with the model und
 
 Each scheme runs with Q quantized per tensor or per row (``q_rows``: one scale per query row,
 after the scheme's transform; the hardware takes each row's softmax multiplier with the row,
-``LOAD_Q.row_scales``), shown as ``rotate`` and ``rotate+rows``.
+``LOAD_Q.row_scales``), shown as ``rotate`` and ``rotate+rows``, and with K per tensor or per
+block of keys (``k_block``: one scale per ``K_BLOCK`` keys, the way int8 attention kernels on
+GPUs quantize K; the hardware takes each key's factor with its K row, ``LOAD_KV.key_scales``),
+shown as ``rotate+kblk`` and ``rotate+rows+kblk``.
 
 fp16 and bf16 attention are computed the way FlashAttention runs on a GPU: inputs rounded to the
 format, scores, running max and sums in float32, P rounded to the format before ``P·V``, the
@@ -48,13 +51,18 @@ from attenio.errors import bad
 from attenio.model import numerics as nm
 from attenio.model import reference as ref
 
-__all__ = ["DISTRIBUTIONS", "SCHEMES", "FORMATS", "Q_SCALES", "make_inputs", "attention_lowp",
+__all__ = ["DISTRIBUTIONS", "SCHEMES", "FORMATS", "Q_SCALES", "K_SCALES", "K_BLOCK",
+           "make_inputs", "attention_lowp",
            "HostInputs", "quantize_scheme", "run_int", "rel_frobenius", "compare"]
 
 DISTRIBUTIONS = ("gaussian", "uniform", "llm-outliers", "peaky")
 SCHEMES = ("tensor", "smooth", "rotate")
 FORMATS = ("fp16", "bf16")
 Q_SCALES = ("tensor", "row")     # Q quantized with one scale, or one per query row
+K_SCALES = ("tensor", "block")   # K quantized with one scale, or one per block of keys
+# keys per K scale block (host choice; the hardware carries a factor per key, so the cost does
+# not depend on it): 16 measured best on llm-outliers, N = 1024, d = 64 (docs/numerics.md)
+K_BLOCK = 16
 
 # llm-outliers: this many channels of Q and K carry outliers of OUTLIER_GAIN times the rest;
 # then Q and K are scaled so the logits (q·k/√d) have a standard deviation of about LLM_SIGMA
@@ -132,15 +140,15 @@ def attention_lowp(q, k, v, fmt: str, causal: bool = False) -> np.ndarray:
 @dataclass(frozen=True)
 class HostInputs:
     """What the host hands the accelerator (integers and the Q/K scales the softmax multiplier
-    folds in: Q's a scalar, or one per row ``[b, h, nq, 1]``) and what it needs to read the
-    output (V's scales: a scalar for ``tensor``, one per K/V head and channel ``[b, hk, 1, d]``
-    for the others)."""
+    folds in: Q's a scalar, or one per row ``[b, h, nq, 1]``; K's a scalar, or one per key
+    ``[b, hk, nk, 1]``) and what it needs to read the output (V's scales: a scalar for
+    ``tensor``, one per K/V head and channel ``[b, hk, 1, d]`` for the others)."""
 
     q: np.ndarray
     k: np.ndarray
     v: np.ndarray
     sq: float | np.ndarray
-    sk: float
+    sk: float | np.ndarray
     sv: np.ndarray | float
     scheme: str
 
@@ -176,28 +184,28 @@ def rotation(d: int) -> np.ndarray:
 
 
 def quantize_scheme(hw: HardwareConfig, q, k, v, scheme: str,
-                    q_rows: bool = False) -> HostInputs:
+                    q_rows: bool = False, k_block: int | None = None) -> HostInputs:
     """Quantize float Q, K, V to ``hw.data_bits`` under ``scheme`` (``SCHEMES``), Q with one
-    scale per row if ``q_rows``. An all-zero tensor, row or channel gets scale 1 (its integers
-    are 0)."""
+    scale per row if ``q_rows``, K with one per block of ``k_block`` keys if given
+    (:func:`numerics.quantize_keys`, after the scheme's transform). An all-zero tensor, row or
+    channel gets scale 1 (its integers are 0); an all-zero K block its head's reference."""
     if scheme not in SCHEMES:
         raise bad("scheme", scheme, f"choose one of: {', '.join(SCHEMES)}")
     bits = hw.data_bits
     q_axis = 3 if q_rows else None
-    if scheme == "tensor":
-        (qi, sq), (ki, sk), (vi, sv) = (nm.quantize(q, bits, axis=q_axis), nm.quantize(k, bits),
-                                        nm.quantize(v, bits))
-        return HostInputs(qi, ki, vi, sq, sk, sv, scheme)
     q = np.asarray(q, dtype=np.float64)
     k = np.asarray(k, dtype=np.float64)
-    k = k - k.mean(axis=2, keepdims=True)      # both schemes: K minus its channel means
-    if scheme == "smooth":
-        q, k = _migrate(q, k)
-    else:
-        h = rotation(q.shape[-1])
-        q, k = q @ h, k @ h
-    (qi, sq), (ki, sk) = nm.quantize(q, bits, axis=q_axis), nm.quantize(k, bits)
-    vi, sv = nm.quantize(v, bits, axis=2)      # V per K/V head and channel
+    if scheme != "tensor":
+        k = k - k.mean(axis=2, keepdims=True)      # both schemes: K minus its channel means
+        if scheme == "smooth":
+            q, k = _migrate(q, k)
+        else:
+            h = rotation(q.shape[-1])
+            q, k = q @ h, k @ h
+    qi, sq = nm.quantize(q, bits, axis=q_axis)
+    ki, sk = nm.quantize(k, bits) if k_block is None else nm.quantize_keys(hw, k, k_block)
+    # V per K/V head and channel, except for the plain per-tensor scheme
+    vi, sv = nm.quantize(v, bits, axis=None if scheme == "tensor" else 2)
     return HostInputs(qi, ki, vi, sq, sk, sv, scheme)
 
 
@@ -219,21 +227,30 @@ def rel_frobenius(approx, exact) -> float:
 
 def compare(hws: dict[str, HardwareConfig], wl: Workload, q, k, v,
             schemes=SCHEMES, formats=FORMATS, progress=None,
-            q_scales=Q_SCALES) -> list[dict]:
-    """Every preset × scheme × Q scale granularity (``Q_SCALES``) and every float format on one
-    set of float inputs, against float64 attention of them. Rows: ``kind`` ("int" or
-    "float"), ``name``, ``scheme`` (``+rows`` with Q per row), ``q_scales``, ``bits``,
-    ``max_abs``, ``rel_frobenius``, ``max_rel`` (max error over V's range)."""
+            q_scales=Q_SCALES, k_scales=K_SCALES, k_block: int = K_BLOCK) -> list[dict]:
+    """Every preset × scheme × Q scale granularity (``Q_SCALES``) × K scale granularity
+    (``K_SCALES``, blocks of ``k_block`` keys) and every float format on one set of float
+    inputs, against float64 attention of them. Rows: ``kind`` ("int" or "float"), ``name``,
+    ``scheme`` (``+rows`` with Q per row, ``+kblk`` with K per block), ``q_scales``,
+    ``k_scales``, ``bits``, ``max_abs``, ``rel_frobenius``, ``max_rel`` (max error over V's
+    range)."""
     for g in q_scales:
         if g not in Q_SCALES:
             raise bad("q_scales", g, f"choose from: {', '.join(Q_SCALES)}")
+    for g in k_scales:
+        if g not in K_SCALES:
+            raise bad("k_scales", g, f"choose from: {', '.join(K_SCALES)}")
+    if not isinstance(k_block, int) or k_block < 1:
+        raise bad("k_block", k_block, "must be a positive number of keys")
     exact = ref.attention(q, k, v, causal=wl.causal)
     rows = []
 
-    def row(kind, name, scheme, bits, approx, q_sc=""):
+    def row(kind, name, scheme, bits, approx, q_sc="", k_sc=""):
         e = ref.error_metrics(approx, exact, v)
         rows.append({"kind": kind, "name": name,
-                     "scheme": scheme + ("+rows" if q_sc == "row" else ""), "q_scales": q_sc,
+                     "scheme": scheme + ("+rows" if q_sc == "row" else "")
+                     + ("+kblk" if k_sc == "block" else ""), "q_scales": q_sc,
+                     "k_scales": k_sc, "k_block": k_block if k_sc == "block" else None,
                      "bits": bits,
                      "max_abs": e["max_abs"], "max_rel": e["max_rel"],
                      "rel_frobenius": rel_frobenius(approx, exact)})
@@ -243,8 +260,11 @@ def compare(hws: dict[str, HardwareConfig], wl: Workload, q, k, v,
         hw.check_workload(wl_hw)
         for scheme in schemes:
             for g in q_scales:
-                host = quantize_scheme(hw, q, k, v, scheme, q_rows=g == "row")
-                row("int", name, scheme, hw.data_bits, run_int(hw, wl_hw, host, progress), g)
+                for kg in k_scales:
+                    host = quantize_scheme(hw, q, k, v, scheme, q_rows=g == "row",
+                                           k_block=k_block if kg == "block" else None)
+                    row("int", name, scheme, hw.data_bits, run_int(hw, wl_hw, host, progress),
+                        g, kg)
     for fmt in formats:
         row("float", fmt, "", 16, attention_lowp(q, k, v, fmt, wl.causal))
     return rows

@@ -241,8 +241,11 @@ def test_accuracy_table_and_json(tmp_path):
     import json
 
     rows = json.loads(out.read_text())["rows"]
-    # 2 inputs × (3 schemes × Q per tensor and per row + fp16 + bf16)
-    assert len(rows) == 16 and {r_["scheme"] for r_ in rows} >= {"rotate", "rotate+rows"}
+    # 2 inputs × (3 schemes × Q per tensor and per row × K per tensor and per block + fp16
+    # + bf16)
+    assert len(rows) == 28 and {r_["scheme"] for r_ in rows} >= {
+        "rotate", "rotate+rows", "rotate+kblk", "rotate+rows+kblk"}
+    assert {r_["k_block"] for r_ in rows if r_["k_scales"] == "block"} == {16}
     assert {r_["inputs"] for r_ in rows} == {"gaussian", "llm-outliers"}
     assert all(r_["rel_frobenius"] > 0 for r_ in rows)
 

@@ -245,20 +245,8 @@ class LoadEngine(wiring.Component):
                                  l_kbase.eq(p_kbase), l_vbase.eq(p_vbase),
                                  lb.base.eq(p_base), l_rows.eq(p_rows),
                                  lb.beats.eq(p_beats), l_trow.eq(0), l_unit_first.eq(1)]
-        # a tag per burst: where its beats go and what its last beat means
-        d_l = view(lraw, Op.LOAD_KV).d
-        lastlanes = d_l - ((l_wd - 1) << log2(q))
-        tag_in = Signal(load_tag_layout())
-        # words of a row: R beats count rows by it (a Q row with its multiplier has one more)
-        # (a Q row with its multiplier or a K/V row with key_scales has one more)
-        wd_tag = Mux(l_is_kv, l_wk, l_wd + view(lraw, Op.LOAD_Q).row_scales)
-        m.d.comb += [
-            tag_in.kv.eq(l_is_kv), tag_in.v.eq(l_on_v), tag_in.wd.eq(wd_tag),
-            tag_in.sc.eq(l_is_kv & view(lraw, Op.LOAD_KV).key_scales),
-            tag_in.lanes.eq(lastlanes), tag_in.end.eq(instr_done),
-            tag_in.push.eq(view(lraw).push_next),
-            tags.w_en.eq(ar), tags.w_data.eq(tag_in),
-        ]
+        m.d.comb += [tags.w_en.eq(ar),
+                     tags.w_data.eq(self._tag(m, lraw, l_is_kv, l_on_v, l_wd, l_wk, instr_done))]
         r = self._read_data(m, tags, fail)
         r_burst_end = r & self.rlast
         m.d.comb += tags.r_en.eq(r_burst_end)
@@ -271,6 +259,21 @@ class LoadEngine(wiring.Component):
         m.d.comb += [self.idle.eq((rd_out == 0) & ~self.arvalid), self.ended.eq(load_end),
                      self.request.eq(ar), self.beat.eq(r), self.started.eq(l_start)]
         return m
+
+    def _tag(self, m: Module, lraw, l_is_kv, l_on_v, l_wd, l_wk, instr_done):
+        """A burst's tag: where its beats go and what its last beat means. Words of a row (R
+        beats count rows by it): a Q row with its multiplier or a K/V row with key_scales has
+        one more; ``lanes`` are those of the row's last data word."""
+        tag_in = Signal(load_tag_layout())
+        lastlanes = view(lraw, Op.LOAD_KV).d - ((l_wd - 1) << log2(self.cfg.macs_per_line))
+        m.d.comb += [
+            tag_in.kv.eq(l_is_kv), tag_in.v.eq(l_on_v),
+            tag_in.wd.eq(Mux(l_is_kv, l_wk, l_wd + view(lraw, Op.LOAD_Q).row_scales)),
+            tag_in.sc.eq(l_is_kv & view(lraw, Op.LOAD_KV).key_scales),
+            tag_in.lanes.eq(lastlanes), tag_in.end.eq(instr_done),
+            tag_in.push.eq(view(lraw).push_next),
+        ]
+        return tag_in
 
     def _ring_credit(self, m: Module, cur_s, l_b, l_on_v, ring: int):
         """The current K/V block may be requested: block s of b keys waits until
