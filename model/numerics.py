@@ -627,6 +627,11 @@ def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale, k_scale: 
         if ks.shape not in ((b, hk, nk, 1), (b, hk, nk)):
             raise bad("k_scale.shape", ks.shape, f"expected a scalar or {(b, hk, nk, 1)}")
         ks = ks.reshape(b, hk, nk)
+        bad_k = ~(np.isfinite(ks) & (ks > 0))
+        if bad_k.any():
+            at = tuple(int(x) for x in np.argwhere(bad_k)[0])
+            raise bad(f"k_scale of key {at[2]} (batch {at[0]}, kv head {at[1]})",
+                      float(ks[at]), "must be a positive finite number")
         sk = 2.0 * float(ks.max())      # the reference scale the multiplier folds in
     else:
         sk = k_scale

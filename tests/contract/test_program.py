@@ -127,3 +127,43 @@ def test_per_row_program_reads_one_more_word_per_q_row():
     assert all(i.row_scales == 1 for i in b.program if i.op == P.Op.COMPUTE)
     assert b.read_bytes - a.read_bytes == 150 * HW.macs_per_line * HW.element_bytes
     P.validate(b.program, HW)
+
+
+def test_key_scales_must_agree_and_fit_a_word():
+    """A tile's COMPUTE applies per-key factors only if its LOAD_KV brought them, and only a
+    config whose word holds ``k_m`` and ``k_e`` can carry them (validate and the decoder)."""
+    p = prog()
+    k = next(i for i, x in enumerate(p) if x.op == P.Op.LOAD_KV)
+    with pytest.raises(P.ProgramError, match=r"FIELD_RANGE: COMPUTE key_scales differs"):
+        P.validate(_replace(p, k, key_scales=1), HW)
+    c = next(i for i, x in enumerate(p) if x.op == P.Op.COMPUTE and x.keys)
+    with pytest.raises(P.ProgramError, match=r"FIELD_RANGE: COMPUTE key_scales differs"):
+        P.validate(_replace(p, c, key_scales=1), HW)
+    narrow = C.replace(HW, macs_per_line=2)            # 16-bit words: no room for 22 bits
+    assert HW.key_scales_supported and not narrow.key_scales_supported
+    for i in (k, c):
+        word = int.from_bytes(P.Instr(p[i].op, {**p[i].args, "key_scales": 1}).encode(),
+                              "little")
+        assert P.decode_error(word, HW) == P.ErrorCode.NONE
+        assert P.decode_error(word, narrow) == P.ErrorCode.FIELD_RANGE
+    with pytest.raises(P.ProgramError, match=r"key_scales=1: a word of 2 elements"):
+        P.validate(_replace(_replace(p, k, key_scales=1), c, key_scales=1), narrow)
+
+
+def test_per_key_program_reads_one_more_word_per_kv_row():
+    """With per-key K factors every K and V row read is one word longer (V keeps K's pitch);
+    nothing else moves."""
+    from attenio.model import numerics as nm
+
+    wl = C.Workload(seq_q=150, seq_k=100, head_dim=16, causal=True)
+    sp = nm.softmax_scale(HW, 0.01, 0.02, 16)
+    keyed = nm.ScaleParams(sp.c_m, sp.c_sh, np.full(100, 1 << 15), np.zeros(100, dtype=int))
+    a = schedule(HW, wl, keep_spans=False)
+    b = schedule(HW, wl, keep_spans=False, scale=keyed)
+    lkv = [i for i in b.program if i.op == P.Op.LOAD_KV]
+    assert all(i.key_scales == 1 and i.row_stride == 20 for i in lkv)
+    assert all(i.key_scales == 1 for i in b.program if i.op == P.Op.COMPUTE and i.keys)
+    word = HW.macs_per_line * HW.element_bytes
+    assert b.read_bytes - a.read_bytes == sum(2 * i.keys for i in lkv) * word
+    assert b.write_bytes == a.write_bytes
+    P.validate(b.program, HW)

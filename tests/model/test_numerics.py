@@ -375,3 +375,95 @@ def test_per_row_scales_errors_and_zero_rows():
     assert s[0, 0, 0, 0] == 1.0 and s[0, 0, 1, 0] == 0.5 / 127
     sp = nm.softmax_scale_rows(TINY, s.reshape(-1), 0.01, 4)
     assert sp.per_row and np.all(sp.c_m >= 1 << 15)
+
+
+def _keyed(seed=0, nk=90, block=8, causal=True):
+    wl = C.Workload(seq_q=70, seq_k=nk, head_dim=24, heads=2, kv_heads=1, causal=causal)
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((1, 2, 70, 24))
+    # blocks of keys of different magnitudes, and one block with a large value in a channel
+    # the queries do not use (an outlier token): per tensor, it sets K's scale for all
+    mag = rng.uniform(0.3, 1.0, -(-nk // block))
+    k = rng.standard_normal((1, 1, nk, 24)) * np.repeat(mag, block)[None, None, :nk, None]
+    k[0, 0, block:2 * block, 0] = 40.0
+    q[..., 0] = 0.0
+    v = rng.standard_normal((1, 1, nk, 24))
+    return wl, q, k, v
+
+
+@pytest.mark.parametrize("q_rows", [False, True])
+def test_per_key_scales_stepwise_equals_vectorized(q_rows):
+    wl, q, k, v = _keyed()
+    qi, sq = nm.quantize(q, 8, axis=3 if q_rows else None)
+    ki, sk = nm.quantize_keys(FPGA, k, 8)
+    vi, _ = nm.quantize(v, 8)
+    a = nm.attention_int(FPGA, wl, qi, ki, vi, sq, sk)
+    b = nm.attention_int(FPGA, wl, qi, ki, vi, sq, sk, stepwise=True)
+    assert np.array_equal(a, b)
+
+
+def test_quantize_keys_scales_are_exact_and_never_clip():
+    """Each block's scale is the reference times k_m·2**-(CM+k_e) exactly (what the K row's
+    word carries), at least the block's max|K|/127 (nothing clips) and within 2**-15 of it;
+    an all-zero block has a defined scale (ref/2) and integers 0."""
+    _, _, k, _ = _keyed(nk=37, block=5)
+    k[0, 0, 10:15] = 0.0                                # block 2 is all zero
+    ki, sk = nm.quantize_keys(FPGA, k, 5)
+    assert sk.shape == (1, 1, 37, 1) and np.all(np.isfinite(sk)) and np.all(sk > 0)
+    amax = np.abs(k).max(axis=3, keepdims=True)
+    blk_max = np.array([amax[0, 0, j:j + 5].max() for j in range(0, 37, 5)]) / 127
+    blk_scale = sk[0, 0, ::5, 0]
+    live = blk_max > 0
+    assert np.all(blk_scale[live] >= blk_max[live])
+    assert np.all(blk_scale[live] <= blk_max[live] * (1 + 2.0 ** -14))
+    assert np.all(np.abs(ki) <= 127) and np.all(ki[0, 0, 10:15] == 0)
+    ref = 2.0 * blk_max.max()
+    assert blk_scale[2] == ref / 2
+    k_m, k_e = nm.key_factors(FPGA, sk, ref)
+    cm = FPGA.numerics.scale_mult_bits
+    assert np.all((k_m >= 1 << (cm - 1)) & (k_m < 1 << cm) & (k_e >= 0))
+    assert np.array_equal(k_m * np.exp2(-(cm + k_e)) * ref, sk.reshape(-1))   # exact
+    with pytest.raises(ConfigError, match=r"^k_block=0"):
+        nm.quantize_keys(FPGA, k, 0)
+
+
+def test_per_key_scales_all_equal_is_per_tensor_and_blocks_help():
+    """Per-key factors that are all equal give the per-tensor result up to the multiplier's
+    rounding (round(c_m/2) against the shift one less: at most a few output LSBs); on keys
+    whose blocks differ in magnitude, per-block scales cut the error against float64 of the
+    float inputs."""
+    wl, q, k, v = _keyed(seed=3, causal=False)
+    qi, sq = nm.quantize(q, 8)
+    ki, sk = nm.quantize(k, 8)
+    vi, sv = nm.quantize(v, 8)
+    same = np.full((1, 1, wl.seq_k, 1), sk)
+    a = nm.attention_int(FPGA, wl, qi, ki, vi, sq, same)
+    b = nm.attention_int(FPGA, wl, qi, ki, vi, sq, sk)
+    assert np.abs(a - b).max() <= 4 and np.mean(a != b) < 0.2
+    exact = ref.attention(qi * sq, k, vi * sv)     # Q's and V's rounding left out: K's alone
+    err = {}
+    for block in (None, 8):
+        kq, s = (ki, sk) if block is None else nm.quantize_keys(FPGA, k, block)
+        out = nm.dequantize_output(FPGA, nm.attention_int(FPGA, wl, qi, kq, vi, sq, s), sv)
+        err[block] = np.linalg.norm(out - exact) / np.linalg.norm(exact)
+    assert err[8] < 0.5 * err[None], err
+
+
+def test_per_key_scales_errors():
+    wl, q, k, v = _keyed()
+    qi = np.zeros((1, 2, 70, 24), dtype=np.int64)
+    ki = np.zeros((1, 1, 90, 24), dtype=np.int64)
+    with pytest.raises(ConfigError, match=r"^k_scale\.shape=\(1, 1, 89, 1\)"):
+        nm.attention_int(FPGA, wl, qi, ki, ki, 0.01, np.ones((1, 1, 89, 1)))
+    bad_k = np.full((1, 1, 90, 1), 0.01)
+    bad_k[0, 0, 7] = np.nan
+    with pytest.raises(ConfigError, match=r"^k_scale of key 7 \(batch 0, kv head 0\)=nan"):
+        nm.attention_int(FPGA, wl, qi, ki, ki, 0.01, bad_k)
+    tiny_k = np.full((1, 1, 90, 1), 0.01)
+    tiny_k[0, 0, 3] = 0.01 * 2.0 ** -55                # its shift would pass 62
+    with pytest.raises(ConfigError, match=r"^k_scale of key 3.*passes 62"):
+        nm.attention_int(FPGA, wl, qi, ki, ki, 0.01, tiny_k)
+    kn = k.copy()
+    kn[0, 0, 5, 2] = np.inf
+    with pytest.raises(ConfigError, match=r"^k='non-finite values'"):
+        nm.quantize_keys(FPGA, kn, 4)
