@@ -262,6 +262,22 @@ def test_accuracy_on_own_files(tmp_path):
     assert "heads=2/1" in r.output and "N=32x48" in r.output
 
 
+def test_accuracy_k_block_option(tmp_path):
+    import json
+
+    out = tmp_path / "acc.json"
+    r = run("accuracy", "--preset", "tiny", "--n", "48", "--d", "8", "--dist", "peaky",
+            "--scheme", "rotate", "--q-scales", "row", "--k-scales", "block", "--k-block", "4",
+            "--json", str(out))
+    assert r.exit_code == 0, r.output
+    rows = json.loads(out.read_text())["rows"]
+    assert [r_["scheme"] for r_ in rows if r_["kind"] == "int"] == ["rotate+rows+kblk"]
+    assert rows[0]["k_block"] == 4
+    for bad_block in ("0", "-3"):
+        r = run("accuracy", "--preset", "tiny", "--n", "16", "--d", "8", "--k-block", bad_block)
+        assert r.exit_code == 2 and r.output.startswith("error: k_block="), r.output
+
+
 def test_accuracy_bad_files_are_one_line_and_status_2(tmp_path):
     import numpy as np
 

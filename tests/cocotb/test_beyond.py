@@ -176,3 +176,18 @@ def test_per_key_k_scales_under_backpressure():
     r = _run(TINY, wl, inputs=quantized_inputs(TINY, wl, seed=2, q_rows=True, k_block=4),
              p_stall=0.4)
     assert r.cycles >= r.predicted_cycles and r.axi_violations == 0
+
+
+def test_simulate_command_runs_per_key_k_scales():
+    from click.testing import CliRunner
+
+    from attenio.cli import main
+
+    res = CliRunner().invoke(main, ["simulate", "--preset", "tiny", "--n", "20", "--d", "8",
+                                    "--k-block", "4"])
+    assert res.exit_code == 0, res.output
+    assert "k-block=4" in res.output and "bit-exact" in res.output
+    assert "K factor's word" in res.output and "PASS" in res.output
+    bad = CliRunner().invoke(main, ["simulate", "--preset", "tiny", "--n", "20", "--d", "8",
+                                    "--k-block", "0"])
+    assert bad.exit_code == 2 and bad.output.startswith("error: k_block=0"), bad.output
