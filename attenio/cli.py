@@ -787,7 +787,7 @@ def verilog_cmd(preset, config_file, output, sv):
               "carries its multiplier: LOAD_Q.row_scales, one more word a row).")
 @click.option("--k-block", "k_block", type=int, default=None,
               help="K quantized with one scale per block of this many keys (each K row carries "
-                   "its factor: LOAD_KV.key_scales, one more word a K and V row).")
+                   "its factor: LOAD_KV.key_scales, one more word a K row).")
 @json_option
 @_friendly
 def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, sim, waves,
@@ -808,25 +808,25 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     hw = _load_hw(preset, config_file)
     if not 0.0 <= stall < 1.0:
         raise ConfigError(f"stall={stall} is invalid: a probability in [0, 1)")
+    if k_block is not None and k_block < 1:
+        raise ConfigError(f"k_block={k_block} is invalid: a positive number of keys")
     wl = C.Workload(seq_q=n, seq_k=nk or n, head_dim=d, heads=heads, kv_heads=kv_heads or heads,
                     batch=batch, causal=causal, element_bytes=hw.element_bytes)
     hw.check_workload(wl)
     _outputs(json=json_path)
     name = config_file or preset
-    click.echo(f"simulate: preset={name} N={wl.seq_q}x{wl.seq_k} d={d} heads={heads}/"
-               f"{wl.kv_heads} batch={batch} causal={causal} sim={sim} stall={stall}"
-               + (" q-scales=row" if q_scales == "row" else "")
-               + (f" k-block={k_block}" if k_block else ""))
     rows = q_scales == "row"
     if rows and not hw.row_scales_supported:
         raise ConfigError(f"q_scales='row' is invalid for preset={name!r}: its word of "
                           f"{hw.macs_per_line} elements cannot hold a row's multiplier")
-    if k_block is not None and k_block < 1:
-        raise ConfigError(f"k_block={k_block} is invalid: a positive number of keys")
     if k_block and not hw.key_scales_supported:
         raise ConfigError(f"k_block={k_block} is invalid for preset={name!r}: its word of "
                           f"{hw.macs_per_line} elements cannot hold a key's factor")
     custom = rows or k_block is not None
+    click.echo(f"simulate: preset={name} N={wl.seq_q}x{wl.seq_k} d={d} heads={heads}/"
+               f"{wl.kv_heads} batch={batch} causal={causal} sim={sim} stall={stall}"
+               + (" q-scales=row" if q_scales == "row" else "")
+               + (f" k-block={k_block}" if k_block else ""))
     with _Bar("simulating", after=0) as bar:
         r = simulate(hw, wl, sim=sim, seed=seed, p_stall=stall, waves=waves,
                      inputs=quantized_inputs(hw, wl, seed=seed, q_rows=rows, k_block=k_block)
@@ -867,7 +867,7 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
                + (f"; rows of d = {d} move as {hw.row_elements(d)} elements (whole words)"
                   if padded else "")
                + ("; each Q row with its multiplier's word" if rows else "")
-               + ("; each K/V row with the K factor's word" if k_block else ""))
+               + ("; each K row with its factor's word" if k_block else ""))
     click.echo(f"  AXI protocol         {r.axi_violations} violations (monitors on every port)"
                + (f": {r.axi_report[0]}" if r.axi_violations else ""))
     click.echo(f"  simulation           {r.sim_cycles:,} cycles in {r.wall_s:.1f} s = "

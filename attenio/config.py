@@ -299,8 +299,8 @@ class HardwareConfig(_Serializable):
         return self.row_scales_supported
 
     def kv_row_elements(self, d: int, key_scales: bool = False) -> int:
-        """Elements a K or V row occupies in DRAM: :meth:`row_elements`, plus one word with
-        ``key_scales`` (a K row's factor; V rows keep the same pitch, the word unused)."""
+        """Elements a K row occupies in DRAM: :meth:`row_elements`, plus one word holding the
+        key's factor with ``key_scales`` (V rows have none)."""
         return self.row_elements(d) + (self.macs_per_line if key_scales else 0)
 
     def q_row_elements(self, d: int, row_scales: bool = False) -> int:

@@ -218,9 +218,13 @@ def _spans(ins, hw, out_bytes: int):
 
     eb = hw.element_bytes
     if ins.op == Op.LOAD_KV:
-        span = ((ins.keys - 1) * ins.row_stride            # a K/V row with the K factor's word
-                + hw.kv_row_elements(ins.d, bool(ins.args.get("key_scales", 0))) * eb)
-        return [(False, ins.k_addr, ins.k_addr + span), (False, ins.v_addr, ins.v_addr + span)]
+        # a K row with its factor's word; V rows then lie a word closer
+        k_row = hw.kv_row_elements(ins.d, bool(ins.args.get("key_scales", 0))) * eb
+        v_row = row_bytes(hw, ins.d, eb)
+        k_span = (ins.keys - 1) * ins.row_stride + k_row
+        v_span = (ins.keys - 1) * (ins.row_stride - (k_row - v_row)) + v_row
+        return [(False, ins.k_addr, ins.k_addr + k_span),
+                (False, ins.v_addr, ins.v_addr + v_span)]
     if ins.op in (Op.LOAD_Q, Op.STORE_O):
         write = ins.op == Op.STORE_O
         last = (hw.row_elements(ins.d) * out_bytes if write       # a Q row with its multiplier

@@ -42,7 +42,7 @@ class KVRing(wiring.Component):
     K factors (``LOAD_KV.key_scales``): a K row's beat tagged ``sc`` (the word after its data)
     goes to a register of the row's slot instead of the ring, and ``k_scale[c]`` is key
     ``kbase + c``'s, in the same cycle (combinational from the registers; the row stays until
-    its step ends). A V row's ``sc`` beat is dropped.
+    its step ends). V rows carry no factor.
     """
 
     def __init__(self, cfg: HardwareConfig):

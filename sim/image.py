@@ -83,8 +83,7 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> RunImage:
     image holding it and ``inp``'s Q, K and V. With one Q scale per row (``inp.sq`` of shape
     ``[batch, heads, seq_q, 1]``) each Q row carries its own multiplier (``row_scales``); with
     one K scale per key (``inp.sk`` of shape ``[batch, kv_heads, seq_k, 1]``) each K row
-    carries its factor against twice the largest K scale (``key_scales``; V rows keep K's
-    pitch, their extra word 0)."""
+    carries its factor against twice the largest K scale (``key_scales``)."""
     per_row = np.ndim(inp.sq) > 0
     per_key = np.ndim(inp.sk) > 0
     sk = inp.sk
@@ -114,9 +113,6 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> RunImage:
             data = _with_words(data, row_scale_words(hw, sp, shape), shape, row * eb)
         elif per_key and base == lay.k:
             data = _with_words(data, scale_words(hw, k_m, k_e, kv_shape), kv_shape, row * eb)
-        elif per_key and base == lay.v:
-            data = _with_words(data, scale_words(hw, np.zeros_like(k_m), np.zeros_like(k_e),
-                                                 kv_shape), kv_shape, row * eb)
         image[base:base + len(data)] = data
     o_bytes = wl.batch * wl.heads * wl.seq_q * row * ob
     return RunImage(inp, sched, program, lay, bytes(image), o_bytes, ob, row)

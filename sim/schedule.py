@@ -71,7 +71,7 @@ class Layout:
                row_scales: bool = False, key_scales: bool = False) -> Layout:
         """Program, Q, K, V and O one after another, each region 4 KB aligned; with
         ``row_scales`` each Q row is followed by the word holding its multiplier, with
-        ``key_scales`` each K row by the word holding its factor (V rows keep K's pitch)."""
+        ``key_scales`` each K row by the word holding its factor."""
         def up(x):
             return -(-x // 4096) * 4096
 
@@ -79,12 +79,13 @@ class Layout:
         dp = hw.row_elements(wl.head_dim)      # rows padded to whole words
         qb = wl.batch * wl.heads * wl.seq_q * hw.q_row_elements(wl.head_dim, row_scales) * eb
         kb = wl.batch * wl.kv_heads * wl.seq_k * hw.kv_row_elements(wl.head_dim, key_scales) * eb
+        vb = wl.batch * wl.kv_heads * wl.seq_k * dp * eb
         obytes = wl.batch * wl.heads * wl.seq_q * dp * ob
         p = 0
         q = up(p + program_bytes)
         k = up(q + qb)
         v = up(k + kb)
-        o = up(v + kb)
+        o = up(v + vb)
         return cls(program=p, q=q, k=k, v=v, o=o, end=up(o + obytes))
 
 
@@ -115,7 +116,7 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
     dq = hw.q_row_elements(d, bool(rs))      # a Q row's pitch: with its multiplier's word
     c_m, c_sh = (0, 0) if rs else (scale.c_m, scale.c_sh)
     ks = int(scale.k_m is not None)
-    dk = hw.kv_row_elements(d, bool(ks))     # a K/V row's pitch: with the K factor's word
+    dk = hw.kv_row_elements(d, bool(ks))     # a K row's pitch: with its factor's word
     g = tiling.heads_per_tile
     pos = tiling.positions
     attenio_flow = tiling.dataflow == "attenio"
@@ -135,7 +136,7 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
                else tiling.keys_per_step)
         q_addr = layout.q + ((b * wl.heads + h0) * wl.seq_q + p0) * dq * eb
         o_addr = layout.o + ((b * wl.heads + h0) * wl.seq_q + p0) * dp * ob
-        kv_off = (b * wl.kv_heads + hk) * wl.seq_k * dk * eb
+        kv_off = (b * wl.kv_heads + hk) * wl.seq_k * eb
         common = {"rows": rows, "heads": g, "d": d}
         prog.append(Instr(Op.LOAD_Q, {**common, "keys_per_step": kps, "addr": q_addr,
                                       "row_stride": dq * eb,
@@ -143,8 +144,9 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
                           pop_next=t > 0, push_next=True))
         if keys > 0:
             prog.append(Instr(Op.LOAD_KV, {"keys": keys, "d": d, "keys_per_step": kps,
-                                           "k_addr": layout.k + kv_off,
-                                           "v_addr": layout.v + kv_off, "row_stride": dk * eb,
+                                           "k_addr": layout.k + kv_off * dk,
+                                           "v_addr": layout.v + kv_off * dp,
+                                           "row_stride": dk * eb,
                                            "key_scales": ks}))
         prog.append(Instr(Op.COMPUTE, {**common, "causal": int(causal), "keys": keys,
                                        "keys_per_step": kps, "q_pos": p0,
@@ -261,9 +263,13 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
     steps = _cdiv(keys, b)
     lanes = hw.exp_lanes
     ck = max(1, ring_rows // b)
-    # whole words, as the DMA moves rows (a K/V row with the K factor's word)
-    row_bytes = hw.kv_row_elements(d, bool(kv.args.get("key_scales", 0))) * eb
-    contiguous = kv.row_stride == row_bytes
+    # whole words, as the DMA moves rows (a K row with its factor's word; V rows then lie a
+    # word closer: K and V are both contiguous or neither)
+    ks = bool(kv.args.get("key_scales", 0))
+    k_bytes = hw.kv_row_elements(d, ks) * eb
+    v_bytes = hw.row_elements(d) * eb
+    v_stride = kv.row_stride - (k_bytes - v_bytes)
+    contiguous = kv.row_stride == k_bytes
 
     words = _cdiv(d, hw.macs_per_line)
     p = hw.mac_lines
@@ -296,15 +302,16 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
             step_spans.append(Span(engine, name, start, end, {"tile": tile}))
 
     def load(s, which, ready):
-        base = kv.k_addr if which == "K" else kv.v_addr
+        base, stride, row_bytes = ((kv.k_addr, kv.row_stride, k_bytes) if which == "K"
+                                   else (kv.v_addr, v_stride, v_bytes))
         nk = min(b, keys - s * b)
-        addr = base + s * b * kv.row_stride
+        addr = base + s * b * stride
         if contiguous:
             out = rd.transfer(ready, addr, nk * row_bytes)
         else:
             out = (ready, ready)
             for r in range(nk):
-                out = rd.transfer(ready, addr + r * kv.row_stride, row_bytes)
+                out = rd.transfer(ready, addr + r * stride, row_bytes)
         data = _cdiv(nk * row_bytes, rd.rate)
         step_span("dma_read", f"{which} {s}", out[1] - data, out[1])
         return out
@@ -345,9 +352,9 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
     segment = gmin(0)
     # K/V blocks that tile 4 KB lines exactly never cross one: where a block sits in its line
     # then changes nothing, and the steady state repeats every step instead of every line
-    blk = b * row_bytes
-    no_4k = (contiguous and 4096 % blk == 0 and kv.k_addr % blk == 0
-             and kv.v_addr % blk == 0)
+    kblk, vblk = b * k_bytes, b * v_bytes
+    no_4k = (contiguous and 4096 % kblk == 0 and 4096 % vblk == 0 and kv.k_addr % kblk == 0
+             and kv.v_addr % vblk == 0)
     while s < steps:
         if gmin(s) != segment:
             # the skipped groups changed: a new steady state may follow (one skip each)
@@ -361,7 +368,7 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
                    arr_k[s] - ref, arr_v[s - 1] - ref, p_ready[s - 1] - ref, exp_free - ref,
                    rd.state(ref),
                    0 if no_4k else (kv.k_addr + (s + 1) * b * kv.row_stride) % 4096,
-                   0 if no_4k else (kv.v_addr + s * b * kv.row_stride) % 4096,
+                   0 if no_4k else (kv.v_addr + s * b * v_stride) % 4096,
                    gmin(s - 1), gmin(s))
             if key in seen:
                 s0, ref0, snap = seen[key]

@@ -107,8 +107,10 @@ class LoadEngine(wiring.Component):
         l_vbase = Signal(ADDR_BITS)
         l_on_v = Signal()          # the current unit is a V block
         m.d.comb += l_wd.eq(words_of(view(lraw, Op.LOAD_KV).d))
-        l_wk = Signal(13)          # words of a K/V row in DRAM (with key_scales one more)
-        m.d.comb += l_wk.eq(l_wd + view(lraw, Op.LOAD_KV).key_scales)
+        l_wk = Signal(13)          # words of a K row in DRAM (with key_scales one more)
+        l_vstride = Signal(32)     # V's row stride: with key_scales a word less than K's
+        m.d.comb += [l_wk.eq(l_wd + view(lraw, Op.LOAD_KV).key_scales),
+                     l_vstride.eq(l_stride - (view(lraw, Op.LOAD_KV).key_scales << lab))]
 
         lhead = self.queue.head.payload
         lop = view(lhead.insn).opcode
@@ -141,7 +143,8 @@ class LoadEngine(wiring.Component):
         # a Q row with its own multiplier: one more word (LOAD_KV has no such field; its bit
         # is reserved there, so 0)
         wq_head = wd_head + view(lhead.insn, Op.LOAD_Q).row_scales
-        # a K/V row with key_scales: one more word (K's factor; V's unused, same pitch)
+        # a K row with key_scales: one more word, its factor (V rows then lie one word closer:
+        # V's stride is row_stride minus a word, so K and V are both contiguous or neither)
         wk_head = wd_head + view(lhead.insn, Op.LOAD_KV).key_scales
         # keys of a K/V instruction's first block: at most keys_per_step ≤ max_keys_per_step
         # (decode refuses more), so the block's beat count is a narrow product, not a DSP
@@ -204,7 +207,7 @@ class LoadEngine(wiring.Component):
         m.d.comb += [nks.eq(l_ks + ~l_on_v), nvs.eq(l_vs + l_on_v)]
         next_v = Signal()
         m.d.comb += next_v.eq(next_is_v(nks, nvs, l_steps))
-        step_bytes = l_stride * l_b
+        step_bytes = Mux(l_on_v, l_vstride, l_stride) * l_b
         s1_ns = Signal.like(l_ks)
         m.d.sync += [
             p_row_last.eq(l_trow == l_rows - 1), p_nks.eq(nks), p_nvs.eq(nvs),
@@ -213,8 +216,10 @@ class LoadEngine(wiring.Component):
             p_kbase.eq(l_kbase + Mux(l_on_v, 0, step_bytes)),
             p_vbase.eq(l_vbase + Mux(l_on_v, step_bytes, 0)),
             p_hbase.eq(l_hbase + view(lraw, Op.LOAD_Q).head_stride),
-            p_rowbase.eq(lb.base + l_stride),
+            p_rowbase.eq(lb.base + Mux(l_is_kv & l_on_v, l_vstride, l_stride)),
         ]
+        p_wn = Signal(13)          # words of a row of the next unit (a V row has no factor)
+        m.d.comb += p_wn.eq(Mux(p_next_v, l_wd, l_wk))
         keys_l = view(lraw, Op.LOAD_KV).keys
         nk_left = Signal(25)
         m.d.comb += nk_left.eq(keys_l - s1_ns * l_b)
@@ -223,7 +228,7 @@ class LoadEngine(wiring.Component):
         m.d.sync += [
             p_kv_last.eq(p_next_v & (p_nvs >= l_steps)),
             p_base.eq(Mux(p_next_v, p_vbase, p_kbase)),
-            p_rows.eq(nk_rows), p_beats.eq(Mux(l_contig, nk_rows * l_wk, l_wk)),
+            p_rows.eq(nk_rows), p_beats.eq(Mux(l_contig, nk_rows * p_wn, p_wn)),
         ]
         unit_done = Signal()
         instr_done = Signal()
@@ -262,14 +267,15 @@ class LoadEngine(wiring.Component):
 
     def _tag(self, m: Module, lraw, l_is_kv, l_on_v, l_wd, l_wk, instr_done):
         """A burst's tag: where its beats go and what its last beat means. Words of a row (R
-        beats count rows by it): a Q row with its multiplier or a K/V row with key_scales has
+        beats count rows by it): a Q row with its multiplier or a K row with key_scales has
         one more; ``lanes`` are those of the row's last data word."""
         tag_in = Signal(load_tag_layout())
         lastlanes = view(lraw, Op.LOAD_KV).d - ((l_wd - 1) << log2(self.cfg.macs_per_line))
         m.d.comb += [
             tag_in.kv.eq(l_is_kv), tag_in.v.eq(l_on_v),
-            tag_in.wd.eq(Mux(l_is_kv, l_wk, l_wd + view(lraw, Op.LOAD_Q).row_scales)),
-            tag_in.sc.eq(l_is_kv & view(lraw, Op.LOAD_KV).key_scales),
+            tag_in.wd.eq(Mux(l_is_kv, Mux(l_on_v, l_wd, l_wk),
+                             l_wd + view(lraw, Op.LOAD_Q).row_scales)),
+            tag_in.sc.eq(l_is_kv & ~l_on_v & view(lraw, Op.LOAD_KV).key_scales),
             tag_in.lanes.eq(lastlanes), tag_in.end.eq(instr_done),
             tag_in.push.eq(view(lraw).push_next),
         ]

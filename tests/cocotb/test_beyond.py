@@ -146,11 +146,10 @@ def test_simulate_command_runs_per_row_q_scales():
     ({"n": 40, "nk": 33, "d": 64}, True, 16),
     pytest.param({"n": 24, "d": 8, "heads": 4, "kv_heads": 2}, True, 2, marks=pytest.mark.slow),
 ])
-def test_per_key_k_scales_run_bit_exact_and_cost_one_word_a_kv_row(shape, q_rows, block):
+def test_per_key_k_scales_run_bit_exact_and_cost_one_word_a_k_row(shape, q_rows, block):
     """K quantized with one scale per block of keys: each K row carries its factor (one more
-    word; V rows keep K's pitch), and each lane's multiplier is the row's times the key's.
-    Bit-exact with the model, cycles equal to the schedule's, and the only extra traffic is
-    one word per K and V row read."""
+    word), and each lane's multiplier is the row's times the key's. Bit-exact with the model,
+    cycles equal to the schedule's, and the only extra traffic is one word per K row read."""
     from attenio.model.golden import quantized_inputs
     from attenio.sim.image import run_image
 
@@ -164,7 +163,7 @@ def test_per_key_k_scales_run_bit_exact_and_cost_one_word_a_kv_row(shape, q_rows
     plain = _run(TINY, wl, inputs=quantized_inputs(TINY, wl, seed=5, q_rows=q_rows))
     word = TINY.macs_per_line * TINY.element_bytes
     program = run_image(TINY, wl, keys).schedule.program
-    kv_rows = sum(2 * i.keys for i in program if i.op.name == "LOAD_KV")
+    kv_rows = sum(i.keys for i in program if i.op.name == "LOAD_KV")
     assert all(i.key_scales for i in program if i.op.name in ("LOAD_KV", "COMPUTE") and i.keys)
     assert r.counters["bytes_rd"] - plain.counters["bytes_rd"] == kv_rows * word
 
@@ -187,7 +186,7 @@ def test_simulate_command_runs_per_key_k_scales():
                                     "--k-block", "4"])
     assert res.exit_code == 0, res.output
     assert "k-block=4" in res.output and "bit-exact" in res.output
-    assert "K factor's word" in res.output and "PASS" in res.output
+    assert "each K row with its factor's word" in res.output and "PASS" in res.output
     bad = CliRunner().invoke(main, ["simulate", "--preset", "tiny", "--n", "20", "--d", "8",
                                     "--k-block", "0"])
     assert bad.exit_code == 2 and bad.output.startswith("error: k_block=0"), bad.output

@@ -135,7 +135,7 @@ def test_key_scales_must_agree_and_fit_a_word():
     p = prog()
     k = next(i for i, x in enumerate(p) if x.op == P.Op.LOAD_KV)
     with pytest.raises(P.ProgramError, match=r"FIELD_RANGE: COMPUTE key_scales differs"):
-        P.validate(_replace(p, k, key_scales=1), HW)
+        P.validate(_replace(p, k, key_scales=1, row_stride=p[k].row_stride + 4), HW)
     c = next(i for i, x in enumerate(p) if x.op == P.Op.COMPUTE and x.keys)
     with pytest.raises(P.ProgramError, match=r"FIELD_RANGE: COMPUTE key_scales differs"):
         P.validate(_replace(p, c, key_scales=1), HW)
@@ -147,11 +147,12 @@ def test_key_scales_must_agree_and_fit_a_word():
         assert P.decode_error(word, HW) == P.ErrorCode.NONE
         assert P.decode_error(word, narrow) == P.ErrorCode.FIELD_RANGE
     with pytest.raises(P.ProgramError, match=r"key_scales=1: a word of 2 elements"):
-        P.validate(_replace(_replace(p, k, key_scales=1), c, key_scales=1), narrow)
+        P.validate(_replace(_replace(p, k, key_scales=1, row_stride=p[k].row_stride + 4), c,
+                            key_scales=1), narrow)
 
 
 def test_per_key_program_reads_one_more_word_per_kv_row():
-    """With per-key K factors every K and V row read is one word longer (V keeps K's pitch);
+    """With per-key K factors every K row read is one word longer; V rows are not, and
     nothing else moves."""
     from attenio.model import numerics as nm
 
@@ -164,6 +165,9 @@ def test_per_key_program_reads_one_more_word_per_kv_row():
     assert all(i.key_scales == 1 and i.row_stride == 20 for i in lkv)
     assert all(i.key_scales == 1 for i in b.program if i.op == P.Op.COMPUTE and i.keys)
     word = HW.macs_per_line * HW.element_bytes
-    assert b.read_bytes - a.read_bytes == sum(2 * i.keys for i in lkv) * word
+    assert b.read_bytes - a.read_bytes == sum(i.keys for i in lkv) * word
     assert b.write_bytes == a.write_bytes
     P.validate(b.program, HW)
+    k = next(i for i, x in enumerate(b.program) if x.op == P.Op.LOAD_KV)
+    with pytest.raises(P.ProgramError, match=r"row_stride=16 with key_scales: below a K row"):
+        P.validate(_replace(b.program, k, row_stride=16), HW)
