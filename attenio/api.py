@@ -33,20 +33,28 @@ def _as4d(x, name: str) -> np.ndarray:
               "[batch, heads, seq, d]")
 
 
-def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig = "fpga"):
-    """``softmax(Q Kᵀ/√d) V`` as the accelerator computes it: Q, K, V quantized per tensor to
-    the preset's ``data_bits``, the bit-exact integer model of the datapath (the RTL's
-    output), dequantized. Shapes ``[seq, d]``, ``[heads, seq, d]`` or ``[batch, heads, seq,
-    d]`` (K and V may have fewer heads: GQA); the result has Q's shape.
+def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig = "fpga",
+              scheme: str = "tensor", q_scales: str = "tensor", k_block: int | None = None):
+    """``softmax(Q Kᵀ/√d) V`` as the accelerator computes it: Q, K, V quantized to the
+    preset's ``data_bits`` by the host ``scheme`` (``tensor``: one scale each; ``smooth`` or
+    ``rotate``: exact transforms first, docs/numerics.md "End to end"), Q with one scale per
+    row if ``q_scales="row"``, K with one per block of ``k_block`` keys if given; then the
+    bit-exact integer model of the datapath (the RTL's output), dequantized. Shapes ``[seq,
+    d]``, ``[heads, seq, d]`` or ``[batch, heads, seq, d]`` (K and V may have fewer heads:
+    GQA); the result has Q's shape. For real (outlier-heavy) activations on an int8 preset,
+    ``scheme="rotate", q_scales="row", k_block=16`` is the measured best.
 
     Raises
     ------
     ConfigError
-        Shapes that disagree or that the hardware cannot hold (head dim, sequence length).
+        Shapes that disagree or that the hardware cannot hold (head dim, sequence length), an
+        unknown scheme or Q scale granularity, a ``k_block`` below 1.
     """
-    from attenio.model.numerics import attention_int, dequantize_output, quantize
+    from attenio.model.accuracy import Q_SCALES, quantize_scheme, run_int
 
     hw = hardware(preset)
+    if q_scales not in Q_SCALES:
+        raise bad("q_scales", q_scales, f"choose one of: {', '.join(Q_SCALES)}")
     shape = np.shape(q)
     q4, k4, v4 = _as4d(q, "q"), _as4d(k, "k"), _as4d(v, "v")
     if k4.shape != v4.shape:
@@ -59,11 +67,9 @@ def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig =
         raise bad("k", f"{hk} heads", f"a divisor of q's {h} heads (GQA)")
     wl = C.Workload(seq_q=nq, seq_k=nk, head_dim=d, heads=h, kv_heads=hk, batch=b,
                     causal=causal, element_bytes=hw.element_bytes)
-    qi, sq = quantize(q4, hw.data_bits)
-    ki, sk = quantize(k4, hw.data_bits)
-    vi, sv = quantize(v4, hw.data_bits)
-    out = attention_int(hw, wl, qi, ki, vi, sq, sk)
-    return dequantize_output(hw, out, sv).reshape(shape)
+    hw.check_workload(wl)
+    host = quantize_scheme(hw, q4, k4, v4, scheme, q_rows=q_scales == "row", k_block=k_block)
+    return run_int(hw, wl, host).reshape(shape)
 
 
 def reference_attention(q, k, v, *, causal: bool = False) -> np.ndarray:

@@ -37,6 +37,28 @@ def test_attention_is_the_integer_model():
     assert np.max(np.abs(o - attenio.reference_attention(q, k, v))) < 0.05
 
 
+def test_attention_with_finer_scales_on_outlier_activations():
+    """The host scheme and scale granularities reach the API: on outlier-heavy activations
+    rotate with per-row Q and per-block K is closer to float attention than per tensor, and
+    bad options are refused by name."""
+    from attenio import config as C
+    from attenio.model import accuracy as A
+
+    wl = C.Workload(seq_q=64, seq_k=96, head_dim=32)
+    q, k, v = (x[0, 0] for x in A.make_inputs(wl, "llm-outliers", seed=2))
+    exact = attenio.reference_attention(q, k, v)
+    plain = attenio.attention(q, k, v)
+    fine = attenio.attention(q, k, v, scheme="rotate", q_scales="row", k_block=16)
+    assert fine.shape == q.shape
+    assert A.rel_frobenius(fine, exact) < 0.6 * A.rel_frobenius(plain, exact)
+    with pytest.raises(ConfigError, match=r"^q_scales='rows'"):
+        attenio.attention(q, k, v, q_scales="rows")
+    with pytest.raises(ConfigError, match=r"^k_block=0"):
+        attenio.attention(q, k, v, k_block=0)
+    with pytest.raises(ConfigError, match=r"^scheme='spin'"):
+        attenio.attention(q, k, v, scheme="spin")
+
+
 def test_bad_shapes_are_clear():
     x = np.zeros((8, 16))
     with pytest.raises(ConfigError, match=r"q=.*\[seq, d\]"):
