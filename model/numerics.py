@@ -617,16 +617,10 @@ def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale, k_scale: 
     v = _check_int_tensor("v", v, (b, hk, nk, d), cfg.data_bits)
     rows_q = np.ndim(q_scale) > 0
     if rows_q:
-        qs = np.asarray(q_scale, dtype=np.float64)
-        if qs.shape not in ((b, h, nq, 1), (b, h, nq)):
-            raise bad("q_scale.shape", qs.shape, f"expected a scalar or {(b, h, nq, 1)}")
-        qs = qs.reshape(b, h, nq)
+        qs = _scale_array("q_scale", q_scale, (b, h, nq))
     keys_k = np.ndim(k_scale) > 0
     if keys_k:
-        ks = np.asarray(k_scale, dtype=np.float64)
-        if ks.shape not in ((b, hk, nk, 1), (b, hk, nk)):
-            raise bad("k_scale.shape", ks.shape, f"expected a scalar or {(b, hk, nk, 1)}")
-        ks = ks.reshape(b, hk, nk)
+        ks = _scale_array("k_scale", k_scale, (b, hk, nk))
         bad_k = ~(np.isfinite(ks) & (ks > 0))
         if bad_k.any():
             at = tuple(int(x) for x in np.argwhere(bad_k)[0])
@@ -655,6 +649,14 @@ def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale, k_scale: 
             if progress is not None:
                 progress((n0 + 1) / (b * h))
     return out
+
+
+def _scale_array(name: str, x, shape: tuple[int, ...]) -> np.ndarray:
+    """Scales given one per row or key, ``shape + (1,)`` or ``shape``, as float64 ``shape``."""
+    a = np.asarray(x, dtype=np.float64)
+    if a.shape not in (shape + (1,), shape):
+        raise bad(f"{name}.shape", a.shape, f"expected a scalar or {shape + (1,)}")
+    return a.reshape(shape)
 
 
 def _with_keys(cfg: HardwareConfig, sp: ScaleParams, k_m, k_e) -> ScaleParams:

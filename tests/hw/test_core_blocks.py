@@ -218,3 +218,48 @@ def test_ring_holds_rows_until_freed():
                 assert [int(x) for x in ctx.get(dut.k_data[0])] == rows[r][w]
 
     _sim(dut, tb)
+
+
+def test_ring_keeps_each_k_rows_factor_with_its_slot():
+    """A K row's factor word (tagged ``sc``) goes to its slot's register, not into the ring;
+    each copy reads key ``kbase + c``'s factor in the same cycle; a V row's data is untouched
+    by it."""
+    cfg = TINY
+    ring = cfg.kv_ring_depth // 2
+    words = 2
+    dut = KVRing(cfg)
+    cmb = cfg.numerics.scale_mult_bits
+    factors = [((1 << (cmb - 1)) + 97 * r, r + 3) for r in range(ring)]
+
+    def word_of(m, e):
+        bits = m | (e << cmb)
+        return [(bits >> (8 * i)) & 0xFF for i in range(cfg.macs_per_line)]
+
+    def signed8(x):
+        return x - 256 if x > 127 else x
+
+    async def tb(ctx):
+        for r in range(ring):
+            for w in range(words + 1):
+                sc = int(w == words)
+                data = ([signed8(x) for x in word_of(*factors[r])] if sc
+                        else [r * 10 + w] * cfg.macs_per_line)
+                ctx.set(dut.kv.payload, {"data": data, "v": 0, "last": sc, "sc": sc,
+                                         "end": 0})
+                ctx.set(dut.kv.valid, 1)
+                await ctx.tick().until(dut.kv.ready)
+        ctx.set(dut.kv.valid, 0)
+        await ctx.tick()
+        assert ctx.get(dut.k_written) == ring
+        for r in range(ring):
+            ctx.set(dut.kbase, r)
+            for c in range(cfg.max_keys_per_step):
+                got = ctx.get(dut.k_scale[c])
+                m, e = factors[(r + c) % ring]
+                assert (int(got.c_m), int(got.c_sh)) == (m, e), (r, c)
+            for w in range(words):            # the factor word did not land in the ring
+                ctx.set(dut.word, w)
+                await ctx.tick()
+                assert [int(x) for x in ctx.get(dut.k_data[0])] == [r * 10 + w] * cfg.macs_per_line
+
+    _sim(dut, tb)
