@@ -298,10 +298,15 @@ class HardwareConfig(_Serializable):
         (``LOAD_KV.key_scales``; docs/isa.md)."""
         return self.row_scales_supported
 
-    def kv_row_elements(self, d: int, key_scales: bool = False) -> int:
+    def k_row_elements(self, d: int, key_scales: bool = False) -> int:
         """Elements a K row occupies in DRAM: :meth:`row_elements`, plus one word holding the
         key's factor with ``key_scales`` (V rows have none)."""
         return self.row_elements(d) + (self.macs_per_line if key_scales else 0)
+
+    def v_row_stride(self, row_stride: int, key_scales: bool = False) -> int:
+        """V's row stride in bytes for a ``LOAD_KV`` of ``row_stride``: with ``key_scales`` a
+        word less (V rows carry no factor, so packed K and V are both contiguous)."""
+        return row_stride - (self.macs_per_line * self.element_bytes if key_scales else 0)
 
     def q_row_elements(self, d: int, row_scales: bool = False) -> int:
         """Elements a Q row occupies in DRAM: :meth:`row_elements`, plus one word holding the

@@ -226,10 +226,10 @@ def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True,
             fail(k, ErrorCode.FIELD_RANGE, f"key_scales=1: a word of {hw.macs_per_line} "
                  f"elements cannot hold a {hw.numerics.scale_mult_bits + 6}-bit K factor")
         if (ins.op == Op.LOAD_KV and ins.args.get("key_scales", 0)
-                and ins.row_stride < hw.kv_row_elements(ins.d, True) * eb):
+                and ins.row_stride < hw.k_row_elements(ins.d, True) * eb):
             fail(k, ErrorCode.FIELD_RANGE, f"row_stride={ins.row_stride} with key_scales: "
                  f"below a K row with its factor's word "
-                 f"({hw.kv_row_elements(ins.d, True) * eb} bytes)")
+                 f"({hw.k_row_elements(ins.d, True) * eb} bytes)")
         if ins.op == Op.LOAD_Q:
             pending_q.append(rs)
         if ins.op == Op.COMPUTE and pending_q and pending_q.pop(0) != rs:

@@ -219,10 +219,9 @@ def _spans(ins, hw, out_bytes: int):
     eb = hw.element_bytes
     if ins.op == Op.LOAD_KV:
         # a K row with its factor's word; V rows then lie a word closer
-        k_row = hw.kv_row_elements(ins.d, bool(ins.args.get("key_scales", 0))) * eb
-        v_row = row_bytes(hw, ins.d, eb)
-        k_span = (ins.keys - 1) * ins.row_stride + k_row
-        v_span = (ins.keys - 1) * (ins.row_stride - (k_row - v_row)) + v_row
+        ks = bool(ins.args.get("key_scales", 0))
+        k_span = (ins.keys - 1) * ins.row_stride + hw.k_row_elements(ins.d, ks) * eb
+        v_span = (ins.keys - 1) * hw.v_row_stride(ins.row_stride, ks) + row_bytes(hw, ins.d, eb)
         return [(False, ins.k_addr, ins.k_addr + k_span),
                 (False, ins.v_addr, ins.v_addr + v_span)]
     if ins.op in (Op.LOAD_Q, Op.STORE_O):

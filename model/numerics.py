@@ -202,13 +202,47 @@ def key_factors(cfg: HardwareConfig, k_scales,
         j = int(np.argmax(~ok))
         raise bad(f"k_scale of key {j}", float(ks[j]),
                   f"must be positive, finite and within [ref·2**-64, ref/2] (ref = {ref:.6g})")
+    return _mant_exp(r, cmb, np.rint)
+
+
+def _mant_exp(r, cmb: int, rounding) -> tuple[np.ndarray, np.ndarray]:
+    """``r`` in (0, 1/2] as ``k_m·2**-(CM + k_e)``: ``k_m`` in ``[2**(CM-1), 2**CM)`` by
+    ``rounding`` (np.rint or np.ceil), ``k_e ≥ 0``; a mantissa rounded up to ``2**CM`` becomes
+    ``2**(CM-1)`` with the exponent one less."""
     mant, ex = np.frexp(r)                      # r = mant·2**ex, mant in [0.5, 1)
-    k_m = np.rint(mant * (1 << cmb)).astype(np.int64)
+    k_m = rounding(mant * (1 << cmb)).astype(np.int64)
     k_e = (-ex).astype(np.int64)
-    top = k_m == (1 << cmb)                     # rounded up to the next power of two
-    k_m[top] >>= 1
-    k_e[top] -= 1
+    top = k_m == (1 << cmb)
+    k_m = np.where(top, 1 << (cmb - 1), k_m)
+    k_e = np.where(top, k_e - 1, k_e)
     return k_m, k_e
+
+
+def key_reference(k_scales) -> tuple[np.ndarray, float]:
+    """Per-key K scales (any shape) checked positive and finite, and the reference the
+    softmax multiplier folds in: twice the largest. Raises ConfigError naming the first bad
+    key by its index."""
+    ks = np.asarray(k_scales, dtype=np.float64)
+    bad_k = ~(np.isfinite(ks) & (ks > 0))
+    if ks.size == 0 or bad_k.any():
+        at = tuple(int(x) for x in np.argwhere(bad_k)[0]) if ks.size else ()
+        where = (f"k_scale of key {at[2]} (batch {at[0]}, kv head {at[1]})" if len(at) >= 3
+                 else f"k_scale at {at}")
+        raise bad(where, float(ks[at]) if ks.size else None, "must be a positive finite number")
+    return ks, 2.0 * float(ks.max())
+
+
+def with_key_scales(cfg: HardwareConfig, sp: ScaleParams, k_scales, ref: float) -> ScaleParams:
+    """``sp`` with the per-key factors of ``k_scales`` against ``ref`` (:func:`key_factors`);
+    refuses a key whose shift ``c_sh + k_e`` passes 62."""
+    k_m, k_e = key_factors(cfg, k_scales, ref)
+    worst = int(np.max(sp.c_sh)) + int(k_e.max(initial=0))
+    if worst > SCALE_SHIFT_MAX:
+        j = int(np.argmax(k_e))
+        raise bad(f"k_scale of key {j}", f"exponent {int(k_e[j])}",
+                  f"too small beside the others: the shift c_sh + k_e = {worst} passes "
+                  f"{SCALE_SHIFT_MAX}")
+    return ScaleParams(sp.c_m, sp.c_sh, k_m, k_e)
 
 
 def scale(cfg: HardwareConfig, s, sp: ScaleParams) -> np.ndarray:
@@ -595,8 +629,9 @@ def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale, k_scale: 
     q_scale, k_scale : per-tensor scales of q and k (V's scale does not enter the datapath);
         ``q_scale`` may instead be one scale per query row, ``[batch, heads, seq_q, 1]`` (the
         per-row multipliers of :func:`softmax_scale_rows`), and ``k_scale`` one per key,
-        ``[batch, kv_heads, seq_k, 1]`` (per-block K scales, :func:`quantize_keys`; each
-        head's largest is the reference and each key carries its factor, :func:`key_factors`)
+        ``[batch, kv_heads, seq_k, 1]`` (per-block K scales, :func:`quantize_keys`; twice the
+        largest over the tensor is the reference and each key carries its factor,
+        :func:`key_factors`)
     stepwise : use the block-by-block model instead of the vectorized one (same result)
     progress : ``progress(fraction)`` after each head, if given
 
@@ -620,13 +655,7 @@ def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale, k_scale: 
         qs = _scale_array("q_scale", q_scale, (b, h, nq))
     keys_k = np.ndim(k_scale) > 0
     if keys_k:
-        ks = _scale_array("k_scale", k_scale, (b, hk, nk))
-        bad_k = ~(np.isfinite(ks) & (ks > 0))
-        if bad_k.any():
-            at = tuple(int(x) for x in np.argwhere(bad_k)[0])
-            raise bad(f"k_scale of key {at[2]} (batch {at[0]}, kv head {at[1]})",
-                      float(ks[at]), "must be a positive finite number")
-        sk = 2.0 * float(ks.max())      # the reference scale the multiplier folds in
+        ks, sk = key_reference(_scale_array("k_scale", k_scale, (b, hk, nk)))
     else:
         sk = k_scale
     if not rows_q:
@@ -639,7 +668,7 @@ def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale, k_scale: 
             if rows_q:
                 sp = softmax_scale_rows(cfg, qs[bi, hi], sk, d)
             if keys_k:
-                sp = _with_keys(cfg, sp, *key_factors(cfg, ks[bi, hi // g], sk))
+                sp = with_key_scales(cfg, sp, ks[bi, hi // g], sk)
             args = (cfg, q[bi, hi], k[bi, hi // g], v[bi, hi // g], sp, wl.causal)
             if stepwise:
                 out[bi, hi] = attention_head_stepwise(*args)
@@ -657,17 +686,6 @@ def _scale_array(name: str, x, shape: tuple[int, ...]) -> np.ndarray:
     if a.shape not in (shape + (1,), shape):
         raise bad(f"{name}.shape", a.shape, f"expected a scalar or {shape + (1,)}")
     return a.reshape(shape)
-
-
-def _with_keys(cfg: HardwareConfig, sp: ScaleParams, k_m, k_e) -> ScaleParams:
-    """``sp`` with per-key factors; refuses a key whose shift ``c_sh + k_e`` passes 62."""
-    worst = int(np.max(sp.c_sh)) + int(k_e.max(initial=0))
-    if worst > SCALE_SHIFT_MAX:
-        j = int(np.argmax(k_e))
-        raise bad(f"k_scale of key {j}", f"exponent {int(k_e[j])}",
-                  f"too small beside the others: the shift c_sh + k_e = {worst} passes "
-                  f"{SCALE_SHIFT_MAX}")
-    return ScaleParams(sp.c_m, sp.c_sh, k_m, k_e)
 
 
 # ---- quantization helpers ----
@@ -721,20 +739,15 @@ def quantize_keys(cfg: HardwareConfig, k, block: int) -> tuple[np.ndarray, np.nd
         raise bad("k", "non-finite values", "quantize needs finite inputs")
     b, hk, nk, d = k.shape
     qmax = (1 << (cfg.data_bits - 1)) - 1
-    one = 1 << cfg.numerics.scale_mult_bits
+    cmb = cfg.numerics.scale_mult_bits
     nb = -(-nk // block)
     pad = np.pad(np.abs(k), ((0, 0), (0, 0), (0, nb * block - nk), (0, 0)))
     amax = pad.reshape(b, hk, nb, block * d).max(axis=3) / qmax      # [b, hk, nb]
     top = float(amax.max(initial=0.0))
     ref = 2.0 * top if top > 0 else 2.0
     r = np.where(amax > 0, amax / ref, 0.5)
-    mant, ex = np.frexp(np.maximum(r, 2.0 ** -(KEY_EXP_MAX + 1)))
-    k_m = np.ceil(mant * one)
-    k_e = -ex
-    up = k_m >= one                              # rounded up to the next power of two
-    k_m = np.where(up, one // 2, k_m)
-    k_e = np.where(up, k_e - 1, k_e)
-    blk = ref * k_m * np.exp2(-(k_e + cfg.numerics.scale_mult_bits))
+    k_m, k_e = _mant_exp(np.maximum(r, 2.0 ** -(KEY_EXP_MAX + 1)), cmb, np.ceil)
+    blk = ref * k_m * np.exp2(-(k_e + cmb))
     per_key = np.repeat(blk, block, axis=2)[:, :, :nk, None]
     ki = np.clip(np.rint(k / per_key), -qmax - 1, qmax).astype(np.int64)
     return ki, per_key

@@ -13,7 +13,13 @@ from attenio.config import HardwareConfig, Workload
 from attenio.contract.program import encode
 from attenio.model import io_analysis as io
 from attenio.model.golden import GoldenInputs
-from attenio.model.numerics import ScaleParams, key_factors, softmax_scale, softmax_scale_rows
+from attenio.model.numerics import (
+    ScaleParams,
+    key_reference,
+    softmax_scale,
+    softmax_scale_rows,
+    with_key_scales,
+)
 from attenio.sim.schedule import Layout, Schedule, schedule
 
 __all__ = ["RunImage", "run_image", "row_scale_words", "scale_words"]
@@ -88,16 +94,14 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> RunImage:
     per_key = np.ndim(inp.sk) > 0
     sk = inp.sk
     if per_key:
-        ks = np.asarray(inp.sk, dtype=np.float64).reshape(-1)
-        sk = 2.0 * float(ks.max())
-        k_m, k_e = key_factors(hw, ks, sk)
+        ks, sk = key_reference(inp.sk)
     if per_row:
         sq = np.asarray(inp.sq, dtype=np.float64).reshape(wl.batch, wl.heads, wl.seq_q)
         sp = softmax_scale_rows(hw, sq.reshape(-1), sk, wl.head_dim)
     else:
         sp = softmax_scale(hw, inp.sq, sk, wl.head_dim)
     if per_key:
-        sp = ScaleParams(sp.c_m, sp.c_sh, k_m, k_e)
+        sp = with_key_scales(hw, sp, ks.reshape(-1), sk)
     sched = schedule(hw, wl, scale=sp, keep_spans=False)
     program = encode(sched.program)
     lay = Layout.packed(hw, wl, len(program), per_row, per_key)
@@ -112,7 +116,8 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> RunImage:
             shape = (wl.batch, wl.heads, wl.seq_q)
             data = _with_words(data, row_scale_words(hw, sp, shape), shape, row * eb)
         elif per_key and base == lay.k:
-            data = _with_words(data, scale_words(hw, k_m, k_e, kv_shape), kv_shape, row * eb)
+            data = _with_words(data, scale_words(hw, sp.k_m, sp.k_e, kv_shape), kv_shape,
+                               row * eb)
         image[base:base + len(data)] = data
     o_bytes = wl.batch * wl.heads * wl.seq_q * row * ob
     return RunImage(inp, sched, program, lay, bytes(image), o_bytes, ob, row)

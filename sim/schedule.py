@@ -78,7 +78,7 @@ class Layout:
         eb, ob = hw.element_bytes, io.out_element_bytes(hw)
         dp = hw.row_elements(wl.head_dim)      # rows padded to whole words
         qb = wl.batch * wl.heads * wl.seq_q * hw.q_row_elements(wl.head_dim, row_scales) * eb
-        kb = wl.batch * wl.kv_heads * wl.seq_k * hw.kv_row_elements(wl.head_dim, key_scales) * eb
+        kb = wl.batch * wl.kv_heads * wl.seq_k * hw.k_row_elements(wl.head_dim, key_scales) * eb
         vb = wl.batch * wl.kv_heads * wl.seq_k * dp * eb
         obytes = wl.batch * wl.heads * wl.seq_q * dp * ob
         p = 0
@@ -116,7 +116,7 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
     dq = hw.q_row_elements(d, bool(rs))      # a Q row's pitch: with its multiplier's word
     c_m, c_sh = (0, 0) if rs else (scale.c_m, scale.c_sh)
     ks = int(scale.k_m is not None)
-    dk = hw.kv_row_elements(d, bool(ks))     # a K row's pitch: with its factor's word
+    dk = hw.k_row_elements(d, bool(ks))     # a K row's pitch: with its factor's word
     g = tiling.heads_per_tile
     pos = tiling.positions
     attenio_flow = tiling.dataflow == "attenio"
@@ -266,9 +266,9 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
     # whole words, as the DMA moves rows (a K row with its factor's word; V rows then lie a
     # word closer: K and V are both contiguous or neither)
     ks = bool(kv.args.get("key_scales", 0))
-    k_bytes = hw.kv_row_elements(d, ks) * eb
+    k_bytes = hw.k_row_elements(d, ks) * eb
     v_bytes = hw.row_elements(d) * eb
-    v_stride = kv.row_stride - (k_bytes - v_bytes)
+    v_stride = hw.v_row_stride(kv.row_stride, ks)
     contiguous = kv.row_stride == k_bytes
 
     words = _cdiv(d, hw.macs_per_line)
