@@ -81,12 +81,6 @@ def reference_attention(q, k, v, *, causal: bool = False) -> np.ndarray:
     return ref(_as4d(q, "q"), _as4d(k, "k"), _as4d(v, "v"), causal=causal).reshape(shape)
 
 
-def _workload(hw, n, d, nk, heads, kv_heads, batch, causal) -> C.Workload:
-    return C.Workload(seq_q=n, seq_k=nk or n, head_dim=d, heads=heads,
-                      kv_heads=kv_heads or heads, batch=batch, causal=causal,
-                      element_bytes=hw.element_bytes)
-
-
 def schedule(n: int, d: int = 64, *, nk: int | None = None, heads: int = 1,
              kv_heads: int | None = None, batch: int = 1, causal: bool = False,
              preset: str | C.HardwareConfig = "asplos26", dataflow: str = "attenio"):
@@ -95,8 +89,9 @@ def schedule(n: int, d: int = 64, *, nk: int | None = None, heads: int = 1,
     from attenio.sim.schedule import schedule as run
 
     hw = hardware(preset)
-    return run(hw, _workload(hw, n, d, nk, heads, kv_heads, batch, causal), dataflow,
-               keep_spans=False)
+    wl = C.Workload.from_options(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads,
+                                 batch=batch, causal=causal)
+    return run(hw, wl, dataflow, keep_spans=False)
 
 
 def simulate(n: int, d: int = 64, *, nk: int | None = None, heads: int = 1,
@@ -109,6 +104,6 @@ def simulate(n: int, d: int = 64, *, nk: int | None = None, heads: int = 1,
     from attenio.verify.runner import simulate as run
 
     hw = hardware(preset)
-    wl = _workload(hw, n, d, nk, heads, kv_heads, batch, causal)
-    hw.check_workload(wl)
+    wl = C.Workload.from_options(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads,
+                                 batch=batch, causal=causal)
     return run(hw, wl, sim=sim, seed=seed, p_stall=p_stall, log=lambda *a: None)

@@ -200,7 +200,7 @@ def config_save(preset, config_file, output):
 @_friendly
 def registers_cmd(preset, config_file, header_path):
     """Print the AXI4-Lite register map (docs/registers.md) or write its C header."""
-    from attenio.hw import csr
+    from attenio.contract import registers as csr
 
     hw = _load_hw(preset, config_file)
     _outputs(header=header_path)
@@ -238,9 +238,8 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, dist, 
     """
     hw = _load_hw(preset, config_file)
     _outputs(json=json_path)
-    wl = C.Workload(seq_q=n, seq_k=nk or n, head_dim=d, heads=heads,
-                    kv_heads=kv_heads or heads, batch=batch, causal=causal,
-                    element_bytes=hw.element_bytes)
+    wl = C.Workload.from_options(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads,
+                                 batch=batch, causal=causal)
     name = config_file or preset or "fpga"
     click.echo(f"golden check: preset={name} N={wl.seq_q}x{wl.seq_k} d={d} heads={heads}/"
                f"{wl.kv_heads} batch={batch} causal={causal} data={dist} seed={seed}")
@@ -331,8 +330,8 @@ def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, q_sc
                         heads=q.shape[1], kv_heads=k.shape[1], batch=q.shape[0], causal=causal)
         cases.append((label, wl, (q, k, v)))
     else:
-        wl = C.Workload(seq_q=n, seq_k=nk or n, head_dim=d, heads=heads,
-                        kv_heads=kv_heads or heads, causal=causal)
+        wl = C.Workload.from_options(None, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads,
+                                     causal=causal)
         for dist in dists or A.DISTRIBUTIONS:
             cases.append((dist, wl, A.make_inputs(wl, dist, seed)))
     for hw in hws.values():      # refuse a workload a preset cannot run, before any work
@@ -543,9 +542,9 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     hw = _load_hw(preset, config_file)
     _outputs(plots=("plot",), trace=trace_path, plot=plot_path, program=program_path,
              json=json_path)
-    wl = C.Workload(seq_q=n, seq_k=nk or n, head_dim=d, heads=heads, kv_heads=kv_heads or heads,
-                    batch=batch, causal=causal, element_bytes=hw.element_bytes)
-    hw.check_workload(wl)        # the program would be refused by this hardware otherwise
+    # (a workload this hardware cannot run is refused here, before any work)
+    wl = C.Workload.from_options(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads,
+                                 batch=batch, causal=causal)
     if program_path and dataflow in ("flat", "standard"):
         raise ConfigError(f"dataflow={dataflow!r} is invalid with --program: flat and standard "
                           "run a phase model and have no program (use attenio, fa2, fa2-uncapped)")
@@ -810,9 +809,8 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
         raise ConfigError(f"stall={stall} is invalid: a probability in [0, 1)")
     if k_block is not None and k_block < 1:
         raise ConfigError(f"k_block={k_block} is invalid: a positive number of keys")
-    wl = C.Workload(seq_q=n, seq_k=nk or n, head_dim=d, heads=heads, kv_heads=kv_heads or heads,
-                    batch=batch, causal=causal, element_bytes=hw.element_bytes)
-    hw.check_workload(wl)
+    wl = C.Workload.from_options(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads,
+                                 batch=batch, causal=causal)
     _outputs(json=json_path)
     name = config_file or preset
     rows = q_scales == "row"
@@ -957,8 +955,7 @@ def board_cmd(preset, config_file, board, n, d, seed, clock_mhz, router, out):
     from attenio.fpga.board import build_board
 
     hw = _load_hw(preset, config_file)
-    wl = C.Workload(seq_q=n, seq_k=n, head_dim=d)
-    hw.check_workload(wl)
+    wl = C.Workload.from_options(hw, n=n, d=d)
     r = build_board(hw, wl, board=board, out=out, seed=seed, clock_mhz=clock_mhz,
                     router=router, log=lambda msg: click.echo(f"  {msg}"))
     click.echo(f"board: {board} preset={config_file or preset or 'tiny'}")

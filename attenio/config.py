@@ -44,6 +44,8 @@ SUPPORTED_AXI_BITS = (32, 64, 128, 256, 512, 1024)
 # The integer model runs on int64 and does its matrix products in float64, which is exact
 # while every partial sum stays below 2**53; widths beyond these are refused up front.
 _INT64_BITS = 63
+# A scale word's exponent field (c_sh of a Q row, k_e of a K row): shifts up to 62 fit in 6 bits.
+SCALE_EXP_BITS = 6
 _FLOAT_EXACT_BITS = 53
 
 
@@ -249,7 +251,7 @@ class HardwareConfig(_Serializable):
             raise bad("softmax_block", self.softmax_block,
                       f"must not exceed max_seq_len={self.max_seq_len}")
         _check_int(self, "max_keys_per_step", 1, 4096)
-        kmax = min(self.mac_lines, max(1, self.kv_ring_depth // 2))
+        kmax = min(self.mac_lines, self.ring_rows)
         if not _is_pow2(self.max_keys_per_step) or self.max_keys_per_step > kmax:
             raise bad("max_keys_per_step", self.max_keys_per_step,
                       f"must be a power of two ≤ min(mac_lines, kv_ring_depth/2) = {kmax}")
@@ -267,10 +269,66 @@ class HardwareConfig(_Serializable):
                       f"the O accumulator would need {self.acc_bits} bits (at most "
                       f"{_FLOAT_EXACT_BITS}) with data_bits={self.data_bits}; lower max_seq_len")
 
-    # ---- sizes -------------------------------------------------------------------------------
+    # ---- RTL support -------------------------------------------------------------------------
+    def rtl_problems(self) -> list[tuple[str, Any, str]]:
+        """What this RTL cannot build from this config, as ``(field, value, why)`` (empty when
+        it can). The models price any valid config (``asplos26`` is model-only); the hardware
+        generator, ``attenio synth`` and ``attenio config show`` apply these rules."""
+        out = []
+        for name in ("mac_lines", "macs_per_line"):
+            if not _is_pow2(getattr(self, name)):
+                out.append((name, getattr(self, name), "this RTL needs a power of two"))
+        if self.softmax_block != 1:
+            out.append(("softmax_block", self.softmax_block,
+                        "this RTL updates the running max every key (softmax_block = 1)"))
+        if self.exp_lanes != self.mac_lines:
+            why = (f"this RTL needs exp_lanes == mac_lines ({self.mac_lines}): one softmax "
+                   "lane per MAC line")
+            out.append(("exp_lanes", self.exp_lanes, why))
+        return out
+
+    def check_rtl(self) -> None:
+        """Raise :class:`ConfigError` naming the first field this RTL cannot build
+        (:meth:`rtl_problems`)."""
+        for name, value, why in self.rtl_problems():
+            raise bad(name, value, why)
+
+    # ---- sizes and derived geometry (every layer reads these; none restates them) ------------
     @property
     def macs(self) -> int:
         return self.mac_lines * self.macs_per_line
+
+    @property
+    def ring_rows(self) -> int:
+        """Rows of half the K/V ring: the K (or V) rows the loader may hold ahead of the PE
+        array, so also the most keys one step can take."""
+        return max(1, self.kv_ring_depth // 2)
+
+    @property
+    def row_groups(self) -> int:
+        """Row groups of a full tile: ``⌈tile_rows / mac_lines⌉`` (the PE array takes one group
+        of ``mac_lines`` rows at a time)."""
+        return -(-self.tile_rows // self.mac_lines)
+
+    def words(self, d: int) -> int:
+        """Words of ``macs_per_line`` elements in a row of ``d``: ``⌈d / macs_per_line⌉``."""
+        return -(-d // self.macs_per_line)
+
+    @property
+    def words_per_row(self) -> int:
+        """Words in the longest row the buffers hold: :meth:`words` of ``max_head_dim``."""
+        return self.words(self.max_head_dim)
+
+    @property
+    def out_element_bytes(self) -> int:
+        """Bytes of one output element as the DMA writes it (``out_bits`` rounded up)."""
+        return -(-self.out_bits // 8)
+
+    @property
+    def scale_word_bits(self) -> int:
+        """Bits of a scale word (a Q row's multiplier or a K row's factor): the mantissa in the
+        low ``scale_mult_bits``, the exponent in the :data:`SCALE_EXP_BITS` above."""
+        return self.numerics.scale_mult_bits + SCALE_EXP_BITS
 
     @property
     def element_bytes(self) -> int:
@@ -283,14 +341,13 @@ class HardwareConfig(_Serializable):
     def row_elements(self, d: int) -> int:
         """Elements a row of ``d`` occupies in DRAM: whole words of ``macs_per_line`` (the DMA
         moves rows as words; the host pads the last one, the hardware ignores the padding)."""
-        q = self.macs_per_line
-        return -(-d // q) * q
+        return self.words(d) * self.macs_per_line
 
     @property
     def row_scales_supported(self) -> bool:
         """A Q row can carry its own softmax multiplier: one word holds ``c_m`` and ``c_sh``
         (``LOAD_Q.row_scales``; docs/isa.md)."""
-        return self.macs_per_line * self.data_bits >= self.numerics.scale_mult_bits + 6
+        return self.macs_per_line * self.data_bits >= self.scale_word_bits
 
     @property
     def key_scales_supported(self) -> bool:
@@ -307,6 +364,12 @@ class HardwareConfig(_Serializable):
         """V's row stride in bytes for a ``LOAD_KV`` of ``row_stride``: with ``key_scales`` a
         word less (V rows carry no factor, so packed K and V are both contiguous)."""
         return row_stride - (self.macs_per_line * self.element_bytes if key_scales else 0)
+
+    def o_bytes(self, wl: Workload) -> int:
+        """Bytes of ``wl``'s whole output as the DMA stores it: every row padded to whole words,
+        ``out_element_bytes`` an element."""
+        return wl.batch * wl.heads * wl.seq_q * self.row_elements(wl.head_dim) \
+            * self.out_element_bytes
 
     def q_row_elements(self, d: int, row_scales: bool = False) -> int:
         """Elements a Q row occupies in DRAM: :meth:`row_elements`, plus one word holding the
@@ -429,6 +492,22 @@ class Workload(_Serializable):
         _check_int(self, "element_bytes", 1, 8)
         if self.heads % self.kv_heads:
             raise bad("kv_heads", self.kv_heads, f"must divide heads={self.heads}")
+
+    @classmethod
+    def from_options(cls, hw: HardwareConfig | None, *, n: int, d: int, nk: int | None = None,
+                     heads: int = 1, kv_heads: int | None = None, batch: int = 1,
+                     causal: bool = False) -> Workload:
+        """The workload of the CLI's, the API's and explore's options, the one place they are
+        read: ``nk`` defaults to ``n`` (self-attention) and ``kv_heads`` to ``heads``
+        (multi-head) when ``None``; a 0 is refused like any value out of range, never read as
+        the default. With ``hw``, elements are its size and the workload must fit it
+        (:meth:`HardwareConfig.check_workload`)."""
+        wl = cls(seq_q=n, seq_k=n if nk is None else nk, head_dim=d, heads=heads,
+                 kv_heads=heads if kv_heads is None else kv_heads, batch=batch, causal=causal,
+                 element_bytes=hw.element_bytes if hw is not None else 1)
+        if hw is not None:
+            hw.check_workload(wl)
+        return wl
 
     @classmethod
     def square(cls, n: int, d: int, **kw) -> Workload:

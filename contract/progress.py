@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from attenio.contract.isa import NEXT, PREV, Op
 from attenio.contract.timing import TIMING
 from attenio.errors import ErrorCode
 
@@ -54,7 +55,6 @@ def check_progress(program, fail) -> None:
     ``FINALIZE`` and ``STORE_O`` (the k-th of each form tile k), ``COMPUTE`` and ``FINALIZE``
     alternating in the compute queue, and a tile's four agreeing on rows, heads and ``d``.
     """
-    from attenio.contract.program import NEXT, PREV, Op  # the format module imports this one
 
     body = [ins for ins in program if ins.op != Op.END]
     n = len(body)
@@ -214,7 +214,6 @@ def row_bytes(hw, d: int, elem_bytes: int) -> int:
 def _spans(ins, hw, out_bytes: int):
     """The byte ranges [lo, hi) an instruction reads (``False``) or writes (``True``), one per
     head or per K/V block: the hull of its rows."""
-    from attenio.contract.program import Op
 
     eb = hw.element_bytes
     if ins.op == Op.LOAD_KV:
@@ -240,7 +239,7 @@ def check_regions(program, hw, fail, prog_region=None) -> None:
     a later tile still reads, with no error. ``REGION_OVERLAP`` names the first such write."""
     import bisect
 
-    out_bytes = -(-hw.out_bits // 8)
+    out_bytes = hw.out_element_bytes
     reads, writes = [], []
     if prog_region is not None:
         reads.append((prog_region[0], prog_region[0] + prog_region[1], -1))

@@ -23,6 +23,8 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Out
 
 from attenio.config import HardwareConfig, Workload
+from attenio.contract.isa import INSTR_BYTES
+from attenio.contract.registers import python_map
 from attenio.errors import bad
 
 LED_PASS, LED_FAIL, LED_RUNNING, LED_MISMATCH = 1, 2, 4, 8
@@ -31,7 +33,6 @@ MAX_IMAGE_BYTES = 64 * 1024  # the ROM is block RAM: keep the self-test small
 
 def selftest_data(hw: HardwareConfig, wl: Workload, seed: int = 1) -> dict:
     """The ROM image, the expected O bytes and the register writes of one run."""
-    from attenio.hw.csr import python_map
     from attenio.model.golden import golden_output, quantized_inputs
     from attenio.sim.image import run_image
 
@@ -44,10 +45,11 @@ def selftest_data(hw: HardwareConfig, wl: Workload, seed: int = 1) -> dict:
     o_bytes = prep.pack_output(np.asarray(golden, dtype=np.int64))
     regs = python_map(hw)
     writes = [("PROG_BASE_LO", lay.program), ("PROG_BASE_HI", 0),
-              ("PROG_LEN", len(prep.program) // 32), ("IRQ_ENABLE", 1), ("CTRL", 1)]
+              ("PROG_LEN", len(prep.program) // INSTR_BYTES), ("IRQ_ENABLE", 1), ("CTRL", 1)]
     return {"image": prep.image, "o_addr": lay.o, "o_bytes": o_bytes,
             "writes": [(regs[n]["offset"], v) for n, v in writes],
-            "status": regs["STATUS"]["offset"], "predicted_cycles": prep.schedule.total_cycles}
+            "status": regs["STATUS"]["offset"], "status_fields": regs["STATUS"]["fields"],
+            "predicted_cycles": prep.schedule.total_cycles}
 
 
 def _words(data: bytes, ab: int) -> list[int]:
@@ -153,6 +155,8 @@ class SelfTest(wiring.Component):
         idx = Signal(range(len(writes) + 1))
         aw_done, w_done = Signal(), Signal()
         status = Signal(32)
+        (done_lsb, _), (err_lsb, err_w) = (d["status_fields"][f] for f in ("DONE", "ERROR"))
+        done, error = status[done_lsb], status[err_lsb:err_lsb + err_w]
         cycles = Signal(32)
         verdict = Signal(2)  # 0 running, 1 pass, 2 fail
         m.d.comb += [t.s_axil_wstrb.eq(0xF), t.s_axil_awaddr.eq(w_addr[idx]),
@@ -189,7 +193,7 @@ class SelfTest(wiring.Component):
                     m.d.sync += status.eq(t.s_axil_rdata)
                     m.next = "CHECK"
             with m.State("CHECK"):
-                ok = (status[1] & (status[8:12] == 0) & ~mismatch
+                ok = (done & (error == 0) & ~mismatch
                       & (beats == len(expect)))
                 m.d.sync += verdict.eq(2 - ok)
                 m.next = "END"
@@ -198,7 +202,7 @@ class SelfTest(wiring.Component):
         m.d.comb += [
             self.leds[0].eq(verdict == 1), self.leds[1].eq(verdict == 2),
             self.leds[2].eq(verdict == 0), self.leds[3].eq(mismatch),
-            self.leds[4:8].eq(status[8:12]), self.cycles.eq(cycles),
+            self.leds[4:8].eq(error), self.cycles.eq(cycles),
         ]
         return m
 

@@ -19,15 +19,15 @@ from pathlib import Path
 
 from attenio.config import HardwareConfig
 from attenio.errors import ConfigError, bad
-from attenio.sim.cost import ecp5_lut_sites
+from attenio.sim.cost import ECP5_DEVICES, ecp5_lut_sites
 
 # name -> (family, yosys command, device capacity by resource, nextpnr args)
 TARGETS = {
     "ecp5-85k": ("ecp5", "synth_ecp5 -top attenio_top -json {json}",
-                 {"LUT4": 83640, "TRELLIS_FF": 83640, "MULT18X18D": 156, "DP16KD": 208},
+                 ECP5_DEVICES["LFE5U-85F"],
                  ["--85k", "--package", "CABGA381", "--speed", "8"]),
     "ecp5-45k": ("ecp5", "synth_ecp5 -top attenio_top -json {json}",
-                 {"LUT4": 43848, "TRELLIS_FF": 43848, "MULT18X18D": 72, "DP16KD": 108},
+                 ECP5_DEVICES["LFE5U-45F"],
                  ["--45k", "--package", "CABGA381", "--speed", "8"]),
     "xc7": ("xilinx", "synth_xilinx -family xc7 -flatten -top attenio_top; stat -tech xilinx",
             {}, None),

@@ -29,8 +29,9 @@ from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
+from attenio.contract.formats import SCALE_SHIFT_MAX as MAX_SCALE_SHIFT
+from attenio.contract.rules import causal_visible
 from attenio.contract.timing import TIMING
-from attenio.errors import bad
 from attenio.hw.arith import memory_banks
 from attenio.hw.finalize import Finalize, out_word_layout
 from attenio.hw.kvring import KVRing
@@ -44,8 +45,6 @@ from attenio.hw.layouts import (
 from attenio.hw.qbuf import QBuffer
 from attenio.hw.sequencer import COUNTER_BITS, StepSequencer
 from attenio.hw.softmax import SHIFT_BITS, SoftmaxUnit, m_bits
-from attenio.model.numerics import SCALE_SHIFT_MAX as MAX_SCALE_SHIFT
-from attenio.model.rules import causal_visible
 
 # Shortest Q Kᵀ or P V step, in cycles: it keeps a row group's m/ℓ read-modify-write (through
 # the softmax pipeline) and O read-modify-write from overlapping the next access to the same
@@ -59,10 +58,6 @@ PV_DRAIN = TIMING.pv_drain
 
 def _log2(x: int) -> int:
     return x.bit_length() - 1
-
-
-def _is_pow2(x: int) -> bool:
-    return x > 0 and x & (x - 1) == 0
 
 
 # a Q Kᵀ (group, word) issued in cycle c0 has its group's scores accumulated in c4 and enters
@@ -108,20 +103,13 @@ class ComputeCore(wiring.Component):
     Raises
     ------
     ConfigError
-        Parameters this RTL does not support: ``mac_lines`` or ``macs_per_line`` not a power
-        of two, ``softmax_block`` ≠ 1, ``exp_lanes`` ≠ ``mac_lines``.
+        Parameters this RTL does not support (:meth:`HardwareConfig.rtl_problems`):
+        ``mac_lines`` or ``macs_per_line`` not a power of two, ``softmax_block`` ≠ 1,
+        ``exp_lanes`` ≠ ``mac_lines``.
     """
 
     def __init__(self, cfg: HardwareConfig):
-        for name in ("mac_lines", "macs_per_line"):
-            if not _is_pow2(getattr(cfg, name)):
-                raise bad(name, getattr(cfg, name), "this RTL needs a power of two")
-        if cfg.softmax_block != 1:
-            raise bad("softmax_block", cfg.softmax_block,
-                      "this RTL updates the running max every key (softmax_block = 1)")
-        if cfg.exp_lanes != cfg.mac_lines:
-            raise bad("exp_lanes", cfg.exp_lanes,
-                      f"this RTL needs exp_lanes == mac_lines ({cfg.mac_lines})")
+        cfg.check_rtl()
         self.cfg = cfg
         super().__init__({
             "qcmd": In(stream.Signature(qcmd_layout(cfg))),
@@ -170,8 +158,8 @@ class ComputeCore(wiring.Component):
         cfg = self.cfg
         p, q = cfg.mac_lines, cfg.macs_per_line
         lp, lq = _log2(p), _log2(q)
-        gmax = -(-cfg.tile_rows // p)
-        wmax = -(-cfg.max_head_dim // q)
+        gmax = cfg.row_groups
+        wmax = cfg.words_per_row
         mb = m_bits(cfg)
         wl = word_layout(cfg)
         ml_layout = data.StructLayout({"m": signed(mb), "l": unsigned(cfg.row_sum_bits)})
@@ -422,7 +410,7 @@ class ComputeCore(wiring.Component):
         """Each lane's softmax multiplier, with its scores in c4: the tile's (``c_m``,
         ``c_sh``) or the row's own (``row_scales``: the Q buffer's table, read in c1b), and
         with ``key_scales`` times the lane's key factor: ``round(c_m·k_m / 2**CM)`` and the
-        shift ``min(c_sh + k_e, 62)`` (model.numerics.scale). Two register stages: c2 → c3
+        shift ``min(c_sh + k_e, SCALE_SHIFT_MAX)`` (model.numerics.scale). Two register stages: c2 → c3
         the product, c3 → c4 the rounding."""
         cfg, p, c = s.cfg, s.p, s.c
         cmb = cfg.numerics.scale_mult_bits

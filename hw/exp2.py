@@ -7,7 +7,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
-from attenio.model.numerics import exp_table
+from attenio.contract.tables import exp_table
 
 
 def y_bits(cfg: HardwareConfig) -> int:

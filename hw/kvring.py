@@ -47,8 +47,8 @@ class KVRing(wiring.Component):
 
     def __init__(self, cfg: HardwareConfig):
         self.cfg = cfg
-        self.ring = max(1, cfg.kv_ring_depth // 2)
-        self.wmax = -(-cfg.max_head_dim // cfg.macs_per_line)
+        self.ring = cfg.ring_rows
+        self.wmax = cfg.words_per_row
         copies = cfg.max_keys_per_step
         keys = range(cfg.max_seq_len + 1)
         super().__init__({

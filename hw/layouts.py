@@ -5,7 +5,7 @@ from __future__ import annotations
 from amaranth import signed, unsigned
 from amaranth.lib import data
 
-from attenio.config import HardwareConfig
+from attenio.config import SCALE_EXP_BITS, HardwareConfig
 
 __all__ = ["word_layout", "qcmd_layout", "kv_beat_layout", "cmd_layout", "kps_bits",
            "row_scale_layout"]
@@ -37,7 +37,7 @@ def row_scale_layout(cfg: HardwareConfig) -> data.StructLayout:
     ``k_m`` in ``c_m``, exponent ``k_e`` in ``c_sh``): the low bits of the word after the row
     in DRAM."""
     return data.StructLayout({"c_m": unsigned(cfg.numerics.scale_mult_bits),
-                              "c_sh": unsigned(6)})
+                              "c_sh": unsigned(SCALE_EXP_BITS)})
 
 
 def kv_beat_layout(cfg: HardwareConfig) -> data.StructLayout:
@@ -57,7 +57,7 @@ def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:
         "d": unsigned((cfg.max_head_dim).bit_length()),
         "keys": unsigned((cfg.max_seq_len).bit_length()),
         "c_m": unsigned(cfg.numerics.scale_mult_bits),
-        "c_sh": unsigned(6),
+        "c_sh": unsigned(SCALE_EXP_BITS),
         "causal": unsigned(1),
         "q_pos": unsigned(24),
         "diag": signed(25),

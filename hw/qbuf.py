@@ -42,9 +42,9 @@ class QBuffer(wiring.Component):
 
     def __init__(self, cfg: HardwareConfig):
         self.cfg = cfg
-        p, q = cfg.mac_lines, cfg.macs_per_line
-        self.wmax = -(-cfg.max_head_dim // q)
-        self.groups = -(-cfg.tile_rows // p)
+        p = cfg.mac_lines
+        self.wmax = cfg.words_per_row
+        self.groups = cfg.row_groups
         self.depth = self.groups * self.wmax
         super().__init__({
             "qcmd": In(stream.Signature(qcmd_layout(cfg))),

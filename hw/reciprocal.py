@@ -7,8 +7,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
+from attenio.contract.tables import recip_table
 from attenio.hw.arith import delay, pipelined_product
-from attenio.model.numerics import recip_table
 
 
 def recip_layout(cfg: HardwareConfig) -> data.StructLayout:

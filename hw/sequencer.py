@@ -34,9 +34,8 @@ class StepSequencer(wiring.Component):
 
     def __init__(self, cfg: HardwareConfig):
         self.cfg = cfg
-        p, q = cfg.mac_lines, cfg.macs_per_line
-        gmax = -(-cfg.tile_rows // p)
-        wmax = -(-cfg.max_head_dim // q)
+        gmax = cfg.row_groups
+        wmax = cfg.words_per_row
         keys = range(cfg.max_seq_len + 1)
         lkmax = cfg.max_keys_per_step.bit_length() - 1
         plen = range(max(gmax * wmax, TIMING.min_phase) + 1)
@@ -63,7 +62,7 @@ class StepSequencer(wiring.Component):
         k_wr_n, v_wr_n, exp_done = self.k_written, self.v_written, self.exp_done
         running = self.running
         lp = cfg.mac_lines.bit_length() - 1
-        gmax = -(-cfg.tile_rows // cfg.mac_lines)
+        gmax = cfg.row_groups
         g, w = self.g, self.w
         is_qk, st, kbase, kend = self.is_qk, self.st, self.kbase, self.kend
         steps = Signal(range(cfg.max_seq_len + 1))

@@ -7,11 +7,10 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
-from attenio.errors import bad
+from attenio.contract.formats import MAX_SHIFT
 from attenio.hw.arith import delay as delay_regs
 from attenio.hw.arith import pipelined_product
 from attenio.hw.exp2 import Exp2, y_bits
-from attenio.model.numerics import MAX_SHIFT
 
 SHIFT_BITS = 6  # rescale shifts saturate at MAX_SHIFT = 62, as the model's do
 
@@ -69,10 +68,7 @@ class SoftmaxUnit(wiring.Component):
     LATENCY = 5 + Exp2.latency + 1
 
     def __init__(self, cfg: HardwareConfig):
-        if cfg.exp_lanes != cfg.mac_lines:
-            raise bad("exp_lanes", cfg.exp_lanes,
-                      f"this RTL needs exp_lanes == mac_lines ({cfg.mac_lines}): one "
-                      "exponential per row of a row group per cycle")
+        cfg.check_rtl()   # one exponential per row of a row group per cycle
         self.cfg = cfg
         self.latency = self.LATENCY
         super().__init__({

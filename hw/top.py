@@ -36,7 +36,6 @@ from attenio.hw.ctrl.issue import ComputeIssue
 from attenio.hw.ctrl.load import LoadEngine
 from attenio.hw.ctrl.store import StoreEngine
 from attenio.hw.ctrl.watchdog import DmaCounters, Watchdog
-from attenio.model.io_analysis import out_element_bytes
 
 CORE_COUNTERS = ("PE_BUSY", "PE_WAIT_KV", "PE_WAIT_EXP", "EXP_BUSY", "FIN_BUSY")
 
@@ -49,7 +48,7 @@ def check_top_config(cfg: HardwareConfig) -> None:
         raise bad("axi_data_bits", cfg.axi_data_bits,
                   f"this top level needs one Q/K/V word per AXI beat: macs_per_line × "
                   f"element bytes = {word * 8} bits")
-    ow = cfg.macs_per_line * out_element_bytes(cfg)
+    ow = cfg.macs_per_line * cfg.out_element_bytes
     if ow % ab:
         raise bad("axi_data_bits", cfg.axi_data_bits,
                   f"an output word ({ow * 8} bits) must be a whole number of AXI beats")

@@ -26,8 +26,8 @@ import math
 from dataclasses import dataclass, field
 
 from attenio.config import HardwareConfig, Workload
+from attenio.contract.rules import keys_seen
 from attenio.errors import ConfigError, bad
-from attenio.model.rules import keys_seen
 
 __all__ = [
     "DATAFLOWS",
@@ -49,11 +49,6 @@ DATAFLOWS = ("attenio", "fa2", "fa2-uncapped", "flat", "standard")
 
 def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
-
-
-def out_element_bytes(hw: HardwareConfig) -> int:
-    """Bytes of one output element as the DMA writes it (out_bits rounded up to bytes)."""
-    return _cdiv(hw.out_bits, 8)
 
 
 def memory_elements(hw: HardwareConfig) -> int:
@@ -164,7 +159,7 @@ def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *
         # The array holds one row per MAC line (its MACs split the columns), so a tile with
         # fewer rows than lines takes several keys per step to keep the lines busy.
         lines = hw.mac_lines
-        cap = min(hw.kv_ring_depth // 2, hw.max_keys_per_step)
+        cap = min(hw.ring_rows, hw.max_keys_per_step)
         b = keys_per_step(lines, a, cap)
         if b > 1 and hw.sram_bytes is not None:
             a2 = min(a, attenio_rows_eq14(m, d, b))
@@ -229,7 +224,7 @@ class Traffic:
 def _make(hw: HardwareConfig, reads: dict[str, int], writes: dict[str, int],
           spill_bytes_per_element: int | None = None) -> Traffic:
     eb = hw.element_bytes
-    ob = out_element_bytes(hw)
+    ob = hw.out_element_bytes
     sb = spill_bytes_per_element or eb
     rb = sum(v * (sb if k in ("S", "P") else eb) for k, v in reads.items())
     wb = sum(v * (sb if k in ("S", "P") else ob) for k, v in writes.items())

@@ -32,13 +32,14 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
-from attenio.config import HardwareConfig, Numerics, Workload
+from attenio.config import HardwareConfig, Workload
+from attenio.contract.formats import MAX_SHIFT, SCALE_SHIFT_MAX
+from attenio.contract.rules import causal_visible
+from attenio.contract.tables import exp_table, recip_table
 from attenio.errors import ConfigError, bad
-from attenio.model.rules import causal_visible
 
 __all__ = [
     "ScaleParams",
@@ -62,12 +63,6 @@ __all__ = [
     "m_init",
 ]
 
-# The largest shift any rescale applies. ℓ and O are at most 53 bits wide (config), so a
-# shift of 62 already clears them (or leaves -1 for a negative O, as a hardware arithmetic
-# shifter saturated at its width does); it also keeps int64 shifts well defined.
-MAX_SHIFT = 62
-# Scale shift register range (6-bit field, capped so the rounding constant fits int64).
-SCALE_SHIFT_MAX = 62
 
 
 def m_init(cfg: HardwareConfig) -> int:
@@ -303,18 +298,6 @@ def running_max(cfg: HardwareConfig, m_old, t, valid=None):
 
 # ---- exp2 ----
 
-@lru_cache(maxsize=16)
-def exp_table(n: Numerics) -> np.ndarray:
-    """The exp2 unit's table: ``round(2**(k/S + PF))`` for k = 0..S (S segments, S+1 knots).
-
-    The last knot is exactly ``2**(PF+1)``; the hardware stores each base and the difference to
-    the next knot (the slope).
-    """
-    segs = 1 << n.exp_segments_log2
-    k = np.arange(segs + 1, dtype=np.float64)
-    return np.rint(np.exp2(k / segs + n.exp_frac_bits)).astype(np.int64)
-
-
 def exp2_frac(cfg: HardwareConfig, yf) -> np.ndarray:
     """``2**(yf / 2**F)`` for ``yf`` in ``[0, 2**F)`` with PF fraction bits: in [2**PF, 2**(PF+1)).
 
@@ -391,15 +374,6 @@ def accumulate(cfg: HardwareConfig, l_old, o_old, p, v, shift):
 
 
 # ---- reciprocal and finalize ----
-
-@lru_cache(maxsize=16)
-def recip_table(n: Numerics) -> np.ndarray:
-    """Reciprocal seeds: ``round(2**RF · 2 / (lo + hi))`` for each of the table's mantissa
-    intervals ``[lo, hi)`` of [1, 2): the value that balances the seed's error at both ends."""
-    size = 1 << n.recip_seed_log2
-    k = np.arange(size, dtype=np.float64)
-    return np.rint(2.0 ** (n.recip_frac_bits + 1) / (2.0 + (2.0 * k + 1.0) / size)).astype(np.int64)
-
 
 def _bit_length(x: np.ndarray) -> np.ndarray:
     """Bit length of non-negative int64 values (0 for 0), exact for all int64 values."""

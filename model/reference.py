@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
+from attenio.contract.rules import causal_visible
 from attenio.errors import bad
-from attenio.model.rules import causal_visible
 
 __all__ = ["attention", "attention_head", "streamed_head", "error_metrics"]
 

@@ -23,10 +23,9 @@ def workload_of(hw: C.HardwareConfig, sh: dict) -> tuple[str, C.Workload]:
     sh = dict(sh)
     n, d = sh.pop("n"), sh.pop("d")
     nk = sh.pop("nk", None)
-    wl = C.Workload(seq_q=n, seq_k=nk or n, head_dim=d, heads=sh.get("heads", 1),
-                    kv_heads=sh.get("kv_heads") or sh.get("heads", 1),
-                    batch=sh.get("batch", 1), causal=sh.get("causal", False),
-                    element_bytes=hw.element_bytes)
+    wl = C.Workload.from_options(hw, n=n, d=d, nk=nk, heads=sh.get("heads", 1),
+                                 kv_heads=sh.get("kv_heads"), batch=sh.get("batch", 1),
+                                 causal=sh.get("causal", False))
     return f"N={n}x{nk or n} d={d} " + " ".join(f"{k}={v}" for k, v in sh.items()), wl
 
 

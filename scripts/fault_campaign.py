@@ -29,8 +29,7 @@ def main() -> None:
     ap.add_argument("--scheduler", default=None, help="cases on Dask: local:N or an address")
     args = ap.parse_args()
     hw = C.preset(args.preset)
-    wl = C.Workload(seq_q=args.n, seq_k=args.n, head_dim=args.d, heads=args.heads,
-                    element_bytes=hw.element_bytes)
+    wl = C.Workload.from_options(hw, n=args.n, d=args.d, heads=args.heads)
     t0 = time.perf_counter()
 
     def progress(i, n, o):

@@ -60,7 +60,13 @@ T3_KV_BYTES = 64 * 256 * 2
 SRAM_PJ_PER_64B = ((8 * 1024, 10.0), (32 * 1024, 20.0), (1024 * 1024, 100.0))
 DRAM_PJ_PER_BYTE = 3.9 * 8        # HBM2, O'Connor et al., MICRO 2017
 
-FPGA_DEVICE = {"LUT4": 83640, "TRELLIS_FF": 83640, "MULT18X18D": 156, "DP16KD": 208}
+# ECP5 devices' capacities by resource (Lattice's ECP5 family data sheet): the estimate here and
+# the synthesis reports (fpga/synth.py) share them
+ECP5_DEVICES = {
+    "LFE5U-85F": {"LUT4": 83640, "TRELLIS_FF": 83640, "MULT18X18D": 156, "DP16KD": 208},
+    "LFE5U-45F": {"LUT4": 43848, "TRELLIS_FF": 43848, "MULT18X18D": 72, "DP16KD": 108},
+}
+FPGA_DEVICE = ECP5_DEVICES["LFE5U-85F"]
 SWEEP_FILE = Path(__file__).resolve().parents[1] / "data" / "fpga" / "synth-sweep.json"
 
 
@@ -149,9 +155,7 @@ def ecp5_lut_sites(cells: dict[str, int]) -> int:
 
 def _bram(hw: HardwareConfig) -> int:
     p, q = hw.mac_lines, hw.macs_per_line
-    gmax = math.ceil(hw.tile_rows / p)
-    wmax = math.ceil(hw.max_head_dim / q)
-    ring = max(1, hw.kv_ring_depth // 2)
+    gmax, wmax, ring = hw.row_groups, hw.words_per_row, hw.ring_rows
     qbuf = p * dp16kd_blocks(gmax * wmax, q * hw.data_bits)
     obuf = p * dp16kd_blocks(gmax * wmax, q * hw.acc_bits)
     rings = 2 * hw.max_keys_per_step * dp16kd_blocks(ring * wmax, q * hw.data_bits)

@@ -118,10 +118,10 @@ def _hardware(pt: dict) -> C.HardwareConfig:
 def _workload(pt: dict, hw: C.HardwareConfig) -> C.Workload:
     w = pt["wl"]
     heads = int(w.get("heads", 1))
-    return C.Workload(seq_q=int(w["n"]), seq_k=int(w.get("nk") or w["n"]), head_dim=int(w["d"]),
-                      heads=heads, kv_heads=int(w.get("kv_heads") or heads),
-                      batch=int(w.get("batch", 1)), causal=bool(w.get("causal", False)),
-                      element_bytes=hw.element_bytes)
+    return C.Workload.from_options(
+        hw, n=int(w["n"]), d=int(w["d"]), nk=int(w["nk"]) if w.get("nk") else None, heads=heads,
+        kv_heads=int(w["kv_heads"]) if w.get("kv_heads") else None,
+        batch=int(w.get("batch", 1)), causal=bool(w.get("causal", False)))
 
 
 def evaluate(pt: dict, vs_fa2: bool = False) -> dict:

@@ -10,11 +10,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from attenio.config import HardwareConfig, Workload
+from attenio.contract.formats import scale_word_bytes
 from attenio.contract.program import encode
-from attenio.model import io_analysis as io
 from attenio.model.golden import GoldenInputs
 from attenio.model.numerics import (
-    ScaleParams,
     key_reference,
     softmax_scale,
     softmax_scale_rows,
@@ -22,7 +21,7 @@ from attenio.model.numerics import (
 )
 from attenio.sim.schedule import Layout, Schedule, schedule
 
-__all__ = ["RunImage", "run_image", "row_scale_words", "scale_words"]
+__all__ = ["RunImage", "run_image"]
 
 
 @dataclass(frozen=True)
@@ -60,24 +59,6 @@ def _pad_rows(x: np.ndarray, row: int) -> np.ndarray:
     return np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)]) if pad else x
 
 
-def scale_words(hw: HardwareConfig, mant, exp, shape: tuple[int, ...]) -> np.ndarray:
-    """The word after each Q row with per-row multipliers (``c_m``, ``c_sh``) or each K row
-    with per-key factors (``k_m``, ``k_e``): the mantissa in its low ``scale_mult_bits`` bits,
-    the exponent in the 6 above (docs/isa.md, ``LOAD_Q.row_scales``, ``LOAD_KV.key_scales``),
-    as bytes ``shape + (word bytes,)``."""
-    nb = hw.macs_per_line * hw.element_bytes
-    cm = np.asarray(mant, dtype=np.uint64)
-    sh = np.asarray(exp, dtype=np.uint64)
-    words = (cm | (sh << np.uint64(hw.numerics.scale_mult_bits))).astype("<u8").reshape(shape)
-    raw = words.view(np.uint8).reshape(*shape, 8)
-    return np.pad(raw, [(0, 0)] * len(shape) + [(0, max(0, nb - 8))])[..., :nb]
-
-
-def row_scale_words(hw: HardwareConfig, sp: ScaleParams, shape: tuple[int, ...]) -> np.ndarray:
-    """:func:`scale_words` of the per-row multipliers ``sp.c_m``, ``sp.c_sh``."""
-    return scale_words(hw, sp.c_m, sp.c_sh, shape)
-
-
 def _with_words(data: bytes, words: np.ndarray, shape: tuple[int, ...], row_bytes: int) -> bytes:
     """Rows of ``row_bytes`` each followed by their word (``words``: ``shape + (bytes,)``)."""
     rows = np.frombuffer(data, dtype=np.uint8).reshape(*shape, row_bytes)
@@ -105,7 +86,7 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> RunImage:
     sched = schedule(hw, wl, scale=sp, keep_spans=False)
     program = encode(sched.program)
     lay = Layout.packed(hw, wl, len(program), per_row, per_key)
-    eb, ob = hw.element_bytes, io.out_element_bytes(hw)
+    eb, ob = hw.element_bytes, hw.out_element_bytes
     image = bytearray(lay.end)
     image[lay.program:lay.program + len(program)] = program
     row = hw.row_elements(wl.head_dim)
@@ -114,10 +95,9 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> RunImage:
         data = _pack(_pad_rows(np.asarray(x), row), eb)
         if per_row and base == lay.q:
             shape = (wl.batch, wl.heads, wl.seq_q)
-            data = _with_words(data, row_scale_words(hw, sp, shape), shape, row * eb)
+            data = _with_words(data, scale_word_bytes(hw, sp.c_m, sp.c_sh, shape), shape, row * eb)
         elif per_key and base == lay.k:
-            data = _with_words(data, scale_words(hw, sp.k_m, sp.k_e, kv_shape), kv_shape,
+            data = _with_words(data, scale_word_bytes(hw, sp.k_m, sp.k_e, kv_shape), kv_shape,
                                row * eb)
         image[base:base + len(data)] = data
-    o_bytes = wl.batch * wl.heads * wl.seq_q * row * ob
-    return RunImage(inp, sched, program, lay, bytes(image), o_bytes, ob, row)
+    return RunImage(inp, sched, program, lay, bytes(image), hw.o_bytes(wl), ob, row)

@@ -38,12 +38,12 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from attenio.config import HardwareConfig, Workload
-from attenio.contract.program import NEXT, PREV, QUEUES, Instr, Op, validate
+from attenio.contract.program import INSTR_BYTES, NEXT, PREV, QUEUES, Instr, Op, validate
+from attenio.contract.rules import axi_bursts, keys_seen, kv_blocks_during, skipped_groups
 from attenio.contract.timing import Timing
 from attenio.errors import bad
 from attenio.model import io_analysis as io
 from attenio.model.numerics import ScaleParams, softmax_scale
-from attenio.model.rules import axi_bursts, keys_seen, kv_blocks_during, skipped_groups
 
 __all__ = ["Timing", "Layout", "Schedule", "schedule", "build_program", "simulate_program"]
 
@@ -75,18 +75,17 @@ class Layout:
         def up(x):
             return -(-x // 4096) * 4096
 
-        eb, ob = hw.element_bytes, io.out_element_bytes(hw)
+        eb = hw.element_bytes
         dp = hw.row_elements(wl.head_dim)      # rows padded to whole words
         qb = wl.batch * wl.heads * wl.seq_q * hw.q_row_elements(wl.head_dim, row_scales) * eb
         kb = wl.batch * wl.kv_heads * wl.seq_k * hw.k_row_elements(wl.head_dim, key_scales) * eb
         vb = wl.batch * wl.kv_heads * wl.seq_k * dp * eb
-        obytes = wl.batch * wl.heads * wl.seq_q * dp * ob
         p = 0
         q = up(p + program_bytes)
         k = up(q + qb)
         v = up(k + kb)
         o = up(v + vb)
-        return cls(program=p, q=q, k=k, v=v, o=o, end=up(o + obytes))
+        return cls(program=p, q=q, k=k, v=v, o=o, end=up(o + hw.o_bytes(wl)))
 
 
 # ---- program generation -----------------------------------------------------------------------
@@ -109,7 +108,7 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
     program order. One ``END`` closes the program. Program length is ``5·tiles + 1``
     instructions, O(N/a) per head.
     """
-    eb, ob = hw.element_bytes, io.out_element_bytes(hw)
+    eb, ob = hw.element_bytes, hw.out_element_bytes
     d = wl.head_dim
     dp = hw.row_elements(d)      # a row's pitch in DRAM: whole words (Layout.packed)
     rs = int(scale.per_row)
@@ -121,7 +120,7 @@ def build_program(hw: HardwareConfig, wl: Workload, tiling: io.Tiling, layout: L
     pos = tiling.positions
     attenio_flow = tiling.dataflow == "attenio"
     causal = io.causal_mask(wl)      # a mask that hides nothing (decode) is not applied
-    ring = max(1, hw.kv_ring_depth // 2) if attenio_flow else tiling.keys_per_step
+    ring = hw.ring_rows if attenio_flow else tiling.keys_per_step
     tiles = []
     for b in range(wl.batch):
         for hk in range(wl.kv_heads):
@@ -271,7 +270,7 @@ def _tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
     v_stride = hw.v_row_stride(kv.row_stride, ks)
     contiguous = kv.row_stride == k_bytes
 
-    words = _cdiv(d, hw.macs_per_line)
+    words = hw.words(d)
     p = hw.mac_lines
     groups = _cdiv(rows * b, p)
     # causal row-group skipping (one head, one key per step): a step's first key k is seen
@@ -557,8 +556,8 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
     instructions). Returns (total cycles, stats, bytes read,
     bytes written, spans)."""
     timing = timing or Timing()
-    eb, ob = hw.element_bytes, io.out_element_bytes(hw)
-    ring = ring_rows if ring_rows is not None else max(1, hw.kv_ring_depth // 2)
+    eb, ob = hw.element_bytes, hw.out_element_bytes
+    ring = ring_rows if ring_rows is not None else hw.ring_rows
     rd = Channel(hw, timing, gap=timing.request_gap)
     wr = Channel(hw, timing, write=True, gap=timing.request_gap)
     fetch = Channel(hw, timing, gap=timing.fetch_gap)
@@ -592,15 +591,15 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
             ready = timing.fetch_delay
             if c >= ahead:  # the fetch buffer holds `ahead` chunks: chunk c waits for c-ahead
                 ready = dispatch[min(n, (c - ahead + 1) * chunk) - 1] + 1
-            nbytes = min(chunk, n - c * chunk) * 32
-            _, end = fetch.transfer(ready, c * chunk * 32, nbytes)
+            nbytes = min(chunk, n - c * chunk) * INSTR_BYTES
+            _, end = fetch.transfer(ready, c * chunk * INSTR_BYTES, nbytes)
             chunk_arrival[c] = end - _cdiv(nbytes, fetch.rate)
         return chunk_arrival[c]
 
     def arrival(k: int) -> int:
         """Instruction k can dispatch: its last beat, then the fetch buffer's latency."""
         i = k % chunk
-        return fetch_chunk(k // chunk) + _cdiv((i + 1) * 32, fetch.rate) - 1 + \
+        return fetch_chunk(k // chunk) + _cdiv((i + 1) * INSTR_BYTES, fetch.rate) - 1 + \
             timing.decode_latency + timing.fifo_latency
 
     def pop_time(ins: Instr, q: str) -> int:
@@ -796,7 +795,7 @@ def _schedule_tiling(hw: HardwareConfig, wl: Workload, dataflow: str, tiling: io
     """The program of ``wl`` under ``tiling``, validated, and its timeline."""
     rs, ks = scale.per_row, scale.k_m is not None
     probe = build_program(hw, wl, tiling, Layout.packed(hw, wl, 0, rs, ks), scale)
-    layout = Layout.packed(hw, wl, len(probe) * 32, rs, ks)
+    layout = Layout.packed(hw, wl, len(probe) * INSTR_BYTES, rs, ks)
     program = build_program(hw, wl, tiling, layout, scale)
     ring = None if dataflow == "attenio" else tiling.keys_per_step
     if ring is None:
@@ -855,7 +854,7 @@ def _phase_model(hw: HardwareConfig, wl: Workload, tiling: io.Tiling,
                 phase(0, 0, r * d * eb, 0)                         # Q rows
                 phase(pe, 0, keys * d * eb, 0)                     # S = Q Kᵀ, K streamed
                 phase(0, _cdiv(r * keys, hw.exp_lanes), 0, 0)      # softmax on whole rows
-                phase(pe, 0, keys * d * eb, r * d * io.out_element_bytes(hw))  # O = P V
+                phase(pe, 0, keys * d * eb, r * d * hw.out_element_bytes)  # O = P V
         busy["finalize"] = 0
     else:
         per_head = {name: v // heads for name, v in traffic.reads.items()}
@@ -864,6 +863,6 @@ def _phase_model(hw: HardwareConfig, wl: Workload, tiling: io.Tiling,
             phase(gemm, 0, (per_head["Q"] + per_head["K"]) * eb, nq * nk * eb)   # S = Q Kᵀ
             phase(0, _cdiv(nq * nk, hw.exp_lanes), nq * nk * eb, nq * nk * eb)  # P = softmax(S)
             phase(gemm, 0, (per_head["P"] + per_head["V"]) * eb,                 # O = P V
-                  nq * d * io.out_element_bytes(hw))
+                  nq * d * hw.out_element_bytes)
     return Schedule(hw, wl, tiling.dataflow, tiling, None, total, busy, stalls, useful,
                     traffic.read_bytes, traffic.write_bytes, [], timing)

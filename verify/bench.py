@@ -26,7 +26,7 @@ from cocotb.triggers import (
     with_timeout,
 )
 
-from attenio.hw.csr import python_map
+from attenio.contract.registers import python_map
 from attenio.verify.axi_monitor import LITE_CHANNELS, AxiMonitor, sample
 from attenio.verify.dram import Dram
 

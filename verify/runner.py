@@ -23,6 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from attenio.config import HardwareConfig, Workload
+from attenio.contract.isa import INSTR_BYTES
+from attenio.contract.registers import status_fields
 from attenio.errors import ConfigError, ErrorCode, bad
 from attenio.model.golden import GoldenInputs, error_vs_float, golden_output, quantized_inputs
 from attenio.sim.image import RunImage, run_image
@@ -261,14 +263,14 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
         case = {
             "hw": hw.to_dict(), "image": str(tmpd / "image.bin"), "mem_size": len(image),
             "prog_base": lay.program + prog_offset,
-            "prog_len": len(prog) // 32 if prog_len is None else prog_len,
+            "prog_len": len(prog) // INSTR_BYTES if prog_len is None else prog_len,
             "o_addr": lay.o, "o_bytes": prep.o_bytes, "o_region": lay.end - lay.o,
             "latency": hw.dram_latency,
             "rate": hw.dram_bytes_per_cycle, "axi_bytes": hw.axi_data_bytes,
             "p_stall": p_stall, "seed": seed, "errors": errors or [], "window": window,
             "write_window": write_window,
             "rerun": {"image": str(tmpd / "clean.bin"), "prog_base": lay.program,
-                      "prog_len": len(prep.program) // 32} if rerun else None,
+                      "prog_len": len(prep.program) // INSTR_BYTES} if rerun else None,
             "reset_at": reset_at, "abort_at": abort_at, "start_twice": start_twice,
             "max_cycles": max_cycles or int(expect * (3 + 20 * p_stall)) + 200_000,
             "expect_cycles": expect, "progress": progress is not None, "out_dir": str(tmpd),
@@ -331,10 +333,11 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     if rerun and "out" in res.get("rerun", {}):
         rr = res["rerun"]
         rr["bit_exact"] = bool(np.array_equal(rr.pop("out"), golden))
-        rr["error"] = ErrorCode((rr["status"] >> 8) & 0xF)
-        rr["done"] = bool(rr["status"] & 2)
+        st = status_fields(hw, rr["status"])
+        rr["error"], rr["done"] = st["error"], st["done"]
+    st = status_fields(hw, status)
     return SimResult(
-        status=status, error=ErrorCode((status >> 8) & 0xF), done=bool(status & 2),
+        status=status, error=st["error"], done=st["done"],
         timed_out=res["timed_out"], out=out, golden=golden, counters=counters,
         predicted_cycles=expect, predicted_read=sched.read_bytes,
         predicted_write=sched.write_bytes, pe_busy_model=sched.busy["pe"],

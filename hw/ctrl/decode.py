@@ -8,7 +8,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
-from attenio.contract.program import INSTR_BITS, LAYOUTS, NEXT, PREV, QUEUE_OF, Op
+from attenio.contract.formats import SCALE_SHIFT_MAX
+from attenio.contract.isa import INSTR_BITS, LAYOUTS, NEXT, PREV, QUEUE_OF, Op
 from attenio.errors import ErrorCode
 from attenio.hw.ctrl.axi import log2
 from attenio.hw.ctrl.layouts import ERR_BITS, view
@@ -58,7 +59,7 @@ class InstructionDecoder(wiring.Component):
         if "key_scales" in LAYOUTS[op] and not cfg.key_scales_supported:
             c.append(v.key_scales)      # a word too narrow for the K factor
         if op == Op.COMPUTE:
-            c.append(v.c_sh > 62)
+            c.append(v.c_sh > SCALE_SHIFT_MAX)
             # the core's causal mask of packed heads: each head's rows fill a row group
             c.append(v.causal & (v.heads > 1) & (v.rows < cfg.mac_lines))
         return c

@@ -9,6 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
 from attenio.contract.program import INSTR_BITS, Op
+from attenio.contract.rules import next_is_v
 from attenio.contract.timing import TIMING
 from attenio.errors import ErrorCode
 from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, log2
@@ -17,7 +18,6 @@ from attenio.hw.ctrl.decode import kps_log2_of
 from attenio.hw.ctrl.dispatch import engine_ports
 from attenio.hw.ctrl.layouts import load_tag_layout, raise_error, view
 from attenio.hw.layouts import kv_beat_layout, qcmd_layout, word_layout
-from attenio.model.rules import next_is_v
 
 __all__ = ["LoadEngine"]
 
@@ -26,7 +26,7 @@ MAX_OUTSTANDING = TIMING.max_outstanding
 
 class LoadEngine(wiring.Component):
     """Runs the load queue: ``LOAD_Q`` (a tile's rows, per head) and ``LOAD_KV`` (K and V blocks
-    of ``keys_per_step`` rows in the order of :func:`attenio.model.rules.kv_order`).
+    of ``keys_per_step`` rows in the order of :func:`attenio.contract.rules.kv_order`).
 
     A transfer is one burst sequence per unit: a head of Q rows, or a K or V block, when its
     rows are contiguous (``row_stride`` = the row's bytes), else one per row. Requests follow
@@ -73,7 +73,7 @@ class LoadEngine(wiring.Component):
         lab = log2(ab)
         q = cfg.macs_per_line
         kps_max = cfg.max_keys_per_step
-        ring = max(1, cfg.kv_ring_depth // 2)
+        ring = cfg.ring_rows
 
         def fail(code):
             raise_error(m, self, code)

@@ -15,7 +15,6 @@ from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address
 from attenio.hw.ctrl.dispatch import engine_ports
 from attenio.hw.ctrl.layouts import raise_error, view
 from attenio.hw.finalize import out_word_layout
-from attenio.model.io_analysis import out_element_bytes
 
 __all__ = ["StoreEngine"]
 
@@ -65,7 +64,7 @@ class StoreEngine(wiring.Component):
         ab = cfg.axi_data_bytes
         lab = log2(ab)
         q = cfg.macs_per_line
-        ob = out_element_bytes(cfg)
+        ob = cfg.out_element_bytes
         k_out = q * ob // ab                     # AXI beats per output word
 
         def fail(code):

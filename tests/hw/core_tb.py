@@ -7,10 +7,12 @@ import numpy as np
 from amaranth.sim import Simulator
 
 from attenio.config import HardwareConfig
+from attenio.contract import formats
+from attenio.contract.formats import word_lanes
+from attenio.contract.rules import kv_order
 from attenio.hw.core import ComputeCore
 from attenio.model import numerics as nm
 from attenio.model.io_analysis import query_tiles, tile_keys
-from attenio.model.rules import kv_order
 
 
 def _words(row, q):
@@ -20,12 +22,8 @@ def _words(row, q):
 
 
 def scale_word(cfg, c_m: int, c_sh: int) -> list[int]:
-    """The word after a Q row with per-row scales: ``c_m | c_sh << CM`` split into the word's
-    signed lanes."""
-    bits, q = cfg.data_bits, cfg.macs_per_line
-    x = int(c_m) | int(c_sh) << cfg.numerics.scale_mult_bits
-    lanes = [(x >> (bits * i)) & ((1 << bits) - 1) for i in range(q)]
-    return [v - (1 << bits) if v >> (bits - 1) else v for v in lanes]
+    """The word after a Q row with per-row scales, as the word's signed lanes."""
+    return word_lanes(cfg, formats.scale_word(cfg, c_m, c_sh))
 
 
 def tiles_for(cfg: HardwareConfig, nq: int, nk: int, causal: bool):

@@ -7,11 +7,11 @@ import pytest
 from amaranth.sim import Simulator
 
 from attenio import config as C
+from attenio.contract.rules import kv_order, skipped_groups
 from attenio.contract.timing import TIMING
 from attenio.hw.kvring import KVRing
 from attenio.hw.qbuf import QBuffer
 from attenio.hw.sequencer import StepSequencer
-from attenio.model.rules import kv_order, skipped_groups
 
 TINY = C.tiny()
 
@@ -159,7 +159,7 @@ def rtl_skipping(cfg, keys, groups, words, t0):
 
 @pytest.mark.parametrize("keys, groups, words, t0", [(20, 4, 2, 0), (40, 5, 1, -3), (9, 3, 2, 5)])
 def test_sequencer_skips_row_groups_causal_hides(keys, groups, words, t0):
-    # t0 = −(q_pos + diag): step st's key is seen by rows ≥ st + t0 (model.rules)
+    # t0 = −(q_pos + diag): step st's key is seen by rows ≥ st + t0 (contract.rules)
     p = TINY.mac_lines
     ref = [(qk, st, (groups - skipped_groups(st, -t0, 0, p, groups)) * words,
             skipped_groups(st, -t0, 0, p, groups))
@@ -177,7 +177,7 @@ def test_sequencer_order_and_length(keys, kps_log2, ops):
 
 def test_ring_holds_rows_until_freed():
     cfg = TINY
-    ring = cfg.kv_ring_depth // 2
+    ring = cfg.ring_rows
     words = 2
     dut = KVRing(cfg)
     rows = [[[r * 10 + w] * cfg.macs_per_line for w in range(words)] for r in range(ring + 1)]
@@ -225,7 +225,7 @@ def test_ring_keeps_each_k_rows_factor_with_its_slot():
     each copy reads key ``kbase + c``'s factor in the same cycle; a V row's data is untouched
     by it."""
     cfg = TINY
-    ring = cfg.kv_ring_depth // 2
+    ring = cfg.ring_rows
     words = 2
     dut = KVRing(cfg)
     cmb = cfg.numerics.scale_mult_bits

@@ -1,12 +1,12 @@
-"""BurstSplitter against the shared burst rule (model.rules.axi_bursts) and the window check."""
+"""BurstSplitter against the shared burst rule (contract.rules.axi_bursts) and the window check."""
 
 import random
 
 import pytest
 from amaranth.sim import Simulator
 
+from attenio.contract.rules import axi_bursts
 from attenio.hw.ctrl.bursts import BurstSplitter
-from attenio.model.rules import axi_bursts
 
 AB = 16   # bytes per beat
 

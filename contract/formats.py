@@ -1,0 +1,53 @@
+"""Numeric limits and word formats the hardware and the host share: the shift caps and the scale
+word that follows a Q row (its multiplier) or a K row (its factor) in DRAM.
+
+The integer model, the host image, the RTL's layouts and the program's validation read these;
+none restates them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from attenio.config import SCALE_EXP_BITS, HardwareConfig
+
+__all__ = ["MAX_SHIFT", "SCALE_SHIFT_MAX", "SCALE_EXP_BITS", "scale_word", "scale_word_bytes",
+           "word_lanes"]
+
+# The largest shift any rescale of ℓ and O applies. ℓ and O are at most 53 bits wide (config),
+# so a shift of 62 already clears them (or leaves -1 for a negative O, as a hardware arithmetic
+# shifter saturated at its width does); it also keeps int64 shifts well defined.
+MAX_SHIFT = 62
+# The softmax multiplier's shift c_sh (and c_sh + k_e with per-key factors): a 6-bit field,
+# capped so the rounding constant 2**(sh-1) fits int64.
+SCALE_SHIFT_MAX = 62
+assert SCALE_SHIFT_MAX < 1 << SCALE_EXP_BITS
+
+
+def scale_word(hw: HardwareConfig, mant, exp):
+    """The scale word of mantissa ``mant`` (``c_m`` or ``k_m``, the low ``scale_mult_bits``
+    bits) and exponent ``exp`` (``c_sh`` or ``k_e``, the :data:`SCALE_EXP_BITS` above): an
+    ``int`` for integers, ``uint64`` for arrays (docs/isa.md, ``LOAD_Q.row_scales``,
+    ``LOAD_KV.key_scales``)."""
+    cm = hw.numerics.scale_mult_bits
+    if isinstance(mant, (int, np.integer)) and isinstance(exp, (int, np.integer)):
+        return int(mant) | int(exp) << cm
+    return (np.asarray(mant, dtype=np.uint64)
+            | (np.asarray(exp, dtype=np.uint64) << np.uint64(cm)))
+
+
+def scale_word_bytes(hw: HardwareConfig, mant, exp, shape: tuple[int, ...]) -> np.ndarray:
+    """:func:`scale_word` of arrays as the bytes of a DRAM word of ``macs_per_line`` elements,
+    shaped ``shape + (word bytes,)``."""
+    nb = hw.macs_per_line * hw.element_bytes
+    words = scale_word(hw, np.asarray(mant), np.asarray(exp)).astype("<u8").reshape(shape)
+    raw = words.view(np.uint8).reshape(*shape, 8)
+    return np.pad(raw, [(0, 0)] * len(shape) + [(0, max(0, nb - 8))])[..., :nb]
+
+
+def word_lanes(hw: HardwareConfig, word: int) -> list[int]:
+    """An integer word split into its ``macs_per_line`` signed lanes of ``data_bits`` (how the
+    core's ports carry a scale word)."""
+    bits = hw.data_bits
+    lanes = [(word >> (bits * i)) & ((1 << bits) - 1) for i in range(hw.macs_per_line)]
+    return [v - (1 << bits) if v >> (bits - 1) else v for v in lanes]
