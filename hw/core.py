@@ -410,8 +410,8 @@ class ComputeCore(wiring.Component):
         """Each lane's softmax multiplier, with its scores in c4: the tile's (``c_m``,
         ``c_sh``) or the row's own (``row_scales``: the Q buffer's table, read in c1b), and
         with ``key_scales`` times the lane's key factor: ``round(c_m·k_m / 2**CM)`` and the
-        shift ``min(c_sh + k_e, SCALE_SHIFT_MAX)`` (model.numerics.scale). Two register stages: c2 → c3
-        the product, c3 → c4 the rounding."""
+        shift ``min(c_sh + k_e, SCALE_SHIFT_MAX)`` (model.numerics.scale). Two register
+        stages: c2 → c3 the product, c3 → c4 the rounding."""
         cfg, p, c = s.cfg, s.p, s.c
         cmb = cfg.numerics.scale_mult_bits
         sc = s.qbuf.sc_data

@@ -23,8 +23,8 @@ from attenio import config as C
 from attenio.errors import ConfigError, bad
 from attenio.sim.fanout import RETRIES, fan_out
 
-__all__ = ["HW_FIELDS", "WL_FIELDS", "parse_values", "grid", "evaluate", "run_sweep",
-           "pareto_front"]
+__all__ = ["HW_FIELDS", "WL_FIELDS", "parse_values", "parse_sets", "grid", "evaluate",
+           "run_sweep", "pareto_front", "point_label", "plot_front"]
 
 HW_FIELDS = ("mac_lines", "macs_per_line", "sram_kb", "tile_rows", "exp_lanes", "data_bits",
              "dram_bytes_per_cycle", "clock_mhz", "kv_ring_depth", "max_keys_per_step",
@@ -72,6 +72,21 @@ def parse_values(field: str, text: str) -> list:
     if not vals:
         raise bad(field, text, "an empty list of values")
     return vals
+
+
+def parse_sets(sets) -> dict[str, list]:
+    """``--set FIELD=VALUES`` options as ``{field: values}`` (:func:`parse_values`). Raises
+    ConfigError for an item without ``=`` or a workload field (those have their own options)."""
+    out = {}
+    for item in sets:
+        if "=" not in item:
+            raise ConfigError(f"set={item!r} is invalid: give FIELD=VALUES, e.g. mac_lines=32,64")
+        name, text = (x.strip() for x in item.split("=", 1))
+        if name in WL_FIELDS:
+            raise ConfigError(f"set={item!r} is invalid: {name} is a workload field; use "
+                              f"--{name.replace('_', '-')}")
+        out[name] = parse_values(name, text)
+    return out
 
 
 def grid(base: str | dict, hw_values: dict[str, list], wl_values: dict[str, list]) -> list[dict]:
@@ -143,14 +158,16 @@ def evaluate(pt: dict, vs_fa2: bool = False) -> dict:
         return {**out, "feasible": False, "reason": str(exc)}
     area = cost.asic_area(hw)
     en = cost.energy(hw, s)
-    fp = cost.fpga_area(hw)
+    # the FPGA estimate prices the RTL: a config the RTL cannot build gets none, and says why
+    rtl = "; ".join(f"{f}={v}: {why}" for f, v, why in hw.rtl_problems())
+    fp = {"DP16KD": None, "fits": False} if rtl else cost.fpga_area(hw)
     out.update(feasible=True, reason="", tiling=s.tiling.notes, cycles=s.total_cycles,
                time_us=s.time_us, pe_util_mac=s.pe_util_mac, dram_read=s.read_bytes,
                dram_write=s.write_bytes, area_mm2=area["total"], area_pe_mm2=area["pe"],
                area_cache_mm2=area["cache"], energy_uj=en["total"], energy_dram_uj=en["dram"],
                energy_mac_uj=en["mac"], energy_sram_uj=en["sram"],
                fpga_lut4=fp.get("LUT4"), fpga_dsp=fp.get("MULT18X18D"), fpga_bram=fp["DP16KD"],
-               fpga_fits=fp["fits"], estimate=cost.ESTIMATE)
+               fpga_fits=fp["fits"], rtl=rtl or "buildable", estimate=cost.ESTIMATE)
     if vs_fa2:
         try:
             f = schedule(hw, wl, "fa2", keep_spans=False)
@@ -251,3 +268,33 @@ def pareto_front(rows: list[dict], axes=("time_us", "area_mm2", "energy_uj")) ->
                 mine.append(r)
         front += mine
     return front
+
+
+def point_label(r: dict) -> str:
+    """A point's hardware and workload fields as ``name=value`` words."""
+    import json as _json
+
+    k = _json.loads(r["key"])
+    return " ".join(f"{a}={b}" for a, b in {**k["hw"], **k["wl"]}.items())
+
+
+def plot_front(rows, front, path) -> None:
+    """Cycles against area, coloured by energy, the Pareto front ringed (a PNG, SVG or PDF)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    sc = ax.scatter([r["area_mm2"] for r in rows], [r["time_us"] for r in rows],
+                    c=[r["energy_uj"] for r in rows], cmap="viridis", s=14)
+    ax.scatter([r["area_mm2"] for r in front], [r["time_us"] for r in front], facecolors="none",
+               edgecolors="r", s=60, label="Pareto front (per workload)")
+    ax.set_xlabel("area, mm² (22 nm estimate, calibrated to the paper's Table 3)")
+    ax.set_ylabel("time, µs")
+    ax.set_yscale("log")
+    fig.colorbar(sc, label="energy, µJ (estimate)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -131,8 +131,12 @@ def test_failed_tool_run_is_one_line_and_status_1(monkeypatch):
 def _fake_run(monkeypatch, cycles, predicted):
     import numpy as np
 
+    from attenio import config as C
     from attenio.errors import ErrorCode
+    from attenio.sim.schedule import schedule
     from attenio.verify import runner
+
+    sched = schedule(C.tiny(), C.Workload.square(7, 8), keep_spans=False)
 
     def fake(*a, **k):
         out = np.zeros((1, 1, 7, 8), dtype=np.int64)
@@ -142,7 +146,8 @@ def _fake_run(monkeypatch, cycles, predicted):
             status=2, error=ErrorCode.NONE, done=True, timed_out=False, out=out, golden=out,
             counters={**ctr, "cycles": cycles}, predicted_cycles=predicted, predicted_read=0,
             predicted_write=0, pe_busy_model=0, useful_macs=0, wall_s=1.0, sim_cycles=cycles,
-            errors={"max_rel": 0.0, "mean_rel": 0.0, "max_abs": 0.0, "mean_abs": 0.0})
+            errors={"max_rel": 0.0, "mean_rel": 0.0, "max_abs": 0.0, "mean_abs": 0.0},
+            schedule=sched, p_stall=k.get("p_stall", 0.0))
 
     monkeypatch.setattr(runner, "simulate", fake)
 

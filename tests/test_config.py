@@ -172,3 +172,34 @@ def test_shipped_closure_config_is_the_fpga_datapath_on_4x4_macs():
     assert hw == C.replace(C.fpga(), mac_lines=4, macs_per_line=4, tile_rows=64,
                            max_head_dim=64, kv_ring_depth=8, exp_lanes=4, axi_data_bits=32,
                            dram_bytes_per_cycle=4)
+
+
+def test_rtl_rules_live_in_the_config():
+    # every command refuses (or marks model-only) alike: no elaboration needed to know
+    assert C.tiny().rtl_problems() == [] and C.fpga().rtl_problems() == []
+    (field, value, why), = C.asplos26().rtl_problems()
+    assert (field, value) == ("exp_lanes", 128) and "mac_lines (64)" in why
+    with pytest.raises(C.ConfigError, match=r"mac_lines=3 .*power of two"):
+        C.replace(C.tiny(), mac_lines=3, exp_lanes=3, max_keys_per_step=2).check_rtl()
+
+
+def test_derived_geometry():
+    hw = C.fpga()
+    assert (hw.ring_rows, hw.row_groups, hw.words_per_row) == (8, 32, 16)
+    assert hw.words(59) == 8 and hw.row_elements(59) == 64
+    assert C.asplos26().out_element_bytes == 3 and hw.out_element_bytes == 2
+    wl = C.Workload(seq_q=10, seq_k=20, head_dim=59, heads=2, batch=3)
+    assert hw.o_bytes(wl) == 3 * 2 * 10 * 64 * 2
+
+
+@pytest.mark.parametrize("opts, field", [({"nk": 0}, "seq_k"), ({"kv_heads": 0}, "kv_heads"),
+                                         ({"kv_heads": 3, "heads": 4}, "kv_heads"),
+                                         ({"d": 300}, "head_dim")])
+def test_workload_from_options_refuses_rather_than_defaults(opts, field):
+    with pytest.raises(C.ConfigError, match=field):
+        C.Workload.from_options(C.fpga(), **{"n": 64, "d": 64, **opts})
+
+
+def test_workload_from_options_defaults():
+    wl = C.Workload.from_options(C.asplos26(), n=64, d=32, heads=4)
+    assert (wl.seq_k, wl.kv_heads, wl.element_bytes) == (64, 4, 2)

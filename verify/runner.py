@@ -25,9 +25,19 @@ import numpy as np
 from attenio.config import HardwareConfig, Workload
 from attenio.contract.isa import INSTR_BYTES
 from attenio.contract.registers import status_fields
+from attenio.contract.timing import CYCLE_TOLERANCE
 from attenio.errors import ConfigError, ErrorCode, bad
-from attenio.model.golden import GoldenInputs, error_vs_float, golden_output, quantized_inputs
+from attenio.model.golden import (
+    MAX_REL_BOUND,
+    MEAN_REL_BOUND,
+    GoldenInputs,
+    error_vs_float,
+    golden_output,
+    quantized_inputs,
+    within_bounds,
+)
 from attenio.sim.image import RunImage, run_image
+from attenio.sim.schedule import Schedule
 
 SIMULATORS = ("verilator", "icarus")
 TOP = "attenio_top"
@@ -155,6 +165,51 @@ class SimResult:
     sim_cycles: int
     errors: dict[str, float] = field(default_factory=dict)
     extra: dict = field(default_factory=dict)
+    schedule: Schedule | None = None  # the schedule whose program ran (tiling, timeline)
+    p_stall: float = 0.0
+
+    def failures(self) -> list[str]:
+        """Why this run fails its rules, one line each (empty: it passes). The verdict that
+        ``attenio simulate`` prints and the tests assert: it ended with done and no error, the
+        output is bit-exact with the integer model and (if measured) within the accuracy
+        contract against float64, the RTL's byte counters equal the schedule's, no AXI
+        violation and no byte written outside the output region, and its cycles keep their
+        rule: equal to the prediction within ``CYCLE_TOLERANCE`` without stalls, not below it
+        with them (the PE array's busy cycles too, without stalls)."""
+        out = []
+        if self.timed_out or not self.done:
+            out.append(f"the run did not end (done={int(self.done)}, timed out="
+                       f"{int(self.timed_out)})")
+        if self.error != ErrorCode.NONE:
+            out.append(f"the run ended with error {self.error.name}")
+        if out:
+            return out        # a run that stopped early has no output or counters to judge
+        if not self.bit_exact:
+            out.append(f"{self.mismatches} output elements differ from the integer model")
+        if self.errors and not within_bounds(self.errors):
+            out.append(f"error against float64 max {self.errors['max_rel']:.2e}, mean "
+                       f"{self.errors['mean_rel']:.2e} of V's range: outside the contract "
+                       f"({MAX_REL_BOUND:.0e}, {MEAN_REL_BOUND:.0e})")
+        c = self.counters
+        for name, want in (("bytes_rd", self.predicted_read), ("bytes_wr", self.predicted_write)):
+            if c[name] != want:
+                out.append(f"{name.upper()} = {c[name]:,}, the schedule predicts {want:,}")
+        if self.p_stall == 0:
+            if abs(self.cycle_gap) > CYCLE_TOLERANCE:
+                out.append(f"{self.cycles:,} cycles against {self.predicted_cycles:,} "
+                           f"predicted ({self.cycle_gap:+.3%}; must agree within "
+                           f"{CYCLE_TOLERANCE:.0%})")
+            if c["pe_busy"] != self.pe_busy_model:
+                out.append(f"PE_BUSY = {c['pe_busy']:,}, the schedule predicts "
+                           f"{self.pe_busy_model:,}")
+        elif self.cycles < self.predicted_cycles * (1 - CYCLE_TOLERANCE):
+            out.append(f"{self.cycles:,} cycles under stalls, below the prediction "
+                       f"{self.predicted_cycles:,} (a lower bound)")
+        if self.axi_violations:
+            out.append(f"{self.axi_violations} AXI protocol violations: {self.axi_report[0]}")
+        if self.stray_bytes:
+            out.append(f"{self.stray_bytes} bytes written outside the output region")
+        return out
 
     @property
     def bit_exact(self) -> bool:
@@ -203,11 +258,12 @@ class SimResult:
 
 
 def prepare(hw: HardwareConfig, wl: Workload, *, dist: str = "gaussian",
-            seed: int = 0, inputs: GoldenInputs | None = None) -> RunImage:
-    """Quantized random inputs (``dist``, ``seed``; or the given ``inputs``), the program and
-    the DRAM image of a run."""
+            seed: int = 0, inputs: GoldenInputs | None = None, q_rows: bool = False,
+            k_block: int | None = None) -> RunImage:
+    """Quantized random inputs (``dist``, ``seed``, Q per row with ``q_rows``, K per block of
+    ``k_block`` keys; or the given ``inputs``), the program and the DRAM image of a run."""
     return run_image(hw, wl, inputs if inputs is not None else
-                     quantized_inputs(hw, wl, dist, seed))
+                     quantized_inputs(hw, wl, dist, seed, q_rows=q_rows, k_block=k_block))
 
 
 def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: int = 0,
@@ -219,11 +275,14 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
              check: bool = True, trace: bool = False, prog_offset: int = 0,
              prog_len: int | None = None,
              write_window: tuple[int, int] | None | str = "layout",
-             rerun: bool = False, inputs: GoldenInputs | None = None) -> SimResult:
+             rerun: bool = False, inputs: GoldenInputs | None = None,
+             q_rows: bool = False, k_block: int | None = None) -> SimResult:
     """Run ``wl`` on the RTL of ``hw`` and compare with the models.
 
     ``inputs``: integer Q, K, V and their scales to run instead of random ones (a host
-    scheme's output, model/accuracy.py).
+    scheme's output, model/accuracy.py); ``q_rows``, ``k_block``: random ones quantized with
+    a scale per Q row, per block of K rows. The inputs and the schedule are made once; the
+    result carries the schedule that ran and its own verdict (:meth:`SimResult.failures`).
 
     ``program`` replaces the generated program bytes (fault tests); ``errors`` are DRAM byte
     ranges that answer SLVERR; ``window`` sets the DRAM window registers; ``reset_at`` resets
@@ -239,7 +298,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     """
     from cocotb_tools.runner import get_runner
 
-    prep = prepare(hw, wl, dist=dist, seed=seed, inputs=inputs)
+    prep = prepare(hw, wl, dist=dist, seed=seed, inputs=inputs, q_rows=q_rows, k_block=k_block)
     sched = prep.schedule
     lay = prep.layout
     bdir = build(hw, sim, waves=waves, log=log)
@@ -341,6 +400,6 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
         timed_out=res["timed_out"], out=out, golden=golden, counters=counters,
         predicted_cycles=expect, predicted_read=sched.read_bytes,
         predicted_write=sched.write_bytes, pe_busy_model=sched.busy["pe"],
-        useful_macs=sched.useful_macs,
+        useful_macs=sched.useful_macs, schedule=sched, p_stall=p_stall,
         wall_s=res["wall_s"], sim_cycles=res["sim_cycles"], errors=metrics,
         extra={k: v for k, v in res.items() if k not in counters})

@@ -137,3 +137,21 @@ def test_pareto_front_matches_the_pairwise_definition():
 
     want = sorted(r["key"] for r in rows if not dominated(r))
     assert sorted(r["key"] for r in E.pareto_front(rows)) == want
+
+
+def test_fpga_price_only_for_configs_the_rtl_builds():
+    built, refused = (E.evaluate(p) for p in E.grid("tiny", {"mac_lines": [4, 3]},
+                                                    {"n": [64], "d": [16]}))
+    assert built["feasible"] and built["rtl"] == "buildable" and built["fpga_lut4"] > 0
+    # 3 lines: the model prices it, the RTL cannot build it (not a power of two)
+    assert refused["feasible"] and refused["cycles"] > 0
+    assert "mac_lines=3" in refused["rtl"] and refused["fpga_lut4"] is None
+    assert not refused["fpga_fits"]
+
+
+def test_parse_sets():
+    assert E.parse_sets(["mac_lines=32,64", "sram_kb = 64:192:64"]) == {
+        "mac_lines": [32, 64], "sram_kb": [64, 128, 192]}
+    for bad, msg in (("mac_lines", "FIELD=VALUES"), ("n=5", "workload field")):
+        with pytest.raises(C.ConfigError, match=msg):
+            E.parse_sets([bad])

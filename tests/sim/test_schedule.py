@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from attenio import config as C
 from attenio.model import io_analysis as io
 from attenio.sim import schedule as S
+from attenio.sim import tile_loop
+from attenio.sim.program import build_program, program_length, program_tiles
 from attenio.sim.trace import chrome_trace, write_chrome_trace, write_plot
 
 TINY, FPGA, ASP = C.tiny(), C.fpga(), C.asplos26()
@@ -56,10 +58,26 @@ def test_busy_plus_idle_is_total(hw, wl):
 ])
 def test_steady_state_skip_is_exact(monkeypatch, hw, wl):
     fast = S.schedule(hw, wl, keep_spans=False)
-    monkeypatch.setattr(S, "STEADY_STATE_SKIP", False)
+    monkeypatch.setattr(tile_loop, "STEADY_STATE_SKIP", False)
     slow = S.schedule(hw, wl, keep_spans=False)
     assert fast.total_cycles == slow.total_cycles
     assert fast.busy == slow.busy and fast.stalls == slow.stalls
+
+
+@pytest.mark.parametrize("hw,wl", [
+    (TINY, C.Workload.square(200, 32)),
+    (TINY, C.Workload(seq_q=70, seq_k=50, head_dim=12, heads=3, kv_heads=1, causal=True)),
+    (TINY, C.Workload(seq_q=1, seq_k=239, head_dim=64, heads=4, kv_heads=1, causal=True)),
+    (FPGA, C.Workload(seq_q=300, seq_k=10, head_dim=8, causal=True, batch=2)),  # keyless tiles
+])
+def test_program_length_is_counted_exactly(hw, wl):
+    # the layout after the program is placed from the count, before any instruction exists
+    sch = S.schedule(hw, wl, keep_spans=False)
+    tiles = program_tiles(wl, sch.tiling)
+    assert program_length(tiles) == len(sch.program)
+    lay = S.Layout.packed(hw, wl, 0)
+    assert len(build_program(hw, wl, sch.tiling, lay, S.softmax_scale(hw, 0.01, 0.01, 8))) \
+        == len(sch.program)
 
 
 def test_compute_bound_tile_runs_at_the_array_rate():

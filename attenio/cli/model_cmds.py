@@ -1,0 +1,173 @@
+"""``attenio golden`` (the datapath contract) and ``attenio accuracy`` (end to end against
+float64 and bf16 attention)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from attenio import config as C
+from attenio.cli.app import (
+    _Bar,
+    _friendly,
+    _load_hw,
+    _outputs,
+    _write_json,
+    config_option,
+    json_option,
+    main,
+    preset_option,
+)
+from attenio.errors import ConfigError
+
+
+@main.command("golden")
+@preset_option
+@config_option
+@click.option("--n", "n", type=int, default=1024, show_default=True, help="Sequence length.")
+@click.option("--d", "d", type=int, default=64, show_default=True, help="Head dimension.")
+@click.option("--nk", type=int, default=None, help="Key length if different from --n.")
+@click.option("--heads", type=int, default=1, show_default=True)
+@click.option("--kv-heads", type=int, default=None, help="K/V heads (GQA); default = heads.")
+@click.option("--batch", type=int, default=1, show_default=True)
+@click.option("--causal", is_flag=True, help="Causal mask (bottom-right aligned).")
+@click.option("--dist", type=click.Choice(["gaussian", "uniform"]), default="gaussian",
+              show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--stepwise", is_flag=True, help="Use the block-by-block model (slower, same bits).")
+@json_option
+@_friendly
+def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, dist, seed, stepwise,
+           json_path):
+    """Run the bit-exact integer model against the float64 reference and print the errors.
+
+    Exits 1 if the error exceeds the contract of docs/numerics.md (max 1e-3 and mean 1e-4 of
+    V's value range).
+    """
+    hw = _load_hw(preset, config_file)
+    _outputs(json=json_path)
+    wl = C.Workload.from_options(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads,
+                                 batch=batch, causal=causal)
+    name = config_file or preset or "fpga"
+    click.echo(f"golden check: preset={name} N={wl.seq_q}x{wl.seq_k} d={d} heads={heads}/"
+               f"{wl.kv_heads} batch={batch} causal={causal} data={dist} seed={seed}")
+    from attenio.model.golden import MAX_REL_BOUND, MEAN_REL_BOUND, golden_check
+
+    with _Bar("integer model") as bar:
+        m = golden_check(hw, wl, dist, seed, stepwise, progress=bar)
+    sp = m["scale"]
+    ok = m["ok"]
+    click.echo(f"  softmax multiplier   c_m={sp.c_m} c_sh={sp.c_sh}")
+    click.echo(f"  V value range        {m['v_range']:.6g}")
+    click.echo(f"  max abs error        {m['max_abs']:.3e}  ({m['max_rel']:.2e} of range, "
+               f"bound {MAX_REL_BOUND:.0e})")
+    click.echo(f"  mean abs error       {m['mean_abs']:.3e}  ({m['mean_rel']:.2e} of range, "
+               f"bound {MEAN_REL_BOUND:.0e})")
+    click.echo(f"  time                 integer model {m['t_int']:.2f} s, "
+               f"float64 reference {m['t_ref']:.2f} s")
+    click.echo(f"  result               {'PASS' if ok else 'FAIL'}")
+    if json_path:
+        _write_json(json_path, {"hardware": hw.to_dict(), "workload": wl.to_dict(),
+                                "dist": dist, "seed": seed,
+                                **{k: v for k, v in m.items() if k != "scale"},
+                                "c_m": sp.c_m, "c_sh": sp.c_sh})
+    sys.exit(0 if ok else 1)
+
+
+@main.command("accuracy")
+@click.option("--preset", "presets", multiple=True, metavar="NAME",
+              help="Preset(s) to measure (repeat the option); default fpga and asplos26.")
+@click.option("--config", "configs", multiple=True, metavar="FILE",
+              help="TOML configuration(s) to measure as well.")
+@click.option("--dist", "dists", multiple=True,
+              type=click.Choice(["gaussian", "uniform", "llm-outliers", "peaky"]),
+              help="Built-in inputs (repeat the option); default all four.")
+@click.option("--inputs", "npz", default=None, metavar="FILE.npz",
+              help="Your own float Q, K, V: an .npz with arrays q, k, v.")
+@click.option("--q", "q_path", default=None, metavar="FILE.npy", help="Your own Q (.npy).")
+@click.option("--k", "k_path", default=None, metavar="FILE.npy", help="Your own K (.npy).")
+@click.option("--v", "v_path", default=None, metavar="FILE.npy", help="Your own V (.npy).")
+@click.option("--scheme", "schemes", multiple=True,
+              type=click.Choice(["tensor", "smooth", "rotate"]),
+              help="Host quantization scheme(s); default all three (docs/numerics.md).")
+@click.option("--q-scales", "q_scales", multiple=True, type=click.Choice(["tensor", "row"]),
+              help="Q quantized with one scale, or one per row (the multiplier carried with "
+                   "each Q row: LOAD_Q.row_scales); default both.")
+@click.option("--k-scales", "k_scales", multiple=True, type=click.Choice(["tensor", "block"]),
+              help="K quantized with one scale, or one per block of --k-block keys (the "
+                   "factor carried with each K row: LOAD_KV.key_scales); default both.")
+@click.option("--k-block", "k_block", type=int, default=16, show_default=True,
+              help="Keys per K scale block (with --k-scales block).")
+@click.option("--n", "n", type=int, default=1024, show_default=True,
+              help="Sequence length (built-in inputs).")
+@click.option("--d", "d", type=int, default=64, show_default=True, help="Head dimension.")
+@click.option("--nk", type=int, default=None, help="Key length if different from --n.")
+@click.option("--heads", type=int, default=1, show_default=True)
+@click.option("--kv-heads", type=int, default=None, help="K/V heads (GQA); default = heads.")
+@click.option("--causal", is_flag=True, help="Causal mask (bottom-right aligned).")
+@click.option("--seed", type=int, default=0, show_default=True)
+@json_option
+@_friendly
+def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, q_scales, k_scales,
+             k_block, n, d, nk, heads, kv_heads, causal, seed, json_path):
+    """End-to-end error against float64 attention of the float inputs (input quantization
+    included), for each preset and host scheme, with fp16 and bf16 attention beside it.
+
+    Errors: max abs, and relative Frobenius (|O - O_exact|_F / |O_exact|_F); the last column
+    is the relative Frobenius error over bf16 attention's on the same inputs.
+    """
+    from attenio.model import accuracy as A
+
+    if not presets and not configs:
+        presets = ("fpga", "asplos26")
+    hws = {name: C.preset(name) for name in presets}
+    for path in configs:
+        hws[Path(path).stem] = _load_hw(None, path)
+    _outputs(json=json_path)
+    schemes = schemes or A.SCHEMES
+    if k_block < 1:
+        raise ConfigError(f"k_block={k_block} is invalid: a positive number of keys")
+    own = npz is not None or any(x is not None for x in (q_path, k_path, v_path))
+    if own and dists:
+        raise ConfigError("dist is invalid with your own inputs: give --dist or --inputs/--q/"
+                          "--k/--v, not both")
+    cases = []
+    if own:
+        (q, k, v), label = A.load_qkv(npz, q_path, k_path, v_path)
+        wl = C.Workload(seq_q=q.shape[2], seq_k=k.shape[2], head_dim=q.shape[3],
+                        heads=q.shape[1], kv_heads=k.shape[1], batch=q.shape[0], causal=causal)
+        cases.append((label, wl, (q, k, v)))
+    else:
+        wl = C.Workload.from_options(None, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads,
+                                     causal=causal)
+        for dist in dists or A.DISTRIBUTIONS:
+            cases.append((dist, wl, A.make_inputs(wl, dist, seed)))
+    for hw in hws.values():      # refuse a workload a preset cannot run, before any work
+        hw.check_workload(C.replace(wl, element_bytes=hw.element_bytes))
+    click.echo(f"accuracy: N={wl.seq_q}x{wl.seq_k} d={wl.head_dim} heads={wl.heads}/"
+               f"{wl.kv_heads} batch={wl.batch} causal={wl.causal} seed={seed}; error against "
+               "float64 attention of the float inputs")
+    click.echo(f"  {'inputs':<16} {'datapath':<20} {'scheme':<17} {'max abs':>9} "
+               f"{'rel Frob':>9} {'/ bf16':>7}")
+    results = []
+    with _Bar("integer model") as bar:
+        for i, (label, wl_c, (q, k, v)) in enumerate(cases):
+            rows = A.compare(hws, wl_c, q, k, v, schemes,
+                             progress=lambda f, i=i: bar((i + f) / len(cases)),
+                             q_scales=q_scales or A.Q_SCALES,
+                             k_scales=k_scales or A.K_SCALES, k_block=k_block)
+            ref_bf16 = next(r["rel_frobenius"] for r in rows if r["name"] == "bf16")
+            for r in rows:
+                r["inputs"] = label
+                r["over_bf16"] = r["rel_frobenius"] / ref_bf16 if ref_bf16 else float("inf")
+            results += rows
+    for r in results:
+        what = f"int{r['bits']} ({r['name']})" if r["kind"] == "int" else r["name"]
+        click.echo(f"  {r['inputs'][:16]:<16} {what:<20} {r['scheme'] or '-':<17} "
+                   f"{r['max_abs']:>9.2e} {r['rel_frobenius']:>9.2e} {r['over_bf16']:>6.2f}x")
+    if json_path:
+        _write_json(json_path, {"workload": wl.to_dict(), "seed": seed,
+                                "hardware": {k_: h.to_dict() for k_, h in hws.items()},
+                                "rows": results})

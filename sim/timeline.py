@@ -1,0 +1,279 @@
+"""The timeline of a whole program: fetch and dispatch, the load, compute and store queues with
+their tokens, every engine's busy cycles (``simulate_program``), and its result
+(``Schedule``)."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from attenio.config import HardwareConfig, Workload
+from attenio.contract.program import INSTR_BYTES, NEXT, PREV, QUEUES, Instr, Op
+from attenio.contract.rules import keys_seen
+from attenio.contract.timing import Timing
+from attenio.errors import bad
+from attenio.model import io_analysis as io
+from attenio.sim.engines import ENGINES, Channel, Span, Stats, cdiv
+from attenio.sim.tile_loop import tile_loop, tile_loop_memo
+
+__all__ = ["Schedule", "simulate_program", "STEP_SPAN_LIMIT"]
+
+
+@dataclass
+class Schedule:
+    """Result of :func:`schedule`: tiling, program, cycles, utilization, traffic, spans."""
+
+    hw: HardwareConfig
+    workload: Workload
+    dataflow: str
+    tiling: io.Tiling
+    program: list[Instr] | None
+    total_cycles: int
+    busy: dict[str, int]
+    stalls: dict[str, int]
+    useful_macs: int
+    read_bytes: int
+    write_bytes: int
+    spans: list[Span]
+    timing: Timing
+    # engine → [(start, end, busy cycles)]: where each engine was busy (with keep_spans)
+    activity: dict | None = None
+
+    @property
+    def pe_util_time(self) -> float:
+        """Fraction of cycles the PE array computes (the paper's definition)."""
+        return self.busy["pe"] / self.total_cycles if self.total_cycles else 0.0
+
+    @property
+    def pe_util_mac(self) -> float:
+        """Useful MACs over MACs × cycles."""
+        return self.useful_macs / (self.hw.macs * self.total_cycles) if self.total_cycles else 0.0
+
+    @property
+    def time_us(self) -> float:
+        return self.total_cycles / self.hw.clock_mhz
+
+    def to_dict(self) -> dict:
+        """The schedule's figures as plain data (JSON-ready): configuration, workload,
+        tiling, cycles and time, busy and stall cycles per engine, utilization, traffic and
+        program length. Spans and the program itself are left out (``attenio schedule
+        --trace`` and ``--program`` write those)."""
+        import dataclasses
+
+        return {
+            "hardware": self.hw.to_dict(), "workload": self.workload.to_dict(),
+            "dataflow": self.dataflow, "tiling": dataclasses.asdict(self.tiling),
+            "total_cycles": self.total_cycles, "time_us": self.time_us,
+            "busy": dict(self.busy), "stalls": dict(self.stalls),
+            "useful_macs": self.useful_macs, "pe_util_time": self.pe_util_time,
+            "pe_util_mac": self.pe_util_mac, "stall_share": self.stall_share,
+            "read_bytes": self.read_bytes, "write_bytes": self.write_bytes,
+            "program_instructions": None if self.program is None else len(self.program),
+        }
+
+    @property
+    def stall_share(self) -> float:
+        """Share of cycles the PE array waits on data movement (DRAM, Q load, O store)."""
+        mem = sum(v for k, v in self.stalls.items() if "DRAM" in k or "Q load" in k
+                  or "store" in k)
+        return mem / self.total_cycles if self.total_cycles else 0.0
+
+
+# step-level spans (QK s, PV s, K s, V s) are kept for the tiles that start before the trace
+# holds this many spans: every tile of a small run, the first tiles of a long one
+STEP_SPAN_LIMIT = 20_000
+
+
+def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
+                     timing: Timing | None = None, ring_rows: int | None = None,
+                     keep_spans: bool = True,
+                     progress=None) -> tuple[int, Stats, int, int, list[Span]]:
+    """Run the timing model over a program (``progress(fraction)`` about every 1% of its
+    instructions). Returns (total cycles, stats, bytes read,
+    bytes written, spans)."""
+    timing = timing or Timing()
+    eb, ob = hw.element_bytes, hw.out_element_bytes
+    ring = ring_rows if ring_rows is not None else hw.ring_rows
+    rd = Channel(hw, timing, gap=timing.request_gap)
+    wr = Channel(hw, timing, write=True, gap=timing.request_gap)
+    fetch = Channel(hw, timing, gap=timing.fetch_gap)
+    stats = Stats()
+    spans: list[Span] = []
+    if keep_spans:
+        stats.activity = {e: [] for e in ENGINES}
+        rd.activity, wr.activity = stats.activity["dma_read"], stats.activity["dma_write"]
+    n = len(program)
+    chunk = timing.fetch_chunk
+    ahead = timing.fetch_buffer // chunk
+    chunk_arrival: dict[int, int] = {}
+    dispatch = [0] * n
+    start = [0] * n
+    # per-queue: start times in order (for queue depth), end of last instruction
+    qstarts: dict[str, list[int]] = {name: [] for name in QUEUES}
+    q_end = dict.fromkeys(QUEUES, 0)
+    tokens: dict[tuple[str, str], deque] = {}
+    pending_kv: tuple[Instr, int, int] | None = None
+    pending_fin: tuple[int, int, int, int, Instr] | None = None
+    last_pe_end = 0
+    core_idle = 0          # the previous tile's end: the core's ring credits are its own again
+    memo: dict = {}        # tiles already simulated, by everything their timeline depends on
+    last_store_resp = 0
+    pe_activity_end = 0
+    tile = 0
+
+    def fetch_chunk(c: int) -> int:
+        """Cycle of the chunk's first data beat."""
+        if c not in chunk_arrival:
+            ready = timing.fetch_delay
+            if c >= ahead:  # the fetch buffer holds `ahead` chunks: chunk c waits for c-ahead
+                ready = dispatch[min(n, (c - ahead + 1) * chunk) - 1] + 1
+            nbytes = min(chunk, n - c * chunk) * INSTR_BYTES
+            _, end = fetch.transfer(ready, c * chunk * INSTR_BYTES, nbytes)
+            chunk_arrival[c] = end - cdiv(nbytes, fetch.rate)
+        return chunk_arrival[c]
+
+    def arrival(k: int) -> int:
+        """Instruction k can dispatch: its last beat, then the fetch buffer's latency."""
+        i = k % chunk
+        return fetch_chunk(k // chunk) + cdiv((i + 1) * INSTR_BYTES, fetch.rate) - 1 + \
+            timing.decode_latency + timing.fifo_latency
+
+    def pop_time(ins: Instr, q: str) -> int:
+        t = 0
+        for flag, other in (("pop_prev", PREV[q]), ("pop_next", NEXT[q])):
+            if getattr(ins, flag):
+                t = max(t, tokens[(other, q)].popleft())
+        return t
+
+    def push(ins: Instr, q: str, when: int) -> None:
+        for flag, other in (("push_prev", PREV[q]), ("push_next", NEXT[q])):
+            if getattr(ins, flag):
+                tokens.setdefault((q, other), deque()).append(when)
+
+    every = max(1, n // 100)
+    for k, ins in enumerate(program):
+        if progress is not None and k % every == 0:
+            progress(k / n)
+        arrive = arrival(k)
+        disp = max(arrive, dispatch[k - 1] + 1 if k else 0)
+        if ins.op == Op.END:
+            dispatch[k] = disp
+            break
+        q = ins.queue
+        if len(qstarts[q]) >= timing.queue_depth:
+            disp = max(disp, qstarts[q][-timing.queue_depth])
+        dispatch[k] = disp
+        tok = pop_time(ins, q)
+        st = max(disp + timing.fifo_latency, q_end[q], tok)
+        start[k] = st
+        qstarts[q].append(st)
+        if len(qstarts[q]) > timing.queue_depth:
+            qstarts[q].pop(0)
+        args = {"tile": tile, **ins.args}
+        if ins.op == Op.LOAD_Q:
+            issue_end, done = _tile_transfer(hw, rd, st + timing.request_delay, ins, eb)
+            q_end[q] = issue_end + 1
+            push(ins, q, done)
+            if keep_spans:
+                spans.append(Span("dma_read", f"LOAD_Q t{tile}", st, done, args))
+        elif ins.op == Op.LOAD_KV:
+            pending_kv = (ins, st, k)
+        elif ins.op == Op.COMPUTE:
+            gap = st + timing.cmd_latency - pe_activity_end
+            if gap > 0:
+                stats.stall("pe: fetch/dispatch" if disp >= tok
+                            else "pe: waiting for Q load or O store", gap)
+            if ins.keys == 0:  # a causal tile that sees no key: O = 0, nothing to stream
+                last_pe_end = pe_activity_end = st + timing.cmd_latency
+                q_end[q] = last_pe_end + 1
+                push(ins, q, q_end[q])
+                continue
+            if pending_kv is None:
+                raise bad("program", f"instruction {k}", "COMPUTE without LOAD_KV")
+            kv, kv_st, _ = pending_kv
+            pending_kv = None
+            # a K/V block is requested only once the core counts credits for this tile
+            kv_ready = max(kv_st + timing.request_delay, core_idle + timing.credit_delay)
+            pe0 = st + timing.cmd_latency
+            if keep_spans:
+                issue_end, kv_done, pe_end, exp_span = tile_loop(
+                    hw, timing, rd, stats, kv, ins, kv_ready, pe0, ring, eb,
+                    spans if len(spans) < STEP_SPAN_LIMIT else None, tile)
+            else:
+                issue_end, kv_done, pe_end, exp_span = tile_loop_memo(
+                    memo, hw, timing, rd, stats, kv, ins, kv_ready, pe0, ring, eb)
+            q_end["load"] = max(q_end["load"], issue_end + 1)
+            # the compute queue sees the last step end in cycle pe_end and moves on after it
+            q_end[q] = pe_end + 1
+            last_pe_end = pe_activity_end = pe_end
+            push(ins, q, pe_end + 1)
+            stats.useful_macs += 2 * ins.d * _visible_pairs(ins)
+            if keep_spans:
+                spans.append(Span("dma_read", f"LOAD_KV t{tile}", kv_st, kv_done,
+                                  {"tile": tile, **kv.args}))
+                spans.append(Span("pe", f"COMPUTE t{tile}", st, pe_end, args))
+                spans.append(Span("exp", f"softmax t{tile}", exp_span[0], exp_span[1], args))
+        elif ins.op == Op.FINALIZE:
+            # One output word (q elements of a row) per cycle into the output FIFO; the
+            # STORE_O that pairs with it drains the FIFO, so the two are resolved together.
+            words = ins.rows * ins.heads * cdiv(ins.d, hw.macs_per_line)
+            # the core finalizes on its own once the last P V step is done
+            first = last_pe_end + timing.pv_drain + timing.finalize_latency
+            stats.busy["finalize"] += words
+            stats.active("finalize", first, first + words, words)
+            pending_fin = (st, first, first + words - 1, words, ins)
+        elif ins.op == Op.STORE_O:
+            if pending_fin is None:
+                raise bad("program", f"instruction {k}", "STORE_O without FINALIZE")
+            f_st, first, last, words, fin_ins = pending_fin
+            pending_fin = None
+            _, done = _tile_transfer(hw, wr, max(st + timing.request_delay, first), ins, ob)
+            # data cannot leave before the finalize unit produced it (a word is several beats)
+            data_end = max(wr.free, last + cdiv(hw.macs_per_line * ob, hw.axi_data_bytes))
+            done = max(done, data_end + hw.dram_latency)
+            wr.free = data_end
+            # the last word has left the core: it is idle again, and the compute queue sees it
+            fin_end = data_end + timing.idle_latency
+            core_idle = fin_end
+            stats.stall("pe: finalize and store", fin_end - pe_activity_end)
+            pe_activity_end = fin_end
+            q_end["compute"] = fin_end
+            push(fin_ins, "compute", fin_end)  # FINALIZE's tokens go out when it ends
+            q_end[q] = done
+            last_store_resp = max(last_store_resp, done)
+            push(ins, q, done)
+            if keep_spans:
+                spans.append(Span("finalize", f"FINALIZE t{tile}", f_st, fin_end, args))
+                spans.append(Span("dma_write", f"STORE_O t{tile}", max(st, first), done, args))
+            tile += 1
+    total = max(max(q_end.values()), last_store_resp, rd.free, pe_activity_end) + \
+        timing.done_latency
+    stats.stall("pe: drain (last store response)", total - pe_activity_end)
+    stats.busy["dma_read"] = rd.busy
+    stats.busy["dma_write"] = wr.busy
+    return total, stats, rd.nbytes, wr.nbytes, spans
+
+
+def _tile_transfer(hw: HardwareConfig, ch: Channel, ready: int, ins: Instr,
+                   elem_bytes: int) -> tuple[int, int]:
+    """Move a tile's rows (``LOAD_Q`` or ``STORE_O``): one transfer per head when its rows are
+    contiguous, else one per row. Returns (last request, completion)."""
+    out = (ready, ready)
+    # whole words, as the DMA moves rows (a Q row with its multiplier's word)
+    row = hw.q_row_elements(ins.d, bool(ins.args.get("row_scales", 0))) * elem_bytes
+    for h in range(ins.heads):
+        base = ins.addr + h * ins.head_stride
+        if ins.row_stride == row:
+            out = ch.transfer(ready, base, ins.rows * row)
+        else:
+            for r in range(ins.rows):
+                out = ch.transfer(ready, base + r * ins.row_stride, row)
+    return out
+
+
+def _visible_pairs(ins: Instr) -> int:
+    """(query row, key) pairs of a COMPUTE that the mask keeps (all of them without causal)."""
+    if not ins.causal:
+        return ins.rows * ins.heads * ins.keys
+    total = sum(keys_seen(ins.q_pos + r, ins.diag, ins.keys) for r in range(ins.rows))
+    return total * ins.heads
