@@ -15,13 +15,13 @@ testbench cannot disagree on one. Variants are made with :func:`dataclasses.repl
 from __future__ import annotations
 
 import dataclasses
-import math
 import sys
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from attenio.errors import ConfigError, bad
+from attenio.fields import Serializable, check_bool, check_float, check_int, is_pow2
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -49,72 +49,8 @@ SCALE_EXP_BITS = 6
 _FLOAT_EXACT_BITS = 53
 
 
-def _check_int(obj, name: str, lo: int, hi: int | None = None) -> None:
-    value = getattr(obj, name)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise bad(name, value, f"must be an integer in [{lo}, {hi if hi is not None else 'inf'}]")
-    if value < lo or (hi is not None and value > hi):
-        raise bad(name, value, f"must be in [{lo}, {hi if hi is not None else 'inf'}]")
-
-
-def _check_float(obj, name: str, lo_exclusive: float, hi: float | None = None) -> None:
-    value = getattr(obj, name)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise bad(name, value, f"must be a finite number > {lo_exclusive}")
-    if value <= lo_exclusive or (hi is not None and value > hi):
-        raise bad(name, value, f"must be in ({lo_exclusive}, {hi if hi is not None else 'inf'}]")
-
-
-def _check_bool(obj, name: str) -> None:
-    value = getattr(obj, name)
-    if not isinstance(value, bool):
-        raise bad(name, value, "must be true or false")
-
-
-def _is_pow2(x: int) -> bool:
-    return x > 0 and x & (x - 1) == 0
-
-
-class _Serializable:
-    """to_dict/from_dict shared by the three dataclasses (nested dataclasses become tables)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for f in fields(self):  # type: ignore[arg-type]
-            v = getattr(self, f.name)
-            if v is None:
-                continue  # TOML has no null; a missing key means the default
-            out[f.name] = v.to_dict() if isinstance(v, _Serializable) else v
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Any, where: str = ""):
-        prefix = f"{where}." if where else ""
-        if not isinstance(data, dict):
-            raise bad(where or cls.__name__, data, "must be a table of fields")
-        known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
-        unknown = sorted(set(data) - set(known))
-        if unknown:
-            raise bad(f"{prefix}{unknown[0]}", data[unknown[0]],
-                      f"unknown field of {cls.__name__}; valid fields: {', '.join(known)}")
-        missing = [f.name for f in known.values() if f.name not in data
-                   and f.default is dataclasses.MISSING
-                   and f.default_factory is dataclasses.MISSING]
-        if missing:
-            raise ConfigError(f"{prefix}{missing[0]} is missing: a required field of "
-                              f"{cls.__name__} (or start the table with preset = \"name\")")
-        kwargs = {}
-        for name, value in data.items():
-            sub = _NESTED.get((cls.__name__, name))
-            kwargs[name] = sub.from_dict(value, f"{prefix}{name}") if sub else value
-        try:
-            return cls(**kwargs)
-        except ConfigError as e:
-            raise ConfigError(f"{prefix}{e}") from None
-
-
 @dataclass(frozen=True, kw_only=True)
-class Numerics(_Serializable):
+class Numerics(Serializable):
     """Fixed-point formats of the softmax datapath (the contract of docs/numerics.md).
 
     Parameters
@@ -147,20 +83,20 @@ class Numerics(_Serializable):
     finalize_guard_bits: int = 14
 
     def __post_init__(self):
-        _check_int(self, "logit_frac_bits", 6, 20)
-        _check_int(self, "exp_frac_bits", 8, 24)
-        _check_int(self, "exp_segments_log2", 1, 8)
+        check_int(self, "logit_frac_bits", 6, 20)
+        check_int(self, "exp_frac_bits", 8, 24)
+        check_int(self, "exp_segments_log2", 1, 8)
         if self.exp_segments_log2 >= self.logit_frac_bits:
             raise bad("exp_segments_log2", self.exp_segments_log2,
                       f"must be below logit_frac_bits={self.logit_frac_bits}")
-        _check_int(self, "scale_mult_bits", 8, 24)
-        _check_int(self, "recip_seed_log2", 2, 10)
-        _check_int(self, "recip_frac_bits", 12, 24)
+        check_int(self, "scale_mult_bits", 8, 24)
+        check_int(self, "recip_seed_log2", 2, 10)
+        check_int(self, "recip_frac_bits", 12, 24)
         if self.recip_seed_log2 >= self.recip_frac_bits:
             raise bad("recip_seed_log2", self.recip_seed_log2,
                       f"must be below recip_frac_bits={self.recip_frac_bits}")
-        _check_int(self, "out_frac_bits", 0, 16)
-        _check_int(self, "finalize_guard_bits", 1, 24)
+        check_int(self, "out_frac_bits", 0, 16)
+        check_int(self, "finalize_guard_bits", 1, 24)
         if self.finalize_guard_bits <= self.out_frac_bits:
             raise bad("finalize_guard_bits", self.finalize_guard_bits,
                       f"must exceed out_frac_bits={self.out_frac_bits} so the output keeps its "
@@ -173,7 +109,7 @@ class Numerics(_Serializable):
 
 
 @dataclass(frozen=True, kw_only=True)
-class HardwareConfig(_Serializable):
+class HardwareConfig(Serializable):
     """One accelerator instance.
 
     Parameters
@@ -231,32 +167,34 @@ class HardwareConfig(_Serializable):
     sram_bytes: int | None = None
     numerics: Numerics = field(default_factory=Numerics)
 
+    NESTED: ClassVar[dict[str, type]] = {"numerics": Numerics}
+
     def __post_init__(self):
-        _check_int(self, "mac_lines", 1, 4096)
-        _check_int(self, "macs_per_line", 1, 4096)
+        check_int(self, "mac_lines", 1, 4096)
+        check_int(self, "macs_per_line", 1, 4096)
         if self.data_bits not in SUPPORTED_DATA_BITS or isinstance(self.data_bits, bool):
             raise bad("data_bits", self.data_bits, f"supported: {SUPPORTED_DATA_BITS}")
-        _check_int(self, "tile_rows", 1, 1 << 16)
-        _check_int(self, "max_head_dim", 1, 1024)
-        _check_int(self, "kv_ring_depth", 2, 1 << 16)
-        _check_int(self, "exp_lanes", 1, 4096)
+        check_int(self, "tile_rows", 1, 1 << 16)
+        check_int(self, "max_head_dim", 1, 1024)
+        check_int(self, "kv_ring_depth", 2, 1 << 16)
+        check_int(self, "exp_lanes", 1, 4096)
         if self.axi_data_bits not in SUPPORTED_AXI_BITS or isinstance(self.axi_data_bits, bool):
             raise bad("axi_data_bits", self.axi_data_bits, f"supported: {SUPPORTED_AXI_BITS}")
-        _check_int(self, "dram_latency", 0, 1 << 20)
-        _check_int(self, "dram_bytes_per_cycle", 1, 1 << 16)
-        _check_float(self, "clock_mhz", 0.0, 1e5)
-        _check_int(self, "max_seq_len", 1, 1 << 24)
-        _check_int(self, "softmax_block", 1, 1024)
+        check_int(self, "dram_latency", 0, 1 << 20)
+        check_int(self, "dram_bytes_per_cycle", 1, 1 << 16)
+        check_float(self, "clock_mhz", 0.0, 1e5)
+        check_int(self, "max_seq_len", 1, 1 << 24)
+        check_int(self, "softmax_block", 1, 1024)
         if self.softmax_block > self.max_seq_len:
             raise bad("softmax_block", self.softmax_block,
                       f"must not exceed max_seq_len={self.max_seq_len}")
-        _check_int(self, "max_keys_per_step", 1, 4096)
+        check_int(self, "max_keys_per_step", 1, 4096)
         kmax = min(self.mac_lines, self.ring_rows)
-        if not _is_pow2(self.max_keys_per_step) or self.max_keys_per_step > kmax:
+        if not is_pow2(self.max_keys_per_step) or self.max_keys_per_step > kmax:
             raise bad("max_keys_per_step", self.max_keys_per_step,
                       f"must be a power of two ≤ min(mac_lines, kv_ring_depth/2) = {kmax}")
         if self.sram_bytes is not None:
-            _check_int(self, "sram_bytes", 1, 1 << 40)
+            check_int(self, "sram_bytes", 1, 1 << 40)
         if not isinstance(self.numerics, Numerics):
             raise bad("numerics", self.numerics, "must be a Numerics instance")
         # Widths the integer model (int64, float64-exact products) and the RTL can carry.
@@ -276,7 +214,7 @@ class HardwareConfig(_Serializable):
         generator, ``attenio synth`` and ``attenio config show`` apply these rules."""
         out = []
         for name in ("mac_lines", "macs_per_line"):
-            if not _is_pow2(getattr(self, name)):
+            if not is_pow2(getattr(self, name)):
                 out.append((name, getattr(self, name), "this RTL needs a power of two"))
         if self.softmax_block != 1:
             out.append(("softmax_block", self.softmax_block,
@@ -464,7 +402,7 @@ class HardwareConfig(_Serializable):
 
 
 @dataclass(frozen=True, kw_only=True)
-class Workload(_Serializable):
+class Workload(Serializable):
     """One attention problem: ``O = softmax(Q Kᵀ/√d) V`` per (batch, head).
 
     Q is ``[batch, heads, seq_q, head_dim]``; K and V are ``[batch, kv_heads, seq_k,
@@ -482,14 +420,14 @@ class Workload(_Serializable):
     element_bytes: int = 1
 
     def __post_init__(self):
-        _check_int(self, "seq_q", 1, 1 << 24)
-        _check_int(self, "seq_k", 1, 1 << 24)
-        _check_int(self, "head_dim", 1, 1024)
-        _check_int(self, "heads", 1, 1 << 12)
-        _check_int(self, "kv_heads", 1, 1 << 12)
-        _check_int(self, "batch", 1, 1 << 16)
-        _check_bool(self, "causal")
-        _check_int(self, "element_bytes", 1, 8)
+        check_int(self, "seq_q", 1, 1 << 24)
+        check_int(self, "seq_k", 1, 1 << 24)
+        check_int(self, "head_dim", 1, 1024)
+        check_int(self, "heads", 1, 1 << 12)
+        check_int(self, "kv_heads", 1, 1 << 12)
+        check_int(self, "batch", 1, 1 << 16)
+        check_bool(self, "causal")
+        check_int(self, "element_bytes", 1, 8)
         if self.heads % self.kv_heads:
             raise bad("kv_heads", self.kv_heads, f"must divide heads={self.heads}")
 
@@ -520,7 +458,6 @@ class Workload(_Serializable):
         return self.heads // self.kv_heads
 
 
-_NESTED = {("HardwareConfig", "numerics"): Numerics}
 
 
 # ---- presets (brief §6) ----

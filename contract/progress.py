@@ -47,21 +47,9 @@ from attenio.errors import ErrorCode
 __all__ = ["check_progress", "check_regions", "row_bytes"]
 
 
-def check_progress(program, fail) -> None:
-    """Refuse a program that can deadlock. ``program``: the instructions, END last, fields
-    already checked; ``fail(index, ErrorCode, reason)`` raises for instruction ``index``.
-
-    Also checks the tile structure the waits rest on: as many ``LOAD_Q``, ``COMPUTE``,
-    ``FINALIZE`` and ``STORE_O`` (the k-th of each form tile k), ``COMPUTE`` and ``FINALIZE``
-    alternating in the compute queue, and a tile's four agreeing on rows, heads and ``d``.
-    """
-
-    body = [ins for ins in program if ins.op != Op.END]
+def _check_tiles(body, by_op, fail) -> None:
+    """The tile structure the waits rest on (see :func:`check_progress`)."""
     n = len(body)
-    by_op: dict[Op, list[int]] = {op: [] for op in (Op.LOAD_Q, Op.LOAD_KV, Op.COMPUTE,
-                                                    Op.FINALIZE, Op.STORE_O)}
-    for i, ins in enumerate(body):
-        by_op[ins.op].append(i)
     counts = {op.name: len(v) for op, v in by_op.items() if op != Op.LOAD_KV}
     tiles = len(by_op[Op.COMPUTE])
     for op in (Op.LOAD_Q, Op.FINALIZE, Op.STORE_O):
@@ -92,6 +80,25 @@ def check_progress(program, fail) -> None:
         if lq.keys_per_step != c.keys_per_step:
             fail(by_op[Op.LOAD_Q][t], ErrorCode.FIELD_RANGE, f"LOAD_Q of tile {t} has "
                  f"keys_per_step={lq.keys_per_step}, its COMPUTE {c.keys_per_step}")
+
+
+def check_progress(program, fail) -> None:
+    """Refuse a program that can deadlock. ``program``: the instructions, END last, fields
+    already checked; ``fail(index, ErrorCode, reason)`` raises for instruction ``index``.
+
+    Also checks the tile structure the waits rest on: as many ``LOAD_Q``, ``COMPUTE``,
+    ``FINALIZE`` and ``STORE_O`` (the k-th of each form tile k), ``COMPUTE`` and ``FINALIZE``
+    alternating in the compute queue, and a tile's four agreeing on rows, heads and ``d``.
+    """
+
+    body = [ins for ins in program if ins.op != Op.END]
+    n = len(body)
+    by_op: dict[Op, list[int]] = {op: [] for op in (Op.LOAD_Q, Op.LOAD_KV, Op.COMPUTE,
+                                                    Op.FINALIZE, Op.STORE_O)}
+    for i, ins in enumerate(body):
+        by_op[ins.op].append(i)
+    tiles = len(by_op[Op.COMPUTE])
+    _check_tiles(body, by_op, fail)
     tile_of = {}
     for op in (Op.LOAD_Q, Op.COMPUTE, Op.FINALIZE, Op.STORE_O):
         for t, i in enumerate(by_op[op]):

@@ -6,7 +6,7 @@ can call on its own (the ``ref_`` side of a ref/rtl pair):
 ============== ===================================================================
 block          function
 ============== ===================================================================
-scale          :func:`scale` (with :func:`softmax_scale` computing ``c_m, c_sh`` on the host)
+scale          :func:`scale` (``c_m, c_sh`` from the host's :mod:`attenio.model.scales`)
 running max    :func:`running_max`
 exp2           :func:`exp2`
 rescale        :func:`rescale` (ℓ and O, by the same shift)
@@ -27,11 +27,9 @@ widths past 2**53 (see ``HardwareConfig.acc_bits``).
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -39,7 +37,20 @@ from attenio.config import HardwareConfig, Workload
 from attenio.contract.formats import MAX_SHIFT, SCALE_SHIFT_MAX
 from attenio.contract.rules import causal_visible
 from attenio.contract.tables import exp_table, recip_table
-from attenio.errors import ConfigError, bad
+from attenio.errors import bad
+from attenio.model.scales import (  # noqa: F401  (the host side, re-exported)
+    KEY_EXP_MAX,
+    ScaleParams,
+    dequantize,
+    dequantize_output,
+    key_factors,
+    key_reference,
+    quantize,
+    quantize_keys,
+    softmax_scale,
+    softmax_scale_rows,
+    with_key_scales,
+)
 
 __all__ = [
     "ScaleParams",
@@ -68,176 +79,6 @@ __all__ = [
 def m_init(cfg: HardwareConfig) -> int:
     """Running-max reset value: ``-2**max_bits``, below every reachable ``floor(t / 2**F)``."""
     return -(1 << cfg.max_bits)
-
-
-# ---- scale ----
-
-@dataclass(frozen=True)
-class ScaleParams:
-    """The softmax-scale multiplier the host writes: ``t = round(s · c_m / 2**c_sh)``.
-
-    ``c_m / 2**c_sh`` approximates ``q_scale · k_scale · log2(e) / √d · 2**F``, so ``t`` is the
-    base-2 logit with F fraction bits. One pair for the tile (``COMPUTE``'s fields), or with
-    per-row Q scales one pair per query row (int arrays, :func:`softmax_scale_rows`; the
-    hardware loads them with the Q rows).
-    """
-
-    c_m: int | np.ndarray
-    c_sh: int | np.ndarray
-    # per-key K scales: key j's factor f_j = k_m[j]·2**-(CM + k_e[j]) (K's scale of key j
-    # over the reference scale the multiplier folds in; k_m normalized in [2**(CM-1), 2**CM),
-    # 0 ≤ k_e ≤ 62); row i's multiplier for key j is then round(c_m_i·k_m_j / 2**CM) with the
-    # shift c_sh_i + k_e_j (:func:`scale`; the hardware carries (k_m, k_e) with the K row)
-    k_m: np.ndarray | None = None
-    k_e: np.ndarray | None = None
-
-    @property
-    def multiplier(self):
-        if self.per_row:
-            return np.asarray(self.c_m) / 2.0 ** np.asarray(self.c_sh)
-        return self.c_m / 2.0 ** self.c_sh
-
-    @property
-    def per_row(self) -> bool:
-        return np.ndim(self.c_m) > 0
-
-    def take(self, rows) -> ScaleParams:
-        """The multipliers of query ``rows`` (itself when it is one for all rows)."""
-        if not self.per_row:
-            return self
-        return ScaleParams(np.asarray(self.c_m)[rows], np.asarray(self.c_sh)[rows], self.k_m,
-                           self.k_e)
-
-    def keys(self, sl: slice) -> ScaleParams:
-        """The multipliers for the keys ``sl`` (itself without per-key factors)."""
-        if self.k_m is None:
-            return self
-        return ScaleParams(self.c_m, self.c_sh, np.asarray(self.k_m)[sl],
-                           np.asarray(self.k_e)[sl])
-
-
-def softmax_scale(cfg: HardwareConfig, q_scale: float, k_scale: float, head_dim: int,
-                  sm_scale: float | None = None) -> ScaleParams:
-    """Fold ``log2(e)``, ``1/√d`` (or ``sm_scale``) and the input scales into one multiplier.
-
-    ``c_m`` is normalized into ``[2**(CM-1), 2**CM)`` (CM = ``scale_mult_bits``) so its relative
-    error is at most ``2**-CM``.
-
-    Raises
-    ------
-    ConfigError
-        A scale that is not positive and finite, or a product of scales so large that one
-        score LSB exceeds ``2**CM`` logit LSBs (or so small the multiplier underflows).
-    """
-    for name, value in (("q_scale", q_scale), ("k_scale", k_scale)):
-        if not (isinstance(value, (int, float, np.floating)) and math.isfinite(value)
-                and value > 0):
-            raise bad(name, value, "must be a positive finite number")
-    if sm_scale is None:
-        sm_scale = 1.0 / math.sqrt(head_dim)
-    n = cfg.numerics
-    c = float(q_scale) * float(k_scale) * sm_scale * math.log2(math.e) * 2.0 ** n.logit_frac_bits
-    cm_bits = n.scale_mult_bits
-    top = (1 << cm_bits) - 1
-    if not c * 2.0 ** SCALE_SHIFT_MAX >= 0.5:  # also catches underflow to 0
-        raise bad("q_scale*k_scale", float(q_scale) * float(k_scale),
-                  "too small: the softmax multiplier underflows to zero")
-    sh = cm_bits - 1 - math.floor(math.log2(c))
-    sh = min(sh, SCALE_SHIFT_MAX)
-    if sh < 0:
-        raise bad("q_scale*k_scale", float(q_scale) * float(k_scale),
-                  f"too large: one score LSB would be {c:.3g} logit LSBs (at most {top})")
-    c_m = round(c * 2.0 ** sh)
-    if c_m > top:  # rounding reached 2**CM: renormalize
-        sh -= 1
-        c_m = round(c * 2.0 ** sh)
-        if sh < 0 or c_m > top:
-            raise bad("q_scale*k_scale", float(q_scale) * float(k_scale),
-                      f"too large for a {cm_bits}-bit multiplier")
-    if c_m == 0:
-        raise bad("q_scale*k_scale", float(q_scale) * float(k_scale),
-                  "too small: the softmax multiplier underflows to zero")
-    return ScaleParams(c_m=int(c_m), c_sh=int(sh))
-
-
-def softmax_scale_rows(cfg: HardwareConfig, q_scales, k_scale: float,
-                       head_dim: int) -> ScaleParams:
-    """:func:`softmax_scale` for each query row's own scale (``q_scales``, one per row): the
-    per-row multipliers as int64 arrays. Raises ConfigError as :func:`softmax_scale` does,
-    naming the row."""
-    qs = np.asarray(q_scales, dtype=np.float64).reshape(-1)
-    cm = np.empty(len(qs), dtype=np.int64)
-    sh = np.empty(len(qs), dtype=np.int64)
-    memo: dict[float, ScaleParams] = {}
-    for i, x in enumerate(qs.tolist()):
-        sp = memo.get(x)
-        if sp is None:
-            try:
-                sp = memo[x] = softmax_scale(cfg, x, k_scale, head_dim)
-            except ConfigError as e:
-                raise ConfigError(f"q_scale of row {i}: {e}") from None
-        cm[i], sh[i] = sp.c_m, sp.c_sh
-    return ScaleParams(cm, sh)
-
-
-def key_factors(cfg: HardwareConfig, k_scales,
-                ref: float) -> tuple[np.ndarray, np.ndarray]:
-    """Per-key K scales as the hardware takes them: each key's factor ``sk_j / ref`` (at most
-    1/2: ``ref`` is at least twice the largest scale) as a mantissa ``k_m`` in
-    ``[2**(CM-1), 2**CM)`` and an exponent ``k_e ≥ 0``, ``sk_j / ref = k_m·2**-(CM + k_e)``
-    (exact for the scales of :func:`quantize_keys`, else rounded to nearest).
-
-    Raises ConfigError for a scale that is not positive and finite, above ``ref/2`` or below
-    ``ref·2**-64`` (naming the key)."""
-    ks = np.asarray(k_scales, dtype=np.float64).reshape(-1)
-    cmb = cfg.numerics.scale_mult_bits
-    r = ks / ref
-    ok = np.isfinite(ks) & (ks > 0) & (r <= 0.5) & (r >= 2.0 ** -64)
-    if not ok.all():
-        j = int(np.argmax(~ok))
-        raise bad(f"k_scale of key {j}", float(ks[j]),
-                  f"must be positive, finite and within [ref·2**-64, ref/2] (ref = {ref:.6g})")
-    return _mant_exp(r, cmb, np.rint)
-
-
-def _mant_exp(r, cmb: int, rounding) -> tuple[np.ndarray, np.ndarray]:
-    """``r`` in (0, 1/2] as ``k_m·2**-(CM + k_e)``: ``k_m`` in ``[2**(CM-1), 2**CM)`` by
-    ``rounding`` (np.rint or np.ceil), ``k_e ≥ 0``; a mantissa rounded up to ``2**CM`` becomes
-    ``2**(CM-1)`` with the exponent one less."""
-    mant, ex = np.frexp(r)                      # r = mant·2**ex, mant in [0.5, 1)
-    k_m = rounding(mant * (1 << cmb)).astype(np.int64)
-    k_e = (-ex).astype(np.int64)
-    top = k_m == (1 << cmb)
-    k_m = np.where(top, 1 << (cmb - 1), k_m)
-    k_e = np.where(top, k_e - 1, k_e)
-    return k_m, k_e
-
-
-def key_reference(k_scales) -> tuple[np.ndarray, float]:
-    """Per-key K scales (any shape) checked positive and finite, and the reference the
-    softmax multiplier folds in: twice the largest. Raises ConfigError naming the first bad
-    key by its index."""
-    ks = np.asarray(k_scales, dtype=np.float64)
-    bad_k = ~(np.isfinite(ks) & (ks > 0))
-    if ks.size == 0 or bad_k.any():
-        at = tuple(int(x) for x in np.argwhere(bad_k)[0]) if ks.size else ()
-        where = (f"k_scale of key {at[2]} (batch {at[0]}, kv head {at[1]})" if len(at) >= 3
-                 else f"k_scale at {at}")
-        raise bad(where, float(ks[at]) if ks.size else None, "must be a positive finite number")
-    return ks, 2.0 * float(ks.max())
-
-
-def with_key_scales(cfg: HardwareConfig, sp: ScaleParams, k_scales, ref: float) -> ScaleParams:
-    """``sp`` with the per-key factors of ``k_scales`` against ``ref`` (:func:`key_factors`);
-    refuses a key whose shift ``c_sh + k_e`` passes 62."""
-    k_m, k_e = key_factors(cfg, k_scales, ref)
-    worst = int(np.max(sp.c_sh)) + int(k_e.max(initial=0))
-    if worst > SCALE_SHIFT_MAX:
-        j = int(np.argmax(k_e))
-        raise bad(f"k_scale of key {j}", f"exponent {int(k_e[j])}",
-                  f"too small beside the others: the shift c_sh + k_e = {worst} passes "
-                  f"{SCALE_SHIFT_MAX}")
-    return ScaleParams(sp.c_m, sp.c_sh, k_m, k_e)
 
 
 def scale(cfg: HardwareConfig, s, sp: ScaleParams) -> np.ndarray:
@@ -660,78 +501,3 @@ def _scale_array(name: str, x, shape: tuple[int, ...]) -> np.ndarray:
     if a.shape not in (shape + (1,), shape):
         raise bad(f"{name}.shape", a.shape, f"expected a scalar or {shape + (1,)}")
     return a.reshape(shape)
-
-
-# ---- quantization helpers ----
-
-def quantize(x, bits: int, scale: float | None = None,
-             axis: int | None = None) -> tuple[np.ndarray, float | np.ndarray]:
-    """Symmetric quantization: ``x ≈ xi · scale`` with ``|xi| ≤ 2**(bits-1) - 1``.
-
-    ``scale`` defaults to ``max|x| / (2**(bits-1) - 1)`` (1.0 for an all-zero tensor): one
-    per tensor, or with ``axis`` one per slice along it (an array that broadcasts against
-    ``x``: ``axis=2`` of ``[b, h, n, d]`` gives a scale per head and channel; an all-zero slice
-    gets 1.0). Values beyond the range saturate. Returns ``(xi as int64, scale)``.
-    """
-    x = np.asarray(x, dtype=np.float64)
-    if not np.all(np.isfinite(x)):
-        raise bad("x", "non-finite values", "quantize needs finite inputs")
-    if not isinstance(bits, int) or not 2 <= bits <= 32:
-        raise bad("bits", bits, "must be an integer in [2, 32]")
-    qmax = (1 << (bits - 1)) - 1
-    if scale is None and axis is not None:
-        amax = np.abs(x).max(axis=axis, keepdims=True)
-        scale = np.where(amax > 0, amax / qmax, 1.0)
-    elif scale is None:
-        amax = float(np.max(np.abs(x))) if x.size else 0.0
-        scale = amax / qmax if amax > 0 else 1.0
-    if not np.all(np.isfinite(scale) & (np.asarray(scale) > 0)):
-        raise bad("scale", scale, "must be a positive finite number")
-    xi = np.clip(np.rint(x / scale), -qmax - 1, qmax).astype(np.int64)
-    return xi, (float(scale) if np.ndim(scale) == 0 else scale)
-
-
-# smallest block factor quantize_keys uses: a block under ref·2**-(KEY_EXP_MAX+1) gets that
-# scale anyway (its integers are small; the shift c_sh + k_e stays within 62)
-KEY_EXP_MAX = 24
-
-
-def quantize_keys(cfg: HardwareConfig, k, block: int) -> tuple[np.ndarray, np.ndarray]:
-    """K ``[batch, kv_heads, seq_k, d]`` quantized with one scale per block of ``block`` keys
-    (blocks aligned to key 0), each a scale the hardware represents exactly: ``ref·k_m·2**-(CM
-    + k_e)`` with ``ref`` twice the largest block's ``max|K|/(2**(B−1)−1)``, ``k_m`` in
-    ``[2**(CM-1), 2**CM)`` rounded up (so no element clips) and ``0 ≤ k_e ≤ KEY_EXP_MAX``. An
-    all-zero block gets ``ref/2`` (its integers are 0). Returns ``(ki, scales)``, ``scales`` of
-    shape ``[batch, kv_heads, seq_k, 1]`` (one per key, equal within a block), as
-    :func:`attention_int` takes them."""
-    if not isinstance(block, (int, np.integer)) or isinstance(block, bool) or block < 1:
-        raise bad("k_block", block, "must be a positive number of keys")
-    k = np.asarray(k, dtype=np.float64)
-    if k.ndim != 4:
-        raise bad("k.shape", k.shape, "expected [batch, kv_heads, seq_k, head_dim]")
-    if not np.all(np.isfinite(k)):
-        raise bad("k", "non-finite values", "quantize needs finite inputs")
-    b, hk, nk, d = k.shape
-    qmax = (1 << (cfg.data_bits - 1)) - 1
-    cmb = cfg.numerics.scale_mult_bits
-    nb = -(-nk // block)
-    pad = np.pad(np.abs(k), ((0, 0), (0, 0), (0, nb * block - nk), (0, 0)))
-    amax = pad.reshape(b, hk, nb, block * d).max(axis=3) / qmax      # [b, hk, nb]
-    top = float(amax.max(initial=0.0))
-    ref = 2.0 * top if top > 0 else 2.0
-    r = np.where(amax > 0, amax / ref, 0.5)
-    k_m, k_e = _mant_exp(np.maximum(r, 2.0 ** -(KEY_EXP_MAX + 1)), cmb, np.ceil)
-    blk = ref * k_m * np.exp2(-(k_e + cmb))
-    per_key = np.repeat(blk, block, axis=2)[:, :, :nk, None]
-    ki = np.clip(np.rint(k / per_key), -qmax - 1, qmax).astype(np.int64)
-    return ki, per_key
-
-
-def dequantize(xi, scale: float) -> np.ndarray:
-    """``xi · scale`` as float64."""
-    return np.asarray(xi, dtype=np.float64) * scale
-
-
-def dequantize_output(cfg: HardwareConfig, out, v_scale: float) -> np.ndarray:
-    """Real values of the accelerator's output: ``out · v_scale · 2**-OF``."""
-    return np.asarray(out, dtype=np.float64) * (v_scale * 2.0 ** -cfg.numerics.out_frac_bits)

@@ -19,201 +19,233 @@ STEADY_STATE_SKIP = True
 ROW_GROUP_SKIP = True
 
 
-def tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
-               kv_start: int, pe_start: int, ring_rows: int, eb: int,
-               step_spans: list | None = None, tile: int = 0):
-    """Co-simulate one LOAD_KV with its COMPUTE. Returns (kv issue end, kv done, pe end,
-    exp span). With ``step_spans``, each step the loop simulates appends its spans there:
-    ``QK s`` and ``PV s`` on the PE array, ``K s`` and ``V s`` (the block's data on the read
-    channel), and one ``steady state`` span for the periods it skips."""
-    rows = comp.rows * comp.heads
-    d = comp.d
-    b = comp.keys_per_step
-    keys = comp.keys
-    steps = cdiv(keys, b)
-    lanes = hw.exp_lanes
-    ck = max(1, ring_rows // b)
-    # whole words, as the DMA moves rows (a K row with its factor's word; V rows then lie a
-    # word closer: K and V are both contiguous or neither)
-    ks = bool(kv.args.get("key_scales", 0))
-    k_bytes = hw.k_row_elements(d, ks) * eb
-    v_bytes = hw.row_elements(d) * eb
-    v_stride = hw.v_row_stride(kv.row_stride, ks)
-    contiguous = kv.row_stride == k_bytes
+class TileLoop:
+    """One LOAD_KV co-simulated with its COMPUTE, step by step (:func:`tile_loop`): the
+    step geometry, the rolling histories of each step's times, and the steady-state skip."""
 
-    words = hw.words(d)
-    p = hw.mac_lines
-    groups = cdiv(rows * b, p)
-    # causal row-group skipping (one head, one key per step): a step's first key k is seen
-    # only by rows ρ ≥ k − q_pos − diag, so the groups below skip its Q Kᵀ and P V
-    skip = bool(ROW_GROUP_SKIP and comp.causal and comp.heads == 1 and b == 1 and groups > 1)
+    def __init__(self, hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
+                 kv_start: int, pe_start: int, ring_rows: int, eb: int,
+                 step_spans: list | None = None, tile: int = 0):
+        self.timing, self.rd, self.stats, self.kv, self.comp = timing, rd, stats, kv, comp
+        self.step_spans, self.tile = step_spans, tile
+        self.rows = comp.rows * comp.heads
+        self.b = b = comp.keys_per_step
+        self.keys = comp.keys
+        self.steps = cdiv(self.keys, b)
+        self.lanes = hw.exp_lanes
+        self.ck = max(1, ring_rows // b)
+        # whole words, as the DMA moves rows (a K row with its factor's word; V rows then lie
+        # a word closer: K and V are both contiguous or neither)
+        ks = bool(kv.args.get("key_scales", 0))
+        self.k_bytes = hw.k_row_elements(comp.d, ks) * eb
+        self.v_bytes = hw.row_elements(comp.d) * eb
+        self.v_stride = hw.v_row_stride(kv.row_stride, ks)
+        self.contiguous = kv.row_stride == self.k_bytes
+        self.words = hw.words(comp.d)
+        self.p = p = hw.mac_lines
+        self.groups = cdiv(self.rows * b, p)
+        # causal row-group skipping (one head, one key per step): a step's first key k is seen
+        # only by rows ρ ≥ k − q_pos − diag, so the groups below skip its Q Kᵀ and P V
+        self.skip = bool(ROW_GROUP_SKIP and comp.causal and comp.heads == 1 and b == 1
+                         and self.groups > 1)
+        # rolling histories (times), indexed by step
+        self.qk_end: dict[int, int] = {}
+        self.pv_end: dict[int, int] = {}
+        self.arr_k: dict[int, int] = {}
+        self.arr_v: dict[int, int] = {}
+        self.p_ready: dict[int, int] = {}
+        self.pe_free = self.exp_free = pe_start
+        self.exp_first = None
+        self.mem_stall = self.exp_stall = self.pad = 0
+        self.rd_floor = kv_start  # LOAD_KV may not request before it starts
+        # K/V blocks that tile 4 KB lines exactly never cross one: where a block sits in its
+        # line then changes nothing, and the steady state repeats every step, not every line
+        kblk, vblk = b * self.k_bytes, b * self.v_bytes
+        self.no_4k = (self.contiguous and 4096 % kblk == 0 and 4096 % vblk == 0
+                      and kv.k_addr % kblk == 0 and kv.v_addr % vblk == 0)
 
-    def gmin(s):
-        return skipped_groups(s * b, comp.q_pos, comp.diag, p, groups) if skip else 0
+    # ---- step geometry ----
+    def gmin(self, s: int) -> int:
+        c = self.comp
+        return skipped_groups(s * self.b, c.q_pos, c.diag, self.p, self.groups) \
+            if self.skip else 0
 
-    def next_change(s):
+    def next_change(self, s: int) -> int:
         """The first step after s whose skipped groups differ (steps when none does)."""
-        if not skip or gmin(s) == groups - 1:
-            return steps
-        return max(s + 1, cdiv((gmin(s) + 1) * p + comp.q_pos + comp.diag, b))
+        if not self.skip or self.gmin(s) == self.groups - 1:
+            return self.steps
+        c = self.comp
+        return max(s + 1, cdiv((self.gmin(s) + 1) * self.p + c.q_pos + c.diag, self.b))
 
-    def pe_ops(s, nk):
+    def pe_ops(self, s: int, nk: int) -> int:
         # row groups of mac_lines rows (nk keys side by side when rows < lines) × words of d
-        return (cdiv(rows * nk, p) - gmin(s)) * words
+        return (cdiv(self.rows * nk, self.p) - self.gmin(s)) * self.words
 
-    def pe_cycles(s, nk):
-        return max(pe_ops(s, nk), timing.min_phase)
+    def pe_cycles(self, s: int, nk: int) -> int:
+        return max(self.pe_ops(s, nk), self.timing.min_phase)
 
-    def exp_cycles(s, nk):
-        return cdiv((rows - gmin(s) * p) * nk, lanes)
+    def exp_cycles(self, s: int, nk: int) -> int:
+        return cdiv((self.rows - self.gmin(s) * self.p) * nk, self.lanes)
 
-    def step_span(engine, name, start, end):
-        if step_spans is not None:
-            step_spans.append(Span(engine, name, start, end, {"tile": tile}))
+    def step_keys(self, s: int) -> int:
+        return min(self.b, self.keys - s * self.b)
 
-    def load(s, which, ready):
-        base, stride, row_bytes = ((kv.k_addr, kv.row_stride, k_bytes) if which == "K"
-                                   else (kv.v_addr, v_stride, v_bytes))
-        nk = min(b, keys - s * b)
-        addr = base + s * b * stride
-        if contiguous:
+    def step_span(self, engine, name, start, end):
+        if self.step_spans is not None:
+            self.step_spans.append(Span(engine, name, start, end, {"tile": self.tile}))
+
+    # ---- the engines ----
+    def load(self, s: int, which: str, ready: int):
+        kv, rd = self.kv, self.rd
+        base, stride, row_bytes = ((kv.k_addr, kv.row_stride, self.k_bytes) if which == "K"
+                                   else (kv.v_addr, self.v_stride, self.v_bytes))
+        nk = self.step_keys(s)
+        addr = base + s * self.b * stride
+        if self.contiguous:
             out = rd.transfer(ready, addr, nk * row_bytes)
         else:
             out = (ready, ready)
             for r in range(nk):
                 out = rd.transfer(ready, addr + r * stride, row_bytes)
         data = cdiv(nk * row_bytes, rd.rate)
-        step_span("dma_read", f"{which} {s}", out[1] - data, out[1])
+        self.step_span("dma_read", f"{which} {s}", out[1] - data, out[1])
         return out
 
-    # rolling histories (times), indexed by step
-    qk_end: dict[int, int] = {}
-    pv_end: dict[int, int] = {}
-    arr_k: dict[int, int] = {}
-    arr_v: dict[int, int] = {}
-    p_ready: dict[int, int] = {}
-    pe_free = pe_start
-    exp_free = pe_start
-    exp_first = None
-    mem_stall = exp_stall = pad = 0
-    rd_floor = kv_start  # LOAD_KV may not request before it starts
-    _, arr_k[0] = load(0, "K", rd_floor)
+    def pe_step(self, name: str, s: int, start: int) -> int:
+        """A Q Kᵀ or P V step of step s on the PE array from ``start``; returns its end."""
+        nk = self.step_keys(s)
+        ops, cycles = self.pe_ops(s, nk), self.pe_cycles(s, nk)
+        end = start + cycles
+        self.step_span("pe", f"{name} {s}", start, end)
+        self.stats.busy["pe"] += ops
+        self.stats.active("pe", start, end, ops)
+        self.pad += cycles - ops
+        self.pe_free = end
+        return end
 
-    def do_pv(j):
-        nonlocal pe_free, mem_stall, exp_stall, pad
-        v_in = arr_v[j] + timing.ring_ready_latency
-        st = max(pe_free, v_in, p_ready[j])
-        if st > pe_free:
-            if v_in >= p_ready[j]:
-                mem_stall += st - pe_free
+    def do_pv(self, j: int) -> None:
+        v_in = self.arr_v[j] + self.timing.ring_ready_latency
+        st = max(self.pe_free, v_in, self.p_ready[j])
+        if st > self.pe_free:
+            if v_in >= self.p_ready[j]:
+                self.mem_stall += st - self.pe_free
             else:
-                exp_stall += st - pe_free
-        nk = min(b, keys - j * b)
-        pv_end[j] = st + pe_cycles(j, nk)
-        step_span("pe", f"PV {j}", st, pv_end[j])
-        stats.busy["pe"] += pe_ops(j, nk)
-        stats.active("pe", st, pv_end[j], pe_ops(j, nk))
-        pad += pe_cycles(j, nk) - pe_ops(j, nk)
-        pe_free = pv_end[j]
+                self.exp_stall += st - self.pe_free
+        self.pv_end[j] = self.pe_step("PV", j, st)
 
-    seen: dict[tuple, tuple] = {}
-    s = 0
-    skipped = False
-    segment = gmin(0)
-    # K/V blocks that tile 4 KB lines exactly never cross one: where a block sits in its line
-    # then changes nothing, and the steady state repeats every step instead of every line
-    kblk, vblk = b * k_bytes, b * v_bytes
-    no_4k = (contiguous and 4096 % kblk == 0 and 4096 % vblk == 0 and kv.k_addr % kblk == 0
-             and kv.v_addr % vblk == 0)
-    while s < steps:
-        if gmin(s) != segment:
-            # the skipped groups changed: a new steady state may follow (one skip each)
-            segment, skipped = gmin(s), False
-            seen.clear()
-        # steady-state detection: skip whole periods once the relative state repeats
-        if STEADY_STATE_SKIP and not skipped and 1 <= s < steps - 1:
-            ref = pe_free
-            key = (tuple(qk_end[i] - ref for i in range(s - ck, s) if i >= 0),
-                   tuple(pv_end[i] - ref for i in range(s - 1 - ck, s - 1) if i >= 0),
-                   arr_k[s] - ref, arr_v[s - 1] - ref, p_ready[s - 1] - ref, exp_free - ref,
-                   rd.state(ref),
-                   0 if no_4k else (kv.k_addr + (s + 1) * b * kv.row_stride) % 4096,
-                   0 if no_4k else (kv.v_addr + s * b * v_stride) % 4096,
-                   gmin(s - 1), gmin(s))
-            if key in seen:
-                s0, ref0, snap = seen[key]
-                period, dt = s - s0, ref - ref0
-                k = (min(steps, next_change(s)) - 1 - s) // period
-                if k > 0:
-                    now = (stats.busy["pe"], stats.busy["exp"], rd.busy, rd.nbytes,
-                           mem_stall, exp_stall, pad)
-                    deltas = [x - y for x, y in zip(now, snap, strict=True)]
-                    for eng, busy in (("pe", deltas[0]), ("exp", deltas[1]),
-                                      ("dma_read", deltas[2])):   # the skipped periods
-                        stats.active(eng, ref, ref + k * dt, k * busy)
-                    stats.busy["pe"] += k * deltas[0]
-                    stats.busy["exp"] += k * deltas[1]
-                    rd.busy += k * deltas[2]
-                    rd.nbytes += k * deltas[3]
-                    mem_stall += k * deltas[4]
-                    exp_stall += k * deltas[5]
-                    pad += k * deltas[6]
-                    shift, di = k * dt, k * period
-                    qk_end = {i + di: t + shift for i, t in qk_end.items()}
-                    pv_end = {i + di: t + shift for i, t in pv_end.items()}
-                    arr_k = {i + di: t + shift for i, t in arr_k.items()}
-                    arr_v = {i + di: t + shift for i, t in arr_v.items()}
-                    p_ready = {i + di: t + shift for i, t in p_ready.items()}
-                    step_span("pe", f"steady state: steps {s}-{s + di - 1}", ref,
-                              ref + shift)
-                    pe_free += shift
-                    exp_free += shift
-                    rd.shift(shift)
-                    s += di
-                skipped = True
-            else:
-                seen[key] = (s, ref, (stats.busy["pe"], stats.busy["exp"], rd.busy, rd.nbytes,
-                                      mem_stall, exp_stall, pad))
-        nk = min(b, keys - s * b)
-        # QK(s)
-        st = max(pe_free, arr_k[s] + timing.ring_ready_latency)
-        mem_stall += st - pe_free
-        qk_end[s] = st + pe_cycles(s, nk)
-        step_span("pe", f"QK {s}", st, qk_end[s])
-        stats.busy["pe"] += pe_ops(s, nk)
-        stats.active("pe", st, qk_end[s], pe_ops(s, nk))
-        pad += pe_cycles(s, nk) - pe_ops(s, nk)
-        pe_free = qk_end[s]
+    def do_step(self, s: int) -> None:
+        """Q Kᵀ(s) and its softmax, P V(s−1), and the K/V blocks loaded meanwhile."""
+        t = self.timing
+        nk = self.step_keys(s)
+        st = max(self.pe_free, self.arr_k[s] + t.ring_ready_latency)
+        self.mem_stall += st - self.pe_free
+        self.qk_end[s] = self.pe_step("QK", s, st)
         # EXP(s): a pipeline fed by the Q Kᵀ step; never the bottleneck with one lane a line
-        exp_first = st if exp_first is None else exp_first
-        stats.busy["exp"] += exp_cycles(s, nk)
-        p_ready[s] = st + pe_ops(s, nk) - 1 + timing.p_ready_latency
-        stats.active("exp", st, p_ready[s], exp_cycles(s, nk))
-        exp_free = max(exp_free, p_ready[s])
-        # PV(s-1)
+        self.exp_first = st if self.exp_first is None else self.exp_first
+        self.stats.busy["exp"] += self.exp_cycles(s, nk)
+        self.p_ready[s] = st + self.pe_ops(s, nk) - 1 + t.p_ready_latency
+        self.stats.active("exp", st, self.p_ready[s], self.exp_cycles(s, nk))
+        self.exp_free = max(self.exp_free, self.p_ready[s])
         if s >= 1:
-            do_pv(s - 1)
+            self.do_pv(s - 1)
         # DMA: the blocks the shared order loads during this step (K(s+1), then V(s)); a
         # block waits for its ring slot, freed by the step ck before it
-        for which, j in kv_blocks_during(s, steps):
-            done_by = qk_end if which == "K" else pv_end
-            credit = done_by[j - ck] + timing.credit_latency if j >= ck else rd_floor
-            if which == "K":
-                _, arr_k[j] = load(j, "K", credit)
-            else:
-                last_req, arr_v[j] = load(j, "V", credit)
+        ck = self.ck
+        for which, j in kv_blocks_during(s, self.steps):
+            done_by = self.qk_end if which == "K" else self.pv_end
+            credit = done_by[j - ck] + t.credit_latency if j >= ck else self.rd_floor
+            (self.arr_k if which == "K" else self.arr_v)[j] = self.load(j, which, credit)[1]
         # forget history the loop no longer reads
-        for hist, keep in ((qk_end, ck + 1), (pv_end, ck + 1), (arr_k, 2), (arr_v, 2),
-                           (p_ready, 2)):
-            old = s - keep
-            if old in hist:
-                del hist[old]
-        s += 1
-    do_pv(steps - 1)
-    stats.stall("pe: waiting for K/V (DRAM)", mem_stall)
-    stats.stall("pe: waiting for softmax (EXP)", exp_stall)
-    stats.stall("pe: padding short steps", pad)
-    return rd.last_req, arr_v[steps - 1], pe_free, (exp_first, exp_free)
+        for hist, keep in ((self.qk_end, ck + 1), (self.pv_end, ck + 1), (self.arr_k, 2),
+                           (self.arr_v, 2), (self.p_ready, 2)):
+            hist.pop(s - keep, None)
+
+    # ---- steady state ----
+    def counts(self) -> tuple:
+        st, rd = self.stats, self.rd
+        return (st.busy["pe"], st.busy["exp"], rd.busy, rd.nbytes, self.mem_stall,
+                self.exp_stall, self.pad)
+
+    def state_key(self, s: int, ref: int) -> tuple:
+        """Everything the rest of the loop reads, relative to ``ref``."""
+        ck, kv, b = self.ck, self.kv, self.b
+        return (tuple(self.qk_end[i] - ref for i in range(s - ck, s) if i >= 0),
+                tuple(self.pv_end[i] - ref for i in range(s - 1 - ck, s - 1) if i >= 0),
+                self.arr_k[s] - ref, self.arr_v[s - 1] - ref, self.p_ready[s - 1] - ref,
+                self.exp_free - ref, self.rd.state(ref),
+                0 if self.no_4k else (kv.k_addr + (s + 1) * b * kv.row_stride) % 4096,
+                0 if self.no_4k else (kv.v_addr + s * b * self.v_stride) % 4096,
+                self.gmin(s - 1), self.gmin(s))
+
+    def skip_periods(self, s: int, s0: int, ref0: int, snap: tuple) -> int:
+        """Steps s0 … s−1 repeat from step s: skip the whole periods that fit before the
+        skipped groups next change; returns the step to continue from."""
+        ref = self.pe_free
+        period, dt = s - s0, ref - ref0
+        k = (min(self.steps, self.next_change(s)) - 1 - s) // period
+        if k <= 0:
+            return s
+        deltas = [x - y for x, y in zip(self.counts(), snap, strict=True)]
+        stats, rd = self.stats, self.rd
+        for eng, busy in (("pe", deltas[0]), ("exp", deltas[1]),
+                          ("dma_read", deltas[2])):   # the skipped periods
+            stats.active(eng, ref, ref + k * dt, k * busy)
+        stats.busy["pe"] += k * deltas[0]
+        stats.busy["exp"] += k * deltas[1]
+        rd.busy += k * deltas[2]
+        rd.nbytes += k * deltas[3]
+        self.mem_stall += k * deltas[4]
+        self.exp_stall += k * deltas[5]
+        self.pad += k * deltas[6]
+        shift, di = k * dt, k * period
+        for name in ("qk_end", "pv_end", "arr_k", "arr_v", "p_ready"):
+            setattr(self, name, {i + di: t + shift for i, t in getattr(self, name).items()})
+        self.step_span("pe", f"steady state: steps {s}-{s + di - 1}", ref, ref + shift)
+        self.pe_free += shift
+        self.exp_free += shift
+        rd.shift(shift)
+        return s + di
+
+    def run(self):
+        """Returns (kv issue end, kv done, pe end, exp span)."""
+        _, self.arr_k[0] = self.load(0, "K", self.rd_floor)
+        steps = self.steps
+        seen: dict[tuple, tuple] = {}
+        s = 0
+        skipped = False
+        segment = self.gmin(0)
+        while s < steps:
+            if self.gmin(s) != segment:
+                # the skipped groups changed: a new steady state may follow (one skip each)
+                segment, skipped = self.gmin(s), False
+                seen.clear()
+            # steady-state detection: skip whole periods once the relative state repeats
+            if STEADY_STATE_SKIP and not skipped and 1 <= s < steps - 1:
+                key = self.state_key(s, self.pe_free)
+                if key in seen:
+                    s = self.skip_periods(s, *seen[key])
+                    skipped = True
+                else:
+                    seen[key] = (s, self.pe_free, self.counts())
+            self.do_step(s)
+            s += 1
+        self.do_pv(steps - 1)
+        self.stats.stall("pe: waiting for K/V (DRAM)", self.mem_stall)
+        self.stats.stall("pe: waiting for softmax (EXP)", self.exp_stall)
+        self.stats.stall("pe: padding short steps", self.pad)
+        return self.rd.last_req, self.arr_v[steps - 1], self.pe_free, \
+            (self.exp_first, self.exp_free)
+
+
+def tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
+              kv_start: int, pe_start: int, ring_rows: int, eb: int,
+              step_spans: list | None = None, tile: int = 0):
+    """Co-simulate one LOAD_KV with its COMPUTE. Returns (kv issue end, kv done, pe end,
+    exp span). With ``step_spans``, each step the loop simulates appends its spans there:
+    ``QK s`` and ``PV s`` on the PE array, ``K s`` and ``V s`` (the block's data on the read
+    channel), and one ``steady state`` span for the periods it skips."""
+    return TileLoop(hw, timing, rd, stats, kv, comp, kv_start, pe_start, ring_rows, eb,
+                    step_spans, tile).run()
 
 
 def tile_loop_memo(memo: dict, hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,

@@ -84,6 +84,55 @@ class Schedule:
 STEP_SPAN_LIMIT = 20_000
 
 
+class _Fetch:
+    """The instruction fetch: chunks of ``Timing.fetch_chunk`` instructions on their own read
+    port, ``Timing.fetch_buffer`` instructions ahead of dispatch."""
+
+    def __init__(self, hw: HardwareConfig, timing: Timing, n: int, dispatch: list[int]):
+        self.timing, self.n, self.dispatch = timing, n, dispatch
+        self.port = Channel(hw, timing, gap=timing.fetch_gap)
+        self.chunk = timing.fetch_chunk
+        self.ahead = timing.fetch_buffer // self.chunk
+        self.chunk_arrival: dict[int, int] = {}
+
+    def fetch_chunk(self, c: int) -> int:
+        """Cycle of the chunk's first data beat."""
+        if c not in self.chunk_arrival:
+            chunk, ahead, n = self.chunk, self.ahead, self.n
+            ready = self.timing.fetch_delay
+            if c >= ahead:  # the fetch buffer holds `ahead` chunks: chunk c waits for c-ahead
+                ready = self.dispatch[min(n, (c - ahead + 1) * chunk) - 1] + 1
+            nbytes = min(chunk, n - c * chunk) * INSTR_BYTES
+            _, end = self.port.transfer(ready, c * chunk * INSTR_BYTES, nbytes)
+            self.chunk_arrival[c] = end - cdiv(nbytes, self.port.rate)
+        return self.chunk_arrival[c]
+
+    def arrival(self, k: int) -> int:
+        """Instruction k can dispatch: its last beat, then the fetch buffer's latency."""
+        i = k % self.chunk
+        return self.fetch_chunk(k // self.chunk) + cdiv((i + 1) * INSTR_BYTES, self.port.rate) \
+            - 1 + self.timing.decode_latency + self.timing.fifo_latency
+
+
+class _Tokens:
+    """The dependency tokens between the queues: when each pushed token becomes available."""
+
+    def __init__(self):
+        self.queues: dict[tuple[str, str], deque] = {}
+
+    def pop_time(self, ins: Instr, q: str) -> int:
+        t = 0
+        for flag, other in (("pop_prev", PREV[q]), ("pop_next", NEXT[q])):
+            if getattr(ins, flag):
+                t = max(t, self.queues[(other, q)].popleft())
+        return t
+
+    def push(self, ins: Instr, q: str, when: int) -> None:
+        for flag, other in (("push_prev", PREV[q]), ("push_next", NEXT[q])):
+            if getattr(ins, flag):
+                self.queues.setdefault((q, other), deque()).append(when)
+
+
 def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
                      timing: Timing | None = None, ring_rows: int | None = None,
                      keep_spans: bool = True,
@@ -96,22 +145,18 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
     ring = ring_rows if ring_rows is not None else hw.ring_rows
     rd = Channel(hw, timing, gap=timing.request_gap)
     wr = Channel(hw, timing, write=True, gap=timing.request_gap)
-    fetch = Channel(hw, timing, gap=timing.fetch_gap)
     stats = Stats()
     spans: list[Span] = []
     if keep_spans:
         stats.activity = {e: [] for e in ENGINES}
         rd.activity, wr.activity = stats.activity["dma_read"], stats.activity["dma_write"]
     n = len(program)
-    chunk = timing.fetch_chunk
-    ahead = timing.fetch_buffer // chunk
-    chunk_arrival: dict[int, int] = {}
     dispatch = [0] * n
     start = [0] * n
     # per-queue: start times in order (for queue depth), end of last instruction
     qstarts: dict[str, list[int]] = {name: [] for name in QUEUES}
     q_end = dict.fromkeys(QUEUES, 0)
-    tokens: dict[tuple[str, str], deque] = {}
+    tokens = _Tokens()
     pending_kv: tuple[Instr, int, int] | None = None
     pending_fin: tuple[int, int, int, int, Instr] | None = None
     last_pe_end = 0
@@ -121,34 +166,8 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
     pe_activity_end = 0
     tile = 0
 
-    def fetch_chunk(c: int) -> int:
-        """Cycle of the chunk's first data beat."""
-        if c not in chunk_arrival:
-            ready = timing.fetch_delay
-            if c >= ahead:  # the fetch buffer holds `ahead` chunks: chunk c waits for c-ahead
-                ready = dispatch[min(n, (c - ahead + 1) * chunk) - 1] + 1
-            nbytes = min(chunk, n - c * chunk) * INSTR_BYTES
-            _, end = fetch.transfer(ready, c * chunk * INSTR_BYTES, nbytes)
-            chunk_arrival[c] = end - cdiv(nbytes, fetch.rate)
-        return chunk_arrival[c]
-
-    def arrival(k: int) -> int:
-        """Instruction k can dispatch: its last beat, then the fetch buffer's latency."""
-        i = k % chunk
-        return fetch_chunk(k // chunk) + cdiv((i + 1) * INSTR_BYTES, fetch.rate) - 1 + \
-            timing.decode_latency + timing.fifo_latency
-
-    def pop_time(ins: Instr, q: str) -> int:
-        t = 0
-        for flag, other in (("pop_prev", PREV[q]), ("pop_next", NEXT[q])):
-            if getattr(ins, flag):
-                t = max(t, tokens[(other, q)].popleft())
-        return t
-
-    def push(ins: Instr, q: str, when: int) -> None:
-        for flag, other in (("push_prev", PREV[q]), ("push_next", NEXT[q])):
-            if getattr(ins, flag):
-                tokens.setdefault((q, other), deque()).append(when)
+    arrival = _Fetch(hw, timing, n, dispatch).arrival
+    pop_time, push = tokens.pop_time, tokens.push
 
     every = max(1, n // 100)
     for k, ins in enumerate(program):
