@@ -24,6 +24,35 @@ __all__ = ["LoadEngine"]
 MAX_OUTSTANDING = TIMING.max_outstanding
 
 
+class _LoadRegs:
+    """The load engine's registers: the instruction in flight and its current unit (a head of
+    Q rows, a K or V block, or one row of either when rows are not contiguous)."""
+
+    def __init__(self, cfg: HardwareConfig):
+        self.raw = Signal(INSTR_BITS, name="lraw")
+        self.busy = Signal(name="lbusy")
+        self.is_kv = Signal(name="l_is_kv")
+        self.rows = Signal(24, name="l_rows")    # rows of the unit (Q: rows; K/V: the block's)
+        self.trow = Signal(16, name="l_trow")    # row inside the unit (row-by-row transfers)
+        self.unit_first = Signal(name="l_unit_first")
+        self.wd = Signal(12, name="l_wd")        # words of a row's data
+        self.contig = Signal(name="l_contig")
+        self.stride = Signal(32, name="l_stride")
+        # Q: heads
+        self.h = Signal(8, name="l_h")
+        self.hbase = Signal(ADDR_BITS, name="l_hbase")
+        # K/V: steps
+        self.b = Signal(range(cfg.max_keys_per_step + 1), name="l_b")
+        self.steps = Signal(25, name="l_steps")
+        self.ks = Signal(25, name="l_ks")
+        self.vs = Signal(25, name="l_vs")
+        self.kbase = Signal(ADDR_BITS, name="l_kbase")
+        self.vbase = Signal(ADDR_BITS, name="l_vbase")
+        self.on_v = Signal(name="l_on_v")        # the current unit is a V block
+        self.wk = Signal(13, name="l_wk")        # words of a K row in DRAM (key_scales: one more)
+        self.vstride = Signal(32, name="l_vstride")  # V's row stride: key_scales, a word less
+
+
 class LoadEngine(wiring.Component):
     """Runs the load queue: ``LOAD_Q`` (a tile's rows, per head) and ``LOAD_KV`` (K and V blocks
     of ``keys_per_step`` rows in the order of :func:`attenio.contract.rules.kv_order`).
@@ -81,35 +110,19 @@ class LoadEngine(wiring.Component):
         def words_of(d):
             return (d + (q - 1)) >> log2(q)
 
-        lraw = Signal(INSTR_BITS)
-        lbusy = Signal()
         load_end = Signal()
         rd_out = Signal(range(MAX_OUTSTANDING + 1))
         m.submodules.bursts = splitter = BurstSplitter(ab)
         m.d.comb += [splitter.win_base.eq(self.win_base), splitter.win_size.eq(self.win_size)]
         lb = BurstRegs(m, splitter, "ld")
-        l_is_kv = Signal()
-        l_rows = Signal(24)        # rows of the current unit (Q: rows; KV: keys of the block)
-        l_trow = Signal(16)        # row inside the unit (row-by-row transfers)
-        l_unit_first = Signal()
-        l_wd = Signal(12)
-        l_contig = Signal()
-        l_stride = Signal(32)
-        # Q: heads
-        l_h = Signal(8)
-        l_hbase = Signal(ADDR_BITS)
-        # KV: steps
-        l_b = Signal(range(kps_max + 1))
-        l_steps = Signal(25)
-        l_ks = Signal(25)
-        l_vs = Signal(25)
-        l_kbase = Signal(ADDR_BITS)
-        l_vbase = Signal(ADDR_BITS)
-        l_on_v = Signal()          # the current unit is a V block
-        m.d.comb += l_wd.eq(words_of(view(lraw, Op.LOAD_KV).d))
-        l_wk = Signal(13)          # words of a K row in DRAM (with key_scales one more)
-        l_vstride = Signal(32)     # V's row stride: with key_scales a word less than K's
-        m.d.comb += [l_wk.eq(l_wd + view(lraw, Op.LOAD_KV).key_scales),
+        u = _LoadRegs(cfg)
+        lraw, lbusy = u.raw, u.busy
+        l_is_kv, l_rows, l_trow, l_unit_first = u.is_kv, u.rows, u.trow, u.unit_first
+        l_wd, l_contig, l_stride, l_h, l_hbase = u.wd, u.contig, u.stride, u.h, u.hbase
+        l_b, l_steps, l_ks, l_vs, l_on_v = u.b, u.steps, u.ks, u.vs, u.on_v
+        l_kbase, l_vbase, l_wk, l_vstride = u.kbase, u.vbase, u.wk, u.vstride
+        m.d.comb += [l_wd.eq(words_of(view(lraw, Op.LOAD_KV).d)),
+                     l_wk.eq(l_wd + view(lraw, Op.LOAD_KV).key_scales),
                      l_vstride.eq(l_stride - (view(lraw, Op.LOAD_KV).key_scales << lab))]
 
         lhead = self.queue.head.payload
@@ -187,6 +200,32 @@ class LoadEngine(wiring.Component):
                                          ("valid", "ready", "addr", "len", "size", "burst")},
                            l_want)
         m.d.comb += lb.moved.eq(l_start | ar)
+        instr_done = self._advance(m, u, lb, ar)
+        m.d.comb += [tags.w_en.eq(ar),
+                     tags.w_data.eq(self._tag(m, lraw, l_is_kv, l_on_v, l_wd, l_wk, instr_done))]
+        r = self._read_data(m, tags, fail)
+        r_burst_end = r & self.rlast
+        m.d.comb += tags.r_en.eq(r_burst_end)
+        m.d.sync += rd_out.eq(rd_out + ar - r_burst_end)
+        t = data.View(load_tag_layout(), tags.r_data)
+        with m.If(r_burst_end & t.end & t.push & ~self.stop):
+            m.d.comb += self.queue.push_next.eq(1)
+        m.d.comb += self.queue.quiet.eq(load_end & (rd_out == 0))
+        # idle: nothing in flight and no request offered (one offered is never withdrawn)
+        m.d.comb += [self.idle.eq((rd_out == 0) & ~self.arvalid), self.ended.eq(load_end),
+                     self.request.eq(ar), self.beat.eq(r), self.started.eq(l_start)]
+        return m
+
+    def _advance(self, m: Module, u: _LoadRegs, lb: BurstRegs, ar):
+        """The unit after the current one, kept as registers, and the move to it with each
+        request that ends a unit (next row, next head, next K/V block, or the instruction's
+        end). Returns ``instr_done``: the request ends the instruction."""
+        kps_max = self.cfg.max_keys_per_step
+        lraw, lbusy = u.raw, u.busy
+        l_is_kv, l_rows, l_trow, l_unit_first = u.is_kv, u.rows, u.trow, u.unit_first
+        l_wd, l_contig, l_stride, l_h, l_hbase = u.wd, u.contig, u.stride, u.h, u.hbase
+        l_b, l_steps, l_ks, l_vs, l_on_v = u.b, u.steps, u.ks, u.vs, u.on_v
+        l_kbase, l_vbase, l_wk, l_vstride = u.kbase, u.vbase, u.wk, u.vstride
         # What follows the current unit, as registers: the unit changes only with a request or
         # the instruction's start, and the next request is three cycles later (lb.ready).
         # K/V: K(ks) if ks < steps and ks ≤ vs + 1, else V(vs).
@@ -250,20 +289,7 @@ class LoadEngine(wiring.Component):
                                  l_kbase.eq(p_kbase), l_vbase.eq(p_vbase),
                                  lb.base.eq(p_base), l_rows.eq(p_rows),
                                  lb.beats.eq(p_beats), l_trow.eq(0), l_unit_first.eq(1)]
-        m.d.comb += [tags.w_en.eq(ar),
-                     tags.w_data.eq(self._tag(m, lraw, l_is_kv, l_on_v, l_wd, l_wk, instr_done))]
-        r = self._read_data(m, tags, fail)
-        r_burst_end = r & self.rlast
-        m.d.comb += tags.r_en.eq(r_burst_end)
-        m.d.sync += rd_out.eq(rd_out + ar - r_burst_end)
-        t = data.View(load_tag_layout(), tags.r_data)
-        with m.If(r_burst_end & t.end & t.push & ~self.stop):
-            m.d.comb += self.queue.push_next.eq(1)
-        m.d.comb += self.queue.quiet.eq(load_end & (rd_out == 0))
-        # idle: nothing in flight and no request offered (one offered is never withdrawn)
-        m.d.comb += [self.idle.eq((rd_out == 0) & ~self.arvalid), self.ended.eq(load_end),
-                     self.request.eq(ar), self.beat.eq(r), self.started.eq(l_start)]
-        return m
+        return instr_done
 
     def _tag(self, m: Module, lraw, l_is_kv, l_on_v, l_wd, l_wk, instr_done):
         """A burst's tag: where its beats go and what its last beat means. Words of a row (R
