@@ -181,7 +181,6 @@ class ComputeCore(wiring.Component):
         groups = Signal(range(gmax + 1))
         words = Signal(range(wmax + 1))
         ops = Signal(range(gmax * wmax + 1))
-        plen = Signal(range(max(gmax * wmax, MIN_PHASE) + 1))
         keys = c.keys
         m.d.comb += self.cmd.ready.eq(~self.busy)
         # log2(keys per step); a constant 0 when the config allows one key per step, so
@@ -191,29 +190,21 @@ class ComputeCore(wiring.Component):
         bmask = Signal(range(p + 1))
         m.d.comb += bmask.eq((1 << blog) - 1)
         # causal row-group skipping (one head, one key per step): step k·b's first key is seen
-        # by rows ≥ k·b + t0, t0 = −(q_pos + diag); the groups below skip the step
+        # by rows ≥ k·b + t0, t0 = −(q_pos + diag); the sequencer skips the groups below
         skip = Signal()
         t0 = Signal(signed(26))
-        g0 = Signal(range(gmax + 1))
-        ops0 = Signal.like(ops)
-        with m.If(self.cmd.valid & self.cmd.ready):
-            cm = self.cmd.payload
-            g_new = ((cm.rows << cm.kps_log2) + (p - 1)) >> lp
-            w_new = (cm.d + (q - 1)) >> lq
-            t0_new = -(cm.q_pos + cm.diag)
-            skip_new = (cm.causal & (cm.kps_log2 == 0) & (g_new > 1)
-                        & ((cm.head_rows == 0) | (cm.head_rows >= cm.rows)))
-            g0_raw = t0_new >> lp
-            m.d.sync += [c.eq(cm), groups.eq(g_new), words.eq(w_new), self.busy.eq(1),
-                         t0.eq(t0_new), skip.eq(skip_new),
-                         g0.eq(Mux(skip_new & (t0_new > 0),
-                                   Mux(g0_raw < g_new - 1, g0_raw, g_new - 1), 0))]
-        # ops and the step length follow one cycle later (the core is loading Q by then);
-        # ops0 and plen are phase 0's (its first g0 groups skipped)
+        take = Signal()
+        m.d.comb += take.eq(self.cmd.valid & self.cmd.ready)
+        cm = self.cmd.payload
+        g_new = ((cm.rows << cm.kps_log2) + (p - 1)) >> lp
+        t0_new = -(cm.q_pos + cm.diag)
+        skip_new = (cm.causal & (cm.kps_log2 == 0) & (g_new > 1)
+                    & ((cm.head_rows == 0) | (cm.head_rows >= cm.rows)))
+        with m.If(take):
+            m.d.sync += [c.eq(cm), groups.eq(g_new), words.eq((cm.d + (q - 1)) >> lq),
+                         self.busy.eq(1), t0.eq(t0_new), skip.eq(skip_new)]
+        # ops follow one cycle later (the core is loading Q by then)
         m.d.sync += ops.eq(groups * words)
-        ops0_c = (groups - g0) * words
-        m.d.sync += [ops0.eq(ops0_c),
-                     plen.eq(Mux(ops0_c > MIN_PHASE, ops0_c, MIN_PHASE))]
 
         # ---- Q buffer, K/V rings, step sequencer ----
         wiring.connect(m, wiring.flipped(self.qcmd), qbuf.qcmd)
@@ -224,9 +215,9 @@ class ComputeCore(wiring.Component):
         m.d.comb += [
             qbuf.core_busy.eq(self.busy), qbuf.q_free.eq(self.steps_done),
             seq.running.eq(running), seq.keys.eq(keys), seq.blog.eq(blog), seq.ops.eq(ops),
-            seq.ops0.eq(ops0), seq.g0.eq(g0), seq.skip.eq(skip), seq.groups.eq(groups),
-            seq.t0.eq(t0),
-            seq.plen.eq(plen), seq.words.eq(words), seq.k_written.eq(kvr.k_written),
+            seq.take.eq(take), seq.take_groups.eq(g_new), seq.take_skip.eq(skip_new),
+            seq.take_t0.eq(t0_new), seq.skip.eq(skip), seq.groups.eq(groups), seq.t0.eq(t0),
+            seq.words.eq(words), seq.k_written.eq(kvr.k_written),
             seq.v_written.eq(kvr.v_written), seq.exp_done.eq(exp_done),
             kvr.step_end.eq(seq.step_end), kvr.is_qk.eq(seq.is_qk), kvr.kend.eq(seq.kend),
             kvr.kbase.eq(seq.kbase), kvr.word.eq(seq.w),
@@ -268,7 +259,7 @@ class ComputeCore(wiring.Component):
             cfg=cfg, p=p, q=q, lp=lp, lq=lq, gmax=gmax, wmax=wmax, ml_layout=ml_layout,
             acc_word=acc_word, o_rd=o_rd, o_wr=o_wr, ml_rd=ml_rd, ml_wr=ml_wr, pb_rd=pb_rd,
             pb_wr=pb_wr, qbuf=qbuf, kvr=kvr, seq=seq, c=c, groups=groups, words=words, ops=ops,
-            plen=plen, keys=keys, blog=blog, bmask=bmask, running=running, exp_done=exp_done,
+            keys=keys, blog=blog, bmask=bmask, running=running, exp_done=exp_done,
             issue=seq.issue, is_qk=seq.is_qk, g=seq.g, w=seq.w, st=seq.st,
             lane_copy=lane_copy, from_row_bank=from_row_bank, from_chain_end=from_chain_end,
             pick=pick)
@@ -605,4 +596,4 @@ class ComputeCore(wiring.Component):
                     "k_free": kvr.k_free, "v_free": kvr.v_free, "exp_done": s.exp_done,
                     "running": running, "q_done": qbuf.loaded, "f_all": f_all,
                     "frow": s.frow, "inflight": inflight, "drain": s.drain, "g": s.g,
-                    "w": s.w, "ops": s.ops, "plen": s.plen, "kv_closed": kvr.closed}
+                    "w": s.w, "ops": s.ops, "plen": seq.plen0, "kv_closed": kvr.closed}

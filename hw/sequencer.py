@@ -38,16 +38,19 @@ class StepSequencer(wiring.Component):
         wmax = cfg.words_per_row
         keys = range(cfg.max_seq_len + 1)
         lkmax = cfg.max_keys_per_step.bit_length() - 1
-        plen = range(max(gmax * wmax, TIMING.min_phase) + 1)
+        # phase 0's length (a register of the sequencer's own; not a port)
+        self.plen0 = Signal(range(max(gmax * wmax, TIMING.min_phase) + 1), name="plen0")
         super().__init__({
             "running": In(1), "clear": In(1),
             "keys": In(keys), "blog": In(range(lkmax + 1)),
-            "ops": In(range(gmax * wmax + 1)), "plen": In(plen), "words": In(range(wmax + 1)),
+            "ops": In(range(gmax * wmax + 1)), "words": In(range(wmax + 1)),
             # causal row-group skipping: on, the tile's groups, and −(q_pos + diag) (a step's
             # first key k is seen by rows ≥ k − q_pos − diag)
             "skip": In(1), "groups": In(range(gmax + 1)), "t0": In(signed(26)),
-            # phase 0's ops and first group (``plen`` is phase 0's length): from the command
-            "ops0": In(range(gmax * wmax + 1)), "g0": In(range(gmax + 1)),
+            # the command as the core takes it (``take``): its groups, skip and t0, from which
+            # the sequencer computes phase 0's first group, ops and length
+            "take": In(1), "take_groups": In(range(gmax + 1)), "take_skip": In(1),
+            "take_t0": In(signed(27)),
             "k_written": In(keys), "v_written": In(keys), "exp_done": In(keys),
             "is_qk": Out(1), "st": Out(keys), "kbase": Out(keys), "kend": Out(keys),
             "steps_left": Out(1), "active": Out(1), "issue": Out(1), "step_end": Out(1),
@@ -58,7 +61,8 @@ class StepSequencer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.cfg
-        keys, blog, ops, plen, words = self.keys, self.blog, self.ops, self.plen, self.words
+        keys, blog, ops, words = self.keys, self.blog, self.ops, self.words
+        plen = self.plen0
         k_wr_n, v_wr_n, exp_done = self.k_written, self.v_written, self.exp_done
         running = self.running
         lp = cfg.mac_lines.bit_length() - 1
@@ -94,26 +98,39 @@ class StepSequencer(wiring.Component):
         kb_ = n_st << blog
         m.d.sync += [n_kb.eq(kb_), n_ke.eq(key_end(kb_))]
 
+        def skipped(t, skip, groups):
+            """Row groups a causal step skips when its first key is seen from row t on
+            (t = first key − q_pos − diag): the groups wholly above t, never the last."""
+            g_raw = t >> lp
+            return Mux(skip & (t > 0), Mux(g_raw < groups - 1, g_raw, groups - 1), 0)
+
+        def step_len(ops_):
+            return Mux(ops_ > TIMING.min_phase, ops_, TIMING.min_phase)
+
+        # Phase 0's shape: its first group registered as the command is taken, its ops and
+        # length a cycle later (the core is loading Q by then).
+        g0 = Signal(range(gmax + 1))
+        ops0 = Signal.like(ops)
+        with m.If(self.take):
+            m.d.sync += g0.eq(skipped(self.take_t0, self.take_skip, self.take_groups))
+        ops0_c = (self.groups - g0) * words
+        m.d.sync += [ops0.eq(ops0_c), plen.eq(step_len(ops0_c))]
         # The next phase's shape (registers, three stages after n_kb; a phase lasts ≥
         # min_phase cycles): the row groups it skips, its first group, its ops and length.
-        # Phase 0's come with the command (ops0, g0, plen).
         t = Signal(signed(27))
         gm = Signal(range(gmax + 1))
         n_g0 = Signal(range(gmax + 1))
         n_ops = Signal.like(ops)
         n_plen = Signal.like(plen)
         m.d.sync += t.eq(n_kb + self.t0)
-        g_raw = t >> lp
-        m.d.sync += gm.eq(Mux(self.skip & (t > 0),
-                              Mux(g_raw < self.groups - 1, g_raw, self.groups - 1), 0))
+        m.d.sync += gm.eq(skipped(t, self.skip, self.groups))
         ops_c = ops - gm * words
-        m.d.sync += [n_g0.eq(gm), n_ops.eq(ops_c),
-                     n_plen.eq(Mux(ops_c > TIMING.min_phase, ops_c, TIMING.min_phase))]
+        m.d.sync += [n_g0.eq(gm), n_ops.eq(ops_c), n_plen.eq(step_len(ops_c))]
         cur_ops = Signal.like(ops)
         cur_plen = Signal.like(plen)
         with m.If(~running):
             m.d.sync += [last_ph.eq(0), is_qk.eq(1), st.eq(0), kbase.eq(0),
-                         kend.eq(key_end(0)), more.eq(keys != 0), g.eq(self.g0), w.eq(0)]
+                         kend.eq(key_end(0)), more.eq(keys != 0), g.eq(g0), w.eq(0)]
         with m.Elif(step_end):
             for f_, v in zip(fields, nfields, strict=True):
                 m.d.sync += f_.eq(v)
@@ -135,7 +152,7 @@ class StepSequencer(wiring.Component):
         issue = self.issue
         first = Signal()
         m.d.comb += first.eq(ph == 0)
-        eff_ops = Mux(first, self.ops0, cur_ops)
+        eff_ops = Mux(first, ops0, cur_ops)
         m.d.comb += issue.eq(active & (cnt < eff_ops))
         with m.If(issue):
             with m.If(w == words - 1):

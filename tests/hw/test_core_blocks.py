@@ -101,9 +101,13 @@ def rtl_phases(cfg, keys, kps_log2, ops, words):
         ctx.set(dut.keys, keys)
         ctx.set(dut.blog, kps_log2)
         ctx.set(dut.ops, ops)
-        ctx.set(dut.ops0, ops)
-        ctx.set(dut.plen, max(ops, TIMING.min_phase))
         ctx.set(dut.words, words)
+        ctx.set(dut.groups, ops // words)
+        # the command is taken: phase 0's shape is the sequencer's to compute
+        ctx.set(dut.take, 1)
+        ctx.set(dut.take_groups, ops // words)
+        await ctx.tick()
+        ctx.set(dut.take, 0)
         # every row is in the rings and every softmax done: nothing stalls
         ctx.set(dut.k_written, keys)
         ctx.set(dut.v_written, keys)
@@ -132,13 +136,14 @@ def rtl_skipping(cfg, keys, groups, words, t0):
     out = []
 
     async def tb(ctx):
-        g0 = skipped_groups(0, -t0, 0, cfg.mac_lines, groups)
-        ops0 = (groups - g0) * words
         for sig, v in ((dut.keys, keys), (dut.blog, 0), (dut.ops, groups * words),
-                       (dut.ops0, ops0), (dut.g0, g0), (dut.plen, max(ops0, TIMING.min_phase)),
                        (dut.words, words), (dut.skip, 1), (dut.groups, groups), (dut.t0, t0),
-                       (dut.k_written, keys), (dut.v_written, keys), (dut.exp_done, keys)):
+                       (dut.k_written, keys), (dut.v_written, keys), (dut.exp_done, keys),
+                       (dut.take, 1), (dut.take_groups, groups), (dut.take_skip, 1),
+                       (dut.take_t0, t0)):
             ctx.set(sig, v)
+        await ctx.tick()
+        ctx.set(dut.take, 0)
         await ctx.tick().repeat(3)
         ctx.set(dut.running, 1)
         issues, first_g = 0, None
