@@ -157,3 +157,53 @@ class WriteMemory:
     @property
     def violations(self) -> list[str]:
         return self.aw.violations + self.w.violations + self.violations_extra
+
+
+class QueueFeeder:
+    """A program offered to an engine as its dispatcher queue would: the head entry held
+    until the engine takes it, its tokens always there."""
+
+    def __init__(self, dut, program):
+        self.dut = dut
+        self.entries = [(int.from_bytes(i.encode(), "little"),
+                         i.args.get("rows", 0) * i.args.get("heads", 0)) for i in program]
+
+    def drive(self, ctx) -> None:
+        q = self.dut.queue
+        ctx.set(q.ok, 1)
+        ctx.set(q.head.valid, bool(self.entries))
+        if self.entries:
+            ctx.set(q.head.payload, {"insn": self.entries[0][0], "rh": self.entries[0][1]})
+
+    def observe(self, ctx) -> None:
+        if self.entries and ctx.get(self.dut.queue.head.ready):
+            self.entries.pop(0)
+
+
+def run_engine(dut, models, step, out: dict, *, max_cycles: int = 20_000) -> None:
+    """Simulate an engine cycle by cycle: every model drives its inputs, ``step(ctx)`` sets and
+    reads the test's own ports, the models record the handshakes; until the engine fails
+    (``out["fail"]``, its ErrorCode) or has ended with nothing in flight."""
+    from amaranth.sim import Simulator
+
+    from attenio.errors import ErrorCode
+
+    async def tb(ctx):
+        ctx.set(dut.go, 1)
+        for _ in range(max_cycles):
+            for model in models:
+                model.drive(ctx)
+            step(ctx)
+            if ctx.get(dut.fail) and out.get("fail") is None:
+                out["fail"] = ErrorCode(ctx.get(dut.fail_code))
+            for model in models:
+                model.observe(ctx)
+            await ctx.tick()
+            if out.get("fail") is not None or (ctx.get(dut.ended) and ctx.get(dut.idle)):
+                return
+        raise AssertionError(f"{type(dut).__name__} did not finish in {max_cycles} cycles")
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()

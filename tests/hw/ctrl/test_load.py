@@ -6,7 +6,6 @@ end), under random AXI stalls, with the AXI4 rules kept."""
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from attenio import config as C
 from attenio.contract.isa import Instr, Op
@@ -15,7 +14,7 @@ from attenio.errors import ErrorCode
 from attenio.hw.ctrl.load import LoadEngine
 from attenio.hw.layouts import kv_beat_layout
 
-from .axi_sim import ReadMemory
+from .axi_sim import QueueFeeder, ReadMemory, run_engine
 
 TINY = C.tiny()                       # 4 × int8 a word, a 32-bit AXI beat: one word a beat
 
@@ -77,52 +76,28 @@ def rtl_load(hw, mem: bytes, program: list[Instr], *, seed=0, p_stall=0.3, windo
     out = {"kv": [], "end": [], "q": [], "qcmd": [], "push": 0, "fail": None}
     axi = ReadMemory(dut, mem, hw.axi_data_bytes, seed=seed, p_stall=p_stall, errors=errors)
 
-    async def tb(ctx):
-        entries = [(int.from_bytes(i.encode(), "little"), i.args.get("rows", 0)
-                    * i.args.get("heads", 0)) for i in program]
-        ctx.set(dut.go, 1)
+    def step(ctx):
         ctx.set(dut.k_free, hw.max_seq_len)     # the ring always has room: order alone
         ctx.set(dut.v_free, hw.max_seq_len)
         ctx.set(dut.win_base, window[0])
         ctx.set(dut.win_size, window[1])
-        ctx.set(dut.queue.ok, 1)
-        for _ in range(max_cycles):
-            ctx.set(dut.queue.head.valid, bool(entries))
-            if entries:
-                ctx.set(dut.queue.head.payload, {"insn": entries[0][0], "rh": entries[0][1]})
-            stall = {s: rng.random() < p_stall for s in ("q", "kv", "qcmd")}
-            ctx.set(dut.q.ready, not stall["q"])
-            ctx.set(dut.kv.ready, not stall["kv"])
-            ctx.set(dut.qcmd.ready, not stall["qcmd"])
-            axi.drive(ctx)
-            if ctx.get(dut.fail) and out["fail"] is None:
-                out["fail"] = ErrorCode(ctx.get(dut.fail_code))
-            if entries and ctx.get(dut.queue.head.ready):
-                entries.pop(0)
-            if ctx.get(dut.qcmd.valid) and not stall["qcmd"]:
-                p = ctx.get(dut.qcmd.payload.as_value())
-                out["qcmd"].append(p)
-            if ctx.get(dut.kv.valid) and not stall["kv"]:
-                raw = ctx.get(dut.kv.payload.as_value())
-                word = raw & ((1 << (hw.data_bits * hw.macs_per_line)) - 1)
-                out["kv"].append((bool(raw >> off["v"] & 1), bool(raw >> off["last"] & 1),
-                                  bool(raw >> off["sc"] & 1), _lanes(hw, word)))
-                out["end"].append(bool(raw >> off["end"] & 1))
-            if ctx.get(dut.q.valid) and not stall["q"]:
-                out["q"].append(tuple(ctx.get(dut.q.payload[i])
-                                      for i in range(hw.macs_per_line)))
-            out["push"] += ctx.get(dut.queue.push_next)
-            axi.observe(ctx)
-            await ctx.tick()
-            if out["fail"] is not None or (ctx.get(dut.ended) and ctx.get(dut.idle)):
-                break
-        else:
-            raise AssertionError("the load engine did not finish")
+        stall = {s: rng.random() < p_stall for s in ("q", "kv", "qcmd")}
+        ctx.set(dut.q.ready, not stall["q"])
+        ctx.set(dut.kv.ready, not stall["kv"])
+        ctx.set(dut.qcmd.ready, not stall["qcmd"])
+        if ctx.get(dut.qcmd.valid) and not stall["qcmd"]:
+            out["qcmd"].append(ctx.get(dut.qcmd.payload.as_value()))
+        if ctx.get(dut.kv.valid) and not stall["kv"]:
+            raw = ctx.get(dut.kv.payload.as_value())
+            word = raw & ((1 << (hw.data_bits * hw.macs_per_line)) - 1)
+            out["kv"].append((bool(raw >> off["v"] & 1), bool(raw >> off["last"] & 1),
+                              bool(raw >> off["sc"] & 1), _lanes(hw, word)))
+            out["end"].append(bool(raw >> off["end"] & 1))
+        if ctx.get(dut.q.valid) and not stall["q"]:
+            out["q"].append(tuple(ctx.get(dut.q.payload[i]) for i in range(hw.macs_per_line)))
+        out["push"] += ctx.get(dut.queue.push_next)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    run_engine(dut, [QueueFeeder(dut, program), axi], step, out, max_cycles=max_cycles)
     return axi.bursts, out, axi.violations
 
 

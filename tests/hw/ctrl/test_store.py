@@ -6,7 +6,6 @@ push after its last response; under random AXI stalls with the AXI4 rules kept."
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from attenio import config as C
 from attenio.contract.isa import Instr, Op
@@ -14,7 +13,7 @@ from attenio.contract.rules import axi_bursts
 from attenio.errors import ErrorCode
 from attenio.hw.ctrl.store import StoreEngine
 
-from .axi_sim import WriteMemory
+from .axi_sim import QueueFeeder, WriteMemory, run_engine
 
 TINY = C.tiny()          # 4 outputs of 16 bits a word: two 32-bit beats a word
 FPGA = C.fpga()
@@ -51,46 +50,27 @@ def rtl_store(hw, ins: Instr, words, *, seed=0, p_stall=0.3, window=(0, 0), erro
     axi = WriteMemory(dut, size, hw.axi_data_bytes, seed=seed, p_stall=p_stall, errors=errors)
     out = {"push": 0, "fail": None, "taken": 0}
 
-    async def tb(ctx):
-        entries = [(int.from_bytes(i.encode(), "little"), i.args.get("rows", 0)
-                    * i.args.get("heads", 0)) for i in (ins, Instr(Op.END))]
-        pending = list(words)
-        offer = False
-        ctx.set(dut.go, 1)
+    pending = list(words)
+    offer = False
+
+    def step(ctx):
+        nonlocal offer
         ctx.set(dut.win_base, window[0])
         ctx.set(dut.win_size, window[1])
-        ctx.set(dut.queue.ok, 1)
-        for _ in range(max_cycles):
-            ctx.set(dut.queue.head.valid, bool(entries))
-            if entries:
-                ctx.set(dut.queue.head.payload, {"insn": entries[0][0], "rh": entries[0][1]})
-            # a stream keeps a word offered until it is taken (the core's output FIFO)
-            offer = bool(pending) and (offer or rng.random() >= p_stall)
-            ctx.set(dut.o.valid, offer)
-            if pending:
-                for lane, v in enumerate(pending[0]):
-                    ctx.set(dut.o.payload[lane], v)
-            axi.drive(ctx)
-            if ctx.get(dut.fail) and out["fail"] is None:
-                out["fail"] = ErrorCode(ctx.get(dut.fail_code))
-            if entries and ctx.get(dut.queue.head.ready):
-                entries.pop(0)
-            if offer and ctx.get(dut.o.ready):
-                pending.pop(0)
-                out["taken"] += 1
-                offer = False
-            out["push"] += ctx.get(dut.queue.push_prev)
-            axi.observe(ctx)
-            await ctx.tick()
-            if out["fail"] is not None or (ctx.get(dut.ended) and ctx.get(dut.idle)):
-                break
-        else:
-            raise AssertionError("the store engine did not finish")
+        # a stream keeps a word offered until it is taken (the core's output FIFO)
+        offer = bool(pending) and (offer or rng.random() >= p_stall)
+        ctx.set(dut.o.valid, offer)
+        if pending:
+            for lane, v in enumerate(pending[0]):
+                ctx.set(dut.o.payload[lane], v)
+        if offer and ctx.get(dut.o.ready):
+            pending.pop(0)
+            out["taken"] += 1
+            offer = False
+        out["push"] += ctx.get(dut.queue.push_prev)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    run_engine(dut, [QueueFeeder(dut, [ins, Instr(Op.END)]), axi], step, out,
+               max_cycles=max_cycles)
     return axi, out
 
 
