@@ -25,7 +25,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from amaranth import Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
@@ -45,6 +45,7 @@ from attenio.hw.layouts import (
 from attenio.hw.qbuf import QBuffer
 from attenio.hw.sequencer import COUNTER_BITS, StepSequencer
 from attenio.hw.softmax import SHIFT_BITS, SoftmaxUnit, m_bits
+from attenio.hw.streamfifo import StreamFIFO
 
 # Shortest Q Kᵀ or P V step, in cycles: it keeps a row group's m/ℓ read-modify-write (through
 # the softmax pipeline) and O read-modify-write from overlapping the next access to the same
@@ -512,8 +513,7 @@ class ComputeCore(wiring.Component):
         steps_left = s.seq.steps_left
         # ---- finalize ----
         m.submodules.fin = fin = Finalize(cfg)
-        m.submodules.ofifo = ofifo = fifo.SyncFIFOBuffered(
-            width=len(self.o.payload.as_value()), depth=OUT_FIFO_DEPTH)
+        m.submodules.ofifo = ofifo = StreamFIFO(out_word_layout(cfg), OUT_FIFO_DEPTH)
         frow = Signal(range(cfg.tile_rows + 1))
         fw = Signal(range(wmax + 1))
         f_issue = Signal()
@@ -557,16 +557,13 @@ class ComputeCore(wiring.Component):
         m.d.sync += [fv2.eq(fv1), fin.i.payload.o.eq(sel_o),
                      fin.i.payload.l.eq(Mux(no_keys, 0, sel_l))]
         m.d.comb += fin.i.valid.eq(fv2)
-        m.d.comb += [ofifo.w_en.eq(fin.o.valid), ofifo.w_data.eq(fin.o.payload.as_value())]
-        with m.If(f_issue & ~ofifo.w_en):
+        # the finalize unit never waits: its words fit the FIFO by the issue rule above
+        m.d.comb += [ofifo.i.valid.eq(fin.o.valid), ofifo.i.payload.eq(fin.o.payload)]
+        with m.If(f_issue & ~ofifo.i.valid):
             m.d.sync += inflight.eq(inflight + 1)
-        with m.Elif(~f_issue & ofifo.w_en):
+        with m.Elif(~f_issue & ofifo.i.valid):
             m.d.sync += inflight.eq(inflight - 1)
-        m.d.comb += [
-            self.o.valid.eq(ofifo.r_rdy),
-            self.o.payload.as_value().eq(ofifo.r_data),
-            ofifo.r_en.eq(self.o.ready),
-        ]
+        wiring.connect(m, ofifo.o, wiring.flipped(self.o))
         s.__dict__.update(f_all=f_all, inflight=inflight, fv1=fv1, fv2=fv2, ofifo=ofifo,
                           frow=frow, fw=fw, drain=drain, f_issue=f_issue)
 
@@ -582,7 +579,7 @@ class ComputeCore(wiring.Component):
         with m.If(start):
             m.d.sync += running.eq(1)
         done = Signal()
-        m.d.comb += done.eq(f_all & (inflight == 0) & ~ofifo.r_rdy & ~s.fv1 & ~s.fv2)
+        m.d.comb += done.eq(f_all & (inflight == 0) & ~ofifo.o.valid & ~s.fv1 & ~s.fv2)
         # the Q buffer is free for the next tile's rows once this tile has taken them (its
         # reads end with the steps: QBuffer.q_free); the rings and the sequencer at the end
         m.d.comb += [qbuf.clear.eq(start), kvr.clear.eq(done), seq.clear.eq(done)]

@@ -4,7 +4,7 @@ dependency tokens between neighbouring queues (docs/isa.md, "Tokens")."""
 from __future__ import annotations
 
 from amaranth import Cat, Module, Signal
-from amaranth.lib import fifo, stream, wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.contract.program import NEXT, PREV, QUEUE_OF, QUEUES, TOKEN_MAX, Op
@@ -17,6 +17,7 @@ from attenio.hw.ctrl.layouts import (
     raise_error,
     view,
 )
+from attenio.hw.streamfifo import StreamFIFO
 
 __all__ = ["Dispatch", "queue_signature", "engine_ports", "TOKEN_PAIRS"]
 
@@ -85,12 +86,9 @@ class Dispatch(wiring.Component):
 
         queues = {}
         for name in QUEUES:
-            queues[name] = qf = fifo.SyncFIFOBuffered(width=queue_entry_layout().size,
-                                                      depth=QUEUE_DEPTH)
+            queues[name] = qf = StreamFIFO(queue_entry_layout(), QUEUE_DEPTH)
             m.submodules[f"{name}_queue"] = qf
-            p = ports[name]
-            m.d.comb += [p.head.valid.eq(qf.r_rdy), p.head.payload.eq(qf.r_data),
-                         qf.r_en.eq(p.head.ready)]
+            wiring.connect(m, qf.o, wiring.flipped(ports[name].head))
         head = self.fetched.payload
         hop = view(head.insn).opcode
         end_seen = Signal()
@@ -103,9 +101,9 @@ class Dispatch(wiring.Component):
                     continue
                 with m.Case(int(op)):
                     if op == Op.END:
-                        m.d.comb += target_ok.eq(Cat(*[q.w_rdy for q in queues.values()]).all())
+                        m.d.comb += target_ok.eq(Cat(*[q.i.ready for q in queues.values()]).all())
                     else:
-                        m.d.comb += target_ok.eq(queues[QUEUE_OF[op]].w_rdy)
+                        m.d.comb += target_ok.eq(queues[QUEUE_OF[op]].i.ready)
         with m.If(at_head & (head.bad != 0)):
             fail(head.bad)
         m.d.comb += self.dispatched.eq(at_head & (head.bad == 0) & target_ok)
@@ -116,7 +114,7 @@ class Dispatch(wiring.Component):
         for name, qf in queues.items():
             ops = [op for op, q in QUEUE_OF.items() if q == name] + [Op.END]
             mine = Cat(*[hop == int(o) for o in ops]).any()
-            m.d.comb += [qf.w_data.eq(entry), qf.w_en.eq(self.dispatched & mine)]
+            m.d.comb += [qf.i.payload.eq(entry), qf.i.valid.eq(self.dispatched & mine)]
         with m.If(self.dispatched & (hop == int(Op.END))):
             m.d.sync += end_seen.eq(1)
         # the program ends without END: every instruction fetched and dispatched

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from amaranth import Cat, Module, Mux, Signal
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
@@ -19,6 +19,7 @@ from attenio.hw.ctrl.layouts import (
     raise_error,
     tile_layout,
 )
+from attenio.hw.streamfifo import StreamFIFO
 
 __all__ = ["ProgramFetch"]
 
@@ -60,8 +61,7 @@ class ProgramFetch(wiring.Component):
         ab = self.cfg.axi_data_bytes
         ipb = INSTR_BYTES // ab                  # AXI beats per instruction
         lib = log2(INSTR_BYTES)
-        m.submodules.buffer = ififo = fifo.SyncFIFOBuffered(
-            width=fetch_entry_layout().size, depth=FETCH_BUFFER)
+        m.submodules.buffer = ififo = StreamFIFO(fetch_entry_layout(), FETCH_BUFFER)
         f_next = Signal(32)
         f_inflight = Signal(range(FETCH_BUFFER + 1))
         i_out = Signal(range(FETCH_BUFFER + 1))      # instruction bursts in flight
@@ -131,9 +131,8 @@ class ProgramFetch(wiring.Component):
         m.d.comb += [dec.raw.eq(raw), dec.rows_heads.eq(rows_heads)]
         entry = Signal(fetch_entry_layout())
         m.d.comb += [entry.insn.eq(raw), entry.bad.eq(dec.bad), entry.rh.eq(rows_heads[:RH_BITS]),
-                     ififo.w_en.eq(push_d), ififo.w_data.eq(entry)]
-        m.d.comb += [self.head.valid.eq(ififo.r_rdy), self.head.payload.eq(ififo.r_data),
-                     ififo.r_en.eq(self.head.ready)]
+                     ififo.i.valid.eq(push_d), ififo.i.payload.eq(entry)]
+        wiring.connect(m, ififo.o, wiring.flipped(self.head))
         m.d.comb += [
             self.exhausted.eq((f_next >= self.prog_len) & (f_inflight == 0)
                               & (ififo.level == 0)),

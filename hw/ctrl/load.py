@@ -4,7 +4,7 @@ routed to the compute core's Q stream and K/V rings."""
 from __future__ import annotations
 
 from amaranth import Module, Mux, Signal, signed
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
@@ -18,6 +18,7 @@ from attenio.hw.ctrl.decode import kps_log2_of
 from attenio.hw.ctrl.dispatch import engine_ports
 from attenio.hw.ctrl.layouts import load_tag_layout, raise_error, view
 from attenio.hw.layouts import kv_beat_layout, qcmd_layout, word_layout
+from attenio.hw.streamfifo import StreamFIFO
 
 __all__ = ["LoadEngine"]
 
@@ -189,11 +190,10 @@ class LoadEngine(wiring.Component):
         credit = Signal()
         m.d.comb += credit.eq(~l_is_kv | ~l_unit_first
                               | self._ring_credit(m, Mux(l_on_v, l_vs, l_ks), l_b, l_on_v, ring))
-        m.submodules.tags = tags = fifo.SyncFIFOBuffered(width=load_tag_layout().size,
-                                                         depth=MAX_OUTSTANDING)
+        m.submodules.tags = tags = StreamFIFO(load_tag_layout(), MAX_OUTSTANDING)
         l_want = Signal()
         m.d.comb += l_want.eq(lbusy & lb.ready & ~self.stop & credit & (rd_out < MAX_OUTSTANDING)
-                              & tags.w_rdy)
+                              & tags.i.ready)
         with m.If(splitter.window_fail):
             fail(ErrorCode.ADDRESS_RANGE)
         ar = drive_address(m, splitter, {k: getattr(self, f"ar{k}") for k in
@@ -201,13 +201,13 @@ class LoadEngine(wiring.Component):
                            l_want)
         m.d.comb += lb.moved.eq(l_start | ar)
         instr_done = self._advance(m, u, lb, ar)
-        m.d.comb += [tags.w_en.eq(ar),
-                     tags.w_data.eq(self._tag(m, lraw, l_is_kv, l_on_v, l_wd, l_wk, instr_done))]
+        m.d.comb += [tags.i.valid.eq(ar),
+                     tags.i.payload.eq(self._tag(m, lraw, l_is_kv, l_on_v, l_wd, l_wk, instr_done))]
         r = self._read_data(m, tags, fail)
         r_burst_end = r & self.rlast
-        m.d.comb += tags.r_en.eq(r_burst_end)
+        m.d.comb += tags.o.ready.eq(r_burst_end)
         m.d.sync += rd_out.eq(rd_out + ar - r_burst_end)
-        t = data.View(load_tag_layout(), tags.r_data)
+        t = tags.o.payload
         with m.If(r_burst_end & t.end & t.push & ~self.stop):
             m.d.comb += self.queue.push_next.eq(1)
         m.d.comb += self.queue.quiet.eq(load_end & (rd_out == 0))
@@ -325,20 +325,20 @@ class LoadEngine(wiring.Component):
         words and its last word's lanes (the rest zeroed). Returns the R handshake."""
         cfg = self.cfg
         q = cfg.macs_per_line
-        t = data.View(load_tag_layout(), tags.r_data)
+        t = tags.o.payload
         t_kv, t_v, t_wd, t_lanes, t_end = t.kv, t.v, t.wd, t.lanes, t.end
         rw = Signal(12)
         row_last = Signal()
         data_last = Signal()       # the row's last data word (before a K/V row's factor word)
         m.d.comb += [row_last.eq(rw == t_wd - 1), data_last.eq(rw == t_wd - 1 - t.sc)]
-        beat_ok = self.rvalid & tags.r_rdy
+        beat_ok = self.rvalid & tags.o.valid
         m.d.comb += [
             self.q.valid.eq(beat_ok & ~self.stop & ~t_kv),
             self.kv.valid.eq(beat_ok & ~self.stop & t_kv),
             self.kv.payload.v.eq(t_v), self.kv.payload.last.eq(row_last),
             self.kv.payload.sc.eq(t.sc & row_last),
             self.kv.payload.end.eq(t_end & self.rlast),
-            self.rready.eq(tags.r_rdy & (self.stop | Mux(t_kv, self.kv.ready, self.q.ready))),
+            self.rready.eq(tags.o.valid & (self.stop | Mux(t_kv, self.kv.ready, self.q.ready))),
         ]
         for lane in range(q):
             elem = self.rdata[lane * cfg.data_bits:(lane + 1) * cfg.data_bits]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from amaranth import Cat, Module, Mux, Signal, Value
-from amaranth.lib import fifo, stream, wiring
+from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
@@ -15,6 +15,7 @@ from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address
 from attenio.hw.ctrl.dispatch import engine_ports
 from attenio.hw.ctrl.layouts import raise_error, view
 from attenio.hw.finalize import out_word_layout
+from attenio.hw.streamfifo import StreamFIFO
 
 __all__ = ["StoreEngine"]
 
@@ -110,13 +111,14 @@ class StoreEngine(wiring.Component):
             m.d.sync += [sraw.eq(shead.insn), s_busy.eq(1), s_wait.eq(0), s_h.eq(0),
                          s_hbase.eq(addr), sb.base.eq(addr), sb.off.eq(0), s_trow.eq(0),
                          s_contig.eq(contig), sb.beats.eq(Mux(contig, rows * wd_shead, wd_shead))]
-        m.submodules.wq = wq = fifo.SyncFIFOBuffered(width=9, depth=MAX_OUTSTANDING)
+        # the beats of each requested burst, in order (W follows AW)
+        m.submodules.wq = wq = StreamFIFO(9, MAX_OUTSTANDING)
         s_want = Signal()
         s_first = Signal()   # the instruction's first burst: it waits for the first output word
         with m.If(s_start):
             m.d.sync += s_first.eq(1)
         m.d.comb += s_want.eq(s_busy & sb.ready & ~s_wait & ~self.stop & (wr_out < MAX_OUTSTANDING)
-                              & wq.w_rdy & (~s_first | self.o.valid))
+                              & wq.i.ready & (~s_first | self.o.valid))
         with m.If(splitter.window_fail):
             fail(ErrorCode.ADDRESS_RANGE)
         aw = drive_address(m, splitter, {k: getattr(self, f"aw{k}") for k in
@@ -146,13 +148,13 @@ class StoreEngine(wiring.Component):
                 with m.Else():
                     m.d.sync += [s_h.eq(s_h + 1), s_hbase.eq(s_nhbase), sb.base.eq(s_nhbase),
                                  s_trow.eq(0)]
-        m.d.comb += [wq.w_en.eq(aw), wq.w_data.eq(sb.len)]
+        m.d.comb += [wq.i.valid.eq(aw), wq.i.payload.eq(sb.len)]
         # W: output words cut into beats
         wcnt = Signal(9)
         part = Signal(range(max(2, k_out)))
         packed = Cat(*[sext(self.o.payload[i], ob * 8) for i in range(q)])
         w_ok = Signal()
-        m.d.comb += w_ok.eq(wq.r_rdy & (self.stop | self.o.valid))
+        m.d.comb += w_ok.eq(wq.o.valid & (self.stop | self.o.valid))
         # after an error the bursts already requested are completed with strobes 0; a beat
         # already offered keeps the strobes and data it was offered with (the core's output
         # may change under a waiting beat after an error: found by verify/formal.py)
@@ -164,7 +166,7 @@ class StoreEngine(wiring.Component):
         payload = held_while_waiting(m, self.wvalid, self.wready,
                                      Cat(Mux(self.stop, 0, (1 << ab) - 1), data_now))
         strb = payload[:ab]
-        wlast = wcnt == wq.r_data - 1
+        wlast = wcnt == wq.o.payload - 1
         m.d.comb += [
             self.wvalid.eq(w_ok), self.wlast.eq(wlast),
             self.wstrb.eq(strb), self.wdata.eq(payload[ab:]),
@@ -174,7 +176,7 @@ class StoreEngine(wiring.Component):
         with m.If(w):
             m.d.sync += [wcnt.eq(Mux(wlast, 0, wcnt + 1)),
                          part.eq(Mux(part == k_out - 1, 0, part + 1))]
-        m.d.comb += wq.r_en.eq(w & wlast)
+        m.d.comb += wq.o.ready.eq(w & wlast)
         b = self.bvalid & self.bready
         m.d.comb += self.bready.eq(1)
         with m.If(b & (self.bresp != 0)):
@@ -191,7 +193,7 @@ class StoreEngine(wiring.Component):
         # ---- end of run, drain, watchdog ----
 
 
-        m.d.comb += [self.idle.eq((wr_out == 0) & ~wq.r_rdy & ~self.awvalid),
+        m.d.comb += [self.idle.eq((wr_out == 0) & ~wq.o.valid & ~self.awvalid),
                      self.ended.eq(store_end),
                      self.request.eq(aw), self.beat.eq(w), self.response.eq(b),
                      self.kept.eq(w & (strb != 0)), self.started.eq(s_start)]
