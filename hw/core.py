@@ -42,6 +42,7 @@ from attenio.hw.layouts import (
     row_scale_layout,
     word_layout,
 )
+from attenio.hw.pe_array import PEArray
 from attenio.hw.qbuf import QBuffer
 from attenio.hw.sequencer import COUNTER_BITS, StepSequencer
 from attenio.hw.softmax import SHIFT_BITS, SoftmaxUnit, m_bits
@@ -176,6 +177,7 @@ class ComputeCore(wiring.Component):
         m.submodules.qbuf = qbuf = QBuffer(cfg)
         m.submodules.kv_ring = kvr = KVRing(cfg)
         m.submodules.sequencer = seq = StepSequencer(cfg)
+        m.submodules.pe = pe = PEArray(cfg)
 
         # ---- command registers ----
         c = Signal(cmd_layout(cfg))
@@ -259,8 +261,8 @@ class ComputeCore(wiring.Component):
         return SimpleNamespace(
             cfg=cfg, p=p, q=q, lp=lp, lq=lq, gmax=gmax, wmax=wmax, ml_layout=ml_layout,
             acc_word=acc_word, o_rd=o_rd, o_wr=o_wr, ml_rd=ml_rd, ml_wr=ml_wr, pb_rd=pb_rd,
-            pb_wr=pb_wr, qbuf=qbuf, kvr=kvr, seq=seq, c=c, groups=groups, words=words, ops=ops,
-            keys=keys, blog=blog, bmask=bmask, running=running, exp_done=exp_done,
+            pb_wr=pb_wr, qbuf=qbuf, kvr=kvr, seq=seq, pe=pe, c=c, groups=groups, words=words,
+            ops=ops, keys=keys, blog=blog, bmask=bmask, running=running, exp_done=exp_done,
             issue=seq.issue, is_qk=seq.is_qk, g=seq.g, w=seq.w, st=seq.st,
             lane_copy=lane_copy, from_row_bank=from_row_bank, from_chain_end=from_chain_end,
             pick=pick)
@@ -268,7 +270,7 @@ class ComputeCore(wiring.Component):
     def _qk(self, m: Module, s: SimpleNamespace) -> None:
         """The Q Kᵀ pipeline: one (row group, word) per cycle into each line's score
         accumulator; the causal and end-of-keys visibility of each line's key."""
-        cfg, p, q, lp, lq, gmax = s.cfg, s.p, s.q, s.lp, s.lq, s.gmax
+        cfg, p, lp, gmax = s.cfg, s.p, s.lp, s.gmax
         issue, is_qk, g, w, st, words = s.issue, s.is_qk, s.g, s.w, s.st, s.words
         ml_rd, blog, bmask, keys, c = s.ml_rd, s.blog, s.bmask, s.keys, s.c
         # ---- Q Kᵀ pipeline ----
@@ -280,31 +282,25 @@ class ComputeCore(wiring.Component):
         last1, last2 = Signal(), Signal()
         m.d.sync += [v1.eq(qk_issue), g1.eq(g), k1.eq(st), first1.eq(w == 0),
                      last1.eq(w == words - 1)]
-        prod_bits = 2 * cfg.data_bits
-        prods = [[Signal(signed(prod_bits), name=f"qk_p{i}_{lane}") for lane in range(q)]
-                 for i in range(p)]
         # c1 → c2: the MAC operands are registered (below); the products follow in c3
         v1b, first1b, last1b = Signal(), Signal(), Signal()
         g1b, k1b = Signal.like(g, name="qk_g1b"), Signal.like(st, name="qk_st1b")
         m.d.sync += [v1b.eq(v1), g1b.eq(g1), k1b.eq(k1), first1b.eq(first1), last1b.eq(last1)]
         v2 = Signal()
         m.d.sync += [v2.eq(v1b), g2.eq(g1b), k2.eq(k1b), first2.eq(first1b), last2.eq(last1b)]
-        kwords = [s.lane_copy(s.kvr.k_data, i, "k") for i in range(p)]
-        # the products are formed in the P V section: one multiplier per MAC serves both steps
-        sums = [Signal(signed(prod_bits + lq + 1), name=f"qk_sum{i}") for i in range(p)]
+        # the PE array (hw/pe_array.py) multiplies, sums and accumulates; one multiplier per
+        # MAC serves both steps, its operands chosen by v1
+        pe = s.pe
+        m.d.comb += pe.qk.eq(v1)
+        for i in range(p):
+            m.d.comb += [pe.q[i].eq(s.qbuf.rd_data[i]),
+                         pe.k[i].eq(s.lane_copy(s.kvr.k_data, i, "k"))]
         v3, first3, last3 = Signal(), Signal(), Signal()
         m.d.sync += [v3.eq(v2), g3.eq(g2), k3.eq(k2), first3.eq(first2), last3.eq(last2)]
-        for i in range(p):
-            total = prods[i][0]
-            for lane in range(1, q):
-                total = total + prods[i][lane]
-            m.d.sync += sums[i].eq(total)
-        accs = [Signal(signed(cfg.score_bits), name=f"qk_acc{i}") for i in range(p)]
+        m.d.comb += [pe.acc.eq(v3), pe.acc_first.eq(first3)]
+        accs = pe.scores
         sv4 = Signal()  # accs hold a finished group of scores
         g4, k4 = Signal.like(g), Signal.like(st)
-        with m.If(v3):
-            for i in range(p):
-                m.d.sync += accs[i].eq(Mux(first3, sums[i], accs[i] + sums[i]))
         m.d.sync += [sv4.eq(v3 & last3), g4.eq(g3), k4.eq(k3)]
         # m/ℓ read for the finished group is issued with the last accumulation (c4)
         fin_mode = Signal()
@@ -349,7 +345,7 @@ class ComputeCore(wiring.Component):
             nxt = [Signal(row_scale_layout(cfg), name=f"kf_{stage}_{i}") for i in range(p)]
             m.d.sync += [nxt[i].eq(kf[i]) for i in range(p)]
             kf = nxt
-        s.__dict__.update(v1=v1, prods=prods, kwords=kwords, fin_mode=fin_mode, kf2=kf,
+        s.__dict__.update(fin_mode=fin_mode, kf2=kf,
                           fin_ml_addr=fin_ml_addr,
                           accs=accs, sv4=sv4, g4=g4, k4=k4, vis=vis)
 
@@ -429,11 +425,11 @@ class ComputeCore(wiring.Component):
 
     def _pv(self, m: Module, s: SimpleNamespace) -> None:
         """The P V pipeline: O = (O >> shift) + p·v per MAC, chained over a row's lines."""
-        cfg, p, q, gmax, wmax = s.cfg, s.p, s.q, s.gmax, s.wmax
+        p, gmax, wmax = s.p, s.gmax, s.wmax
         issue, is_qk, g, w, st = s.issue, s.is_qk, s.g, s.w, s.st
         pb_rd, o_rd, o_wr, acc_word = s.pb_rd, s.o_rd, s.o_wr, s.acc_word
         blog, bmask = s.blog, s.bmask
-        v1, prods, kwords = s.v1, s.prods, s.kwords
+        pe = s.pe
         # ---- P V pipeline ----
         # c0: read V and p/shift; c1: the MAC operands (registered); c1 also reads O; c2: the
         # products and the routed O words; c3: a chain head's O >> shift; c4: O = (O >> shift)
@@ -450,52 +446,17 @@ class ComputeCore(wiring.Component):
         for k in range(1, 5):
             m.d.sync += [pvs[k].eq(pvs[k - 1]), addrs[k].eq(addrs[k - 1]),
                          zeros[k].eq(zeros[k - 1])]
-        o_old = [Signal(acc_word, name=f"pv_o{i}") for i in range(p)]
-        o_pv = [[Signal(signed(cfg.pv_bits + 1), name=f"pv_p{i}_{lane}") for lane in range(q)]
-                for i in range(p)]
-        sh1b = [Signal(unsigned(SHIFT_BITS), name=f"pv_sh1b_{i}") for i in range(p)]
-        sh2 = [Signal(unsigned(SHIFT_BITS), name=f"pv_sh{i}") for i in range(p)]
-        head2 = Signal(p)
-        opa = [[Signal(signed(cfg.exp_bits + 1), name=f"mac_a{i}_{lane}") for lane in range(q)]
-               for i in range(p)]
-        opb = [[Signal(signed(cfg.data_bits), name=f"mac_b{i}_{lane}") for lane in range(q)]
-               for i in range(p)]
         for i in range(p):
             pbv = pb_rd[i].data
-            vword = s.lane_copy(s.kvr.v_data, i, "v")
-            src = s.from_row_bank([o_rd[j].data for j in range(p)], acc_word, i, "o")
             # combinational from the command (constant during a tile): with one key per step
             # it is a constant and synthesis drops the chain
-            m.d.comb += head2[i].eq((i & bmask) == 0)
-            m.d.sync += [o_old[i].eq(src), sh1b[i].eq(pbv.shift), sh2[i].eq(sh1b[i])]
-            for lane in range(q):
-                # One multiplier per MAC for both steps (a step is Q Kᵀ or P V, never both):
-                # q·k (B × B signed) or p·v (PF+1 unsigned × B signed) fits one 18×18 DSP.
-                # Its operands are registered (c1 → c2), its product too (c2 → c3).
-                m.d.sync += [opa[i][lane].eq(Mux(v1, s.qbuf.rd_data[i][lane], pbv.p)),
-                             opb[i][lane].eq(Mux(v1, kwords[i][lane], vword[lane]))]
-                prod = Signal(signed(cfg.pv_bits + 1), name=f"mac{i}_{lane}")
-                m.d.comb += prod.eq(opa[i][lane] * opb[i][lane])
-                m.d.sync += [prods[i][lane].eq(prod), o_pv[i][lane].eq(prod)]
-        # c3: a chain head's own O word, shifted (registered)
-        o_sh3 = [Signal(acc_word, name=f"pv_osh{i}") for i in range(p)]
-        sh3 = [Signal(unsigned(SHIFT_BITS), name=f"pv_sh3_{i}") for i in range(p)]
-        o_pv3 = [[Signal(signed(cfg.pv_bits + 1), name=f"pv_p3_{i}_{lane}") for lane in range(q)]
-                 for i in range(p)]
-        for i in range(p):
-            m.d.sync += sh3[i].eq(sh2[i])
-            for lane in range(q):
-                m.d.sync += [o_sh3[i][lane].eq(Mux(zeros[3], 0, o_old[i][lane]) >> sh2[i]),
-                             o_pv3[i][lane].eq(o_pv[i][lane])]
-        # c4: O = (O >> shift) + p·v, chained over a row's lines, written from its last line
-        chain = []
-        for i in range(p):
-            out = Signal(acc_word, name=f"pv_new{i}")
-            for lane in range(q):
-                src = (o_sh3[i][lane] if i == 0
-                       else Mux(head2[i], o_sh3[i][lane], chain[i - 1][lane] >> sh3[i]))
-                m.d.comb += out[lane].eq(src + o_pv3[i][lane])
-            chain.append(out)
+            m.d.comb += [pe.p[i].eq(pbv.p), pe.shift[i].eq(pbv.shift),
+                         pe.v[i].eq(s.lane_copy(s.kvr.v_data, i, "v")),
+                         pe.o_old[i].eq(s.from_row_bank([o_rd[j].data for j in range(p)],
+                                                        acc_word, i, "o")),
+                         pe.head[i].eq((i & bmask) == 0)]
+        m.d.comb += pe.zero.eq(zeros[3])
+        chain = pe.o_new
         for i in range(p):
             m.d.comb += o_wr[i].data.eq(s.from_chain_end(chain, acc_word, i, "o"))
             # with b > 1 only the banks of real rows (ρ < p/b) take the result

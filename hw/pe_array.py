@@ -1,0 +1,120 @@
+"""PEArray: the ``p × q`` MACs of the compute core, one multiplier each for both steps.
+
+``Q Kᵀ``: MAC (i, l) multiplies line i's Q element by the broadcast K element, an adder tree
+sums the line's q products, and the line accumulates its score over the row's words.
+``P V``: MAC (i, l) forms ``p_i · v_l`` and adds it to its O element rescaled by the key's
+shift, ``O = (O >> shift_i) + p_i·v_l``; with several keys per step a row's keys sit on
+consecutive lines and the sum chains from line to line (the chain's head starts from the O word
+read from the buffer). The core routes words to and from the lines (hw/core.py); this block
+is the arithmetic, bit-exact with ``model.numerics`` (``accumulate``, ``rescale``).
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from attenio.config import HardwareConfig
+from attenio.hw.layouts import word_layout
+from attenio.hw.softmax import SHIFT_BITS
+
+__all__ = ["PEArray"]
+
+
+class PEArray(wiring.Component):
+    """The MAC array (see the module docstring).
+
+    Ports (cN: the core's pipeline stage, docs/architecture.md)
+    -----
+    qk : the operands of this cycle are ``Q Kᵀ``'s (else ``P V``'s); c1.
+    q, k : each line's Q word and K word (``Q Kᵀ``); c1.
+    p, v, shift : each line's p value, V word and rescale shift (``P V``); c1.
+    acc, acc_first : add the sums of the operands of two cycles before to each line's score
+        (``acc_first``: start it from them); c3. ``scores``: the scores, the cycle after.
+    o_old : each line's O word as read from the buffer (c2); ``zero``: the tile's first key
+        (the O words count as 0; c3); ``head``: the line starts a chain (the first key of its
+        row in the step). ``o_new``: each line's new O word (c4, combinational).
+
+    Latency: operands registered (c1 → c2), products registered (c2 → c3); ``Q Kᵀ`` sums
+    registered (c3 → c4) and accumulated (c4 → c5); ``P V``'s rescaled O registered
+    (c3 → c4) and the chained sum formed in c4.
+    """
+
+    def __init__(self, cfg: HardwareConfig):
+        self.cfg = cfg
+        p, q = cfg.mac_lines, cfg.macs_per_line
+        acc_word = data.ArrayLayout(signed(cfg.acc_bits), q)
+        super().__init__({
+            "qk": In(1),
+            "q": In(data.ArrayLayout(word_layout(cfg), p)),
+            "k": In(data.ArrayLayout(word_layout(cfg), p)),
+            "p": In(data.ArrayLayout(unsigned(cfg.exp_bits), p)),
+            "v": In(data.ArrayLayout(word_layout(cfg), p)),
+            "shift": In(data.ArrayLayout(unsigned(SHIFT_BITS), p)),
+            "acc": In(1), "acc_first": In(1),
+            "scores": Out(data.ArrayLayout(signed(cfg.score_bits), p)),
+            "o_old": In(data.ArrayLayout(acc_word, p)),
+            "zero": In(1), "head": In(p),
+            "o_new": Out(data.ArrayLayout(acc_word, p)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        p, q = cfg.mac_lines, cfg.macs_per_line
+        lq = q.bit_length() - 1
+        acc_word = data.ArrayLayout(signed(cfg.acc_bits), q)
+        prod_bits = 2 * cfg.data_bits
+        prods = [[Signal(signed(prod_bits), name=f"qk_p{i}_{lane}") for lane in range(q)]
+                 for i in range(p)]
+        o_pv = [[Signal(signed(cfg.pv_bits + 1), name=f"pv_p{i}_{lane}") for lane in range(q)]
+                for i in range(p)]
+        opa = [[Signal(signed(cfg.exp_bits + 1), name=f"mac_a{i}_{lane}") for lane in range(q)]
+               for i in range(p)]
+        opb = [[Signal(signed(cfg.data_bits), name=f"mac_b{i}_{lane}") for lane in range(q)]
+               for i in range(p)]
+        for i in range(p):
+            for lane in range(q):
+                # One multiplier per MAC for both steps (a step is Q Kᵀ or P V, never both):
+                # q·k (B × B signed) or p·v (PF+1 unsigned × B signed) fits one 18×18 DSP.
+                # Its operands are registered (c1 → c2), its product too (c2 → c3).
+                m.d.sync += [opa[i][lane].eq(Mux(self.qk, self.q[i][lane], self.p[i])),
+                             opb[i][lane].eq(Mux(self.qk, self.k[i][lane], self.v[i][lane]))]
+                prod = Signal(signed(cfg.pv_bits + 1), name=f"mac{i}_{lane}")
+                m.d.comb += prod.eq(opa[i][lane] * opb[i][lane])
+                m.d.sync += [prods[i][lane].eq(prod), o_pv[i][lane].eq(prod)]
+
+        # ---- Q Kᵀ: adder tree (c3 → c4), accumulate (c4 → c5) ----
+        sums = [Signal(signed(prod_bits + lq + 1), name=f"qk_sum{i}") for i in range(p)]
+        for i in range(p):
+            total = prods[i][0]
+            for lane in range(1, q):
+                total = total + prods[i][lane]
+            m.d.sync += sums[i].eq(total)
+        with m.If(self.acc):
+            for i in range(p):
+                m.d.sync += self.scores[i].eq(Mux(self.acc_first, sums[i],
+                                                  self.scores[i] + sums[i]))
+
+        # ---- P V: the rescale shift follows the operands; c3: a chain head's own O word,
+        # shifted (registered); c4: O = (O >> shift) + p·v, chained over a row's lines ----
+        o_old = [Signal(acc_word, name=f"pv_o{i}") for i in range(p)]
+        sh1b = [Signal(unsigned(SHIFT_BITS), name=f"pv_sh1b_{i}") for i in range(p)]
+        sh2 = [Signal(unsigned(SHIFT_BITS), name=f"pv_sh{i}") for i in range(p)]
+        o_sh3 = [Signal(acc_word, name=f"pv_osh{i}") for i in range(p)]
+        sh3 = [Signal(unsigned(SHIFT_BITS), name=f"pv_sh3_{i}") for i in range(p)]
+        o_pv3 = [[Signal(signed(cfg.pv_bits + 1), name=f"pv_p3_{i}_{lane}") for lane in range(q)]
+                 for i in range(p)]
+        for i in range(p):
+            m.d.sync += [o_old[i].eq(self.o_old[i]), sh1b[i].eq(self.shift[i]),
+                         sh2[i].eq(sh1b[i]), sh3[i].eq(sh2[i])]
+            for lane in range(q):
+                m.d.sync += [o_sh3[i][lane].eq(Mux(self.zero, 0, o_old[i][lane]) >> sh2[i]),
+                             o_pv3[i][lane].eq(o_pv[i][lane])]
+        for i in range(p):
+            for lane in range(q):
+                src = (o_sh3[i][lane] if i == 0
+                       else Mux(self.head[i], o_sh3[i][lane], self.o_new[i - 1][lane] >> sh3[i]))
+                m.d.comb += self.o_new[i][lane].eq(src + o_pv3[i][lane])
+        return m
