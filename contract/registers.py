@@ -24,7 +24,8 @@ from attenio.config import HardwareConfig
 from attenio.errors import ConfigError, ErrorCode
 
 __all__ = ["MAGIC", "VERSION", "ADDR_BITS", "Field", "Register", "COUNTERS", "registers",
-           "register", "field_value", "status_fields", "python_map", "c_header", "markdown"]
+           "register", "field_value", "pack_fields", "status_fields", "python_map", "c_header",
+           "markdown"]
 
 MAGIC = 0x4154494F  # "ATIO"
 VERSION = (0, 2)   # 0.2: the write window (WWIN_*)
@@ -149,6 +150,18 @@ def field_value(reg: Register, name: str, word: int) -> int:
         if f.name == name:
             return (word >> f.lsb) & ((1 << f.width) - 1)
     raise KeyError(f"{reg.name}.{name}")
+
+
+def pack_fields(entry: dict, **values: int) -> int:
+    """The 32-bit value of a register with the named fields set (``entry``: the register's
+    :func:`python_map` entry), e.g. ``pack_fields(regs["CTRL"], START=1)``."""
+    word = 0
+    for name, v in values.items():
+        lsb, width = entry["fields"][name]
+        if not 0 <= v < 1 << width:
+            raise ConfigError(f"{name}={v} is invalid: the field holds [0, {(1 << width) - 1}]")
+        word |= v << lsb
+    return word
 
 
 def status_fields(cfg: HardwareConfig, word: int) -> dict:

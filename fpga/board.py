@@ -24,7 +24,7 @@ from amaranth.lib.wiring import Out
 
 from attenio.config import HardwareConfig, Workload
 from attenio.contract.isa import INSTR_BYTES
-from attenio.contract.registers import python_map
+from attenio.contract.registers import pack_fields, python_map
 from attenio.errors import bad
 
 LED_PASS, LED_FAIL, LED_RUNNING, LED_MISMATCH = 1, 2, 4, 8
@@ -45,7 +45,9 @@ def selftest_data(hw: HardwareConfig, wl: Workload, seed: int = 1) -> dict:
     o_bytes = prep.pack_output(np.asarray(golden, dtype=np.int64))
     regs = python_map(hw)
     writes = [("PROG_BASE_LO", lay.program), ("PROG_BASE_HI", 0),
-              ("PROG_LEN", len(prep.program) // INSTR_BYTES), ("IRQ_ENABLE", 1), ("CTRL", 1)]
+              ("PROG_LEN", len(prep.program) // INSTR_BYTES),
+              ("IRQ_ENABLE", pack_fields(regs["IRQ_ENABLE"], DONE=1)),
+              ("CTRL", pack_fields(regs["CTRL"], START=1))]
     return {"image": prep.image, "o_addr": lay.o, "o_bytes": o_bytes,
             "writes": [(regs[n]["offset"], v) for n, v in writes],
             "status": regs["STATUS"]["offset"], "status_fields": regs["STATUS"]["fields"],

@@ -26,7 +26,7 @@ from cocotb.triggers import (
     with_timeout,
 )
 
-from attenio.contract.registers import python_map
+from attenio.contract.registers import pack_fields, python_map
 from attenio.verify.axi_monitor import LITE_CHANNELS, AxiMonitor, sample
 from attenio.verify.dram import Dram
 
@@ -63,10 +63,13 @@ class Host:
             await self.write(f"{reg}_BASE_HI", base >> 32)
             await self.write(f"{reg}_SIZE_LO", size)
             await self.write(f"{reg}_SIZE_HI", size >> 32)
-        await self.write("IRQ_ENABLE", 1)
+        await self.write_fields("IRQ_ENABLE", DONE=1)
+
+    async def write_fields(self, name, **fields):
+        await self.write(name, pack_fields(self.regs[name], **fields))
 
     async def start(self):
-        await self.write("CTRL", 1)
+        await self.write_fields("CTRL", START=1)
 
 
 async def _reset(dut, cycles=4):
@@ -159,7 +162,7 @@ async def run_case(dut):
         await host.start()
     if case.get("abort_at"):
         await ClockCycles(dut.clk, case["abort_at"])
-        await host.write("CTRL", 2)
+        await host.write_fields("CTRL", ABORT=1)
     limit = case["max_cycles"] * PERIOD_NS
     timed_out = await _wait_done(dut, limit)
     wall = time.perf_counter() - t0
@@ -170,7 +173,7 @@ async def run_case(dut):
                  "DMA_RD_BUSY", "DMA_WR_BUSY", "BYTES_RD", "BYTES_WR"):
         result[name.lower()] = await host.read64(name)
     result["irq_status"] = await host.read("IRQ_STATUS")
-    await host.write("IRQ_STATUS", 1)
+    await host.write_fields("IRQ_STATUS", DONE=1)
     result["irq_after_clear"] = int(dut.irq.value)
     result["dram_bytes_read"] = dram.rd.bytes
     result["dram_insn_bytes"] = dram.insn.bytes
@@ -213,7 +216,7 @@ async def _rerun(dut, dram, host, case, limit) -> dict:
     timed_out = await _wait_done(dut, limit)
     out = {"timed_out": timed_out, "status": await host.read("STATUS"),
            "cycles": await host.read64("CYCLES"), "sim_cycles": dram.cycle() - c0}
-    await host.write("IRQ_STATUS", 1)
+    await host.write_fields("IRQ_STATUS", DONE=1)
     (Path(case["out_dir"]) / "o_rerun.bin").write_bytes(dram.read(case["o_addr"], case["o_bytes"]))
     return out
 

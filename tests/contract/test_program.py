@@ -171,3 +171,18 @@ def test_per_key_program_reads_one_more_word_per_kv_row():
     k = next(i for i, x in enumerate(b.program) if x.op == P.Op.LOAD_KV)
     with pytest.raises(P.ProgramError, match=r"row_stride=16 with key_scales: below a K row"):
         P.validate(_replace(b.program, k, row_stride=16), HW)
+
+
+def test_register_fields_from_the_table():
+    from attenio import config as C
+    from attenio.contract import registers as R
+    from attenio.errors import ErrorCode
+
+    hw = C.tiny()
+    regs = R.python_map(hw)
+    assert R.pack_fields(regs["CTRL"], START=1) == 1 and R.pack_fields(regs["CTRL"], ABORT=1) == 2
+    st = R.status_fields(hw, (int(ErrorCode.AXI_READ) << 8) | 2)
+    assert st == {"busy": False, "done": True, "start_refused": False,
+                  "error": ErrorCode.AXI_READ}
+    with pytest.raises(C.ConfigError, match="START=2"):
+        R.pack_fields(regs["CTRL"], START=2)
