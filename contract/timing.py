@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Timing", "TIMING", "CYCLE_TOLERANCE"]
+__all__ = ["Timing", "TIMING"]
 
 
 @dataclass(frozen=True)
@@ -48,8 +48,3 @@ class Timing:
 
 
 TIMING = Timing()
-
-# How far the RTL's cycles may be from the schedule's on a bus without stalls (the model leaves
-# out a few dispatch effects that no tested workload reaches: docs/architecture.md). With
-# stalls (backpressure) the prediction is a lower bound.
-CYCLE_TOLERANCE = 0.01

@@ -157,7 +157,7 @@ def test_simulate_fails_when_cycles_break_the_model(monkeypatch):
     args = ["simulate", "--preset", "tiny", "--n", "7", "--d", "8"]
     _fake_run(monkeypatch, 1100, 1000)
     res = CliRunner().invoke(main, args)
-    assert res.exit_code == 1 and "must agree within 1%: FAIL" in res.output, res.output
+    assert res.exit_code == 1 and "must be equal: FAIL" in res.output, res.output
     res = CliRunner().invoke(main, args + ["--stall", "0.3"])
     assert res.exit_code == 0 and "a lower bound under --stall: ok" in res.output, res.output
     _fake_run(monkeypatch, 900, 1000)
@@ -166,6 +166,24 @@ def test_simulate_fails_when_cycles_break_the_model(monkeypatch):
     _fake_run(monkeypatch, 1000, 1000)
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0 and "PASS" in res.output
+    # cycle-exact means exact: one cycle off fails (the old 1% tolerance let 10 through)
+    _fake_run(monkeypatch, 1001, 1000)
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 1 and "1,001 cycles against 1,000 predicted" in res.output
+
+
+def test_simulate_fails_on_bytes_and_pe_busy(monkeypatch):
+    from attenio.verify import runner
+
+    args = ["simulate", "--preset", "tiny", "--n", "7", "--d", "8"]
+    _fake_run(monkeypatch, 1000, 1000)
+    good = runner.simulate()
+    for field, value, msg in (("bytes_rd", 8, "BYTES_RD = 8"), ("pe_busy", 3, "PE_BUSY = 3")):
+        bad = runner.SimResult(**{**good.__dict__,
+                                  "counters": {**good.counters, field: value}})
+        monkeypatch.setattr(runner, "simulate", lambda *a, bad=bad, **k: bad)
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 1 and msg in res.output and "FAIL" in res.output, res.output
 
 
 def test_rough_inputs_are_one_line_before_any_work(tmp_path):

@@ -25,7 +25,6 @@ import numpy as np
 from attenio.config import HardwareConfig, Workload
 from attenio.contract.isa import INSTR_BYTES
 from attenio.contract.registers import status_fields
-from attenio.contract.timing import CYCLE_TOLERANCE
 from attenio.errors import ConfigError, ErrorCode, bad
 from attenio.model.golden import (
     MAX_REL_BOUND,
@@ -174,8 +173,8 @@ class SimResult:
         output is bit-exact with the integer model and (if measured) within the accuracy
         contract against float64, the RTL's byte counters equal the schedule's, no AXI
         violation and no byte written outside the output region, and its cycles keep their
-        rule: equal to the prediction within ``CYCLE_TOLERANCE`` without stalls, not below it
-        with them (the PE array's busy cycles too, without stalls)."""
+        rule: equal to the prediction without stalls (the schedule generator is cycle-exact),
+        not below it with them (the PE array's busy cycles equal too, without stalls)."""
         out = []
         if self.timed_out or not self.done:
             out.append(f"the run did not end (done={int(self.done)}, timed out="
@@ -195,14 +194,13 @@ class SimResult:
             if c[name] != want:
                 out.append(f"{name.upper()} = {c[name]:,}, the schedule predicts {want:,}")
         if self.p_stall == 0:
-            if abs(self.cycle_gap) > CYCLE_TOLERANCE:
+            if self.cycles != self.predicted_cycles:
                 out.append(f"{self.cycles:,} cycles against {self.predicted_cycles:,} "
-                           f"predicted ({self.cycle_gap:+.3%}; must agree within "
-                           f"{CYCLE_TOLERANCE:.0%})")
+                           f"predicted ({self.cycle_gap:+.3%}; must be equal)")
             if c["pe_busy"] != self.pe_busy_model:
                 out.append(f"PE_BUSY = {c['pe_busy']:,}, the schedule predicts "
                            f"{self.pe_busy_model:,}")
-        elif self.cycles < self.predicted_cycles * (1 - CYCLE_TOLERANCE):
+        elif self.cycles < self.predicted_cycles:
             out.append(f"{self.cycles:,} cycles under stalls, below the prediction "
                        f"{self.predicted_cycles:,} (a lower bound)")
         if self.axi_violations:
