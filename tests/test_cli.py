@@ -332,3 +332,21 @@ def test_explore_bad_spec_is_one_line_and_status_2():
         r = run("explore", "--preset", "tiny", *args)
         assert r.exit_code == 2, (args, r.output)
         assert r.output.count("\n") == 1 and r.output.startswith("error:"), r.output
+
+
+def test_schedule_exits_1_when_bytes_differ_from_the_closed_form(monkeypatch):
+    # padded rows (d = 7 on 4-element words) agree with the padded head dim's closed form
+    res = run("schedule", "--preset", "tiny", "--n", "64", "--d", "7")
+    assert res.exit_code == 0 and "equal" in res.output and "move as 8 elements" in res.output
+    from attenio.model import io_analysis as io
+
+    real = io.workload_traffic
+
+    def off_by_one(*a, **k):
+        t = real(*a, **k)
+        return type(t)(**{**t.__dict__, "read_bytes": t.read_bytes + 1})
+
+    monkeypatch.setattr(io, "workload_traffic", off_by_one)
+    res = run("schedule", "--preset", "tiny", "--n", "64", "--d", "8")
+    assert res.exit_code == 1 and "DIFFERENT" in res.output
+    assert "differ from the closed form" in res.output
