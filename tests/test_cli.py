@@ -36,14 +36,19 @@ def test_golden_gqa_causal():
 
 
 def test_bad_input_is_one_line_and_status_2():
+    # the whole output is the one error line: no header printed before the check
     for args in (["config", "show", "--preset", "nope"],
                  ["golden", "--preset", "tiny", "--d", "65"],
+                 ["golden", "--d", "300"],                   # the README's own example
                  ["golden", "--preset", "tiny", "--n", "0"],
-                 ["golden", "--preset", "tiny", "--heads", "3", "--kv-heads", "2"]):
+                 ["golden", "--preset", "tiny", "--heads", "3", "--kv-heads", "2"],
+                 ["golden", "--preset", "tiny", "--nk", "0"],     # 0 is not "the default"
+                 ["schedule", "--n", "1024", "--kv-heads", "0"]):
         r = run(*args)
         assert r.exit_code == 2, (args, r.output)
-        lines = [x for x in r.output.splitlines() if x.startswith("error:")]
-        assert len(lines) == 1 and "invalid" in lines[0] and "Traceback" not in r.output
+        lines = r.output.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error:"), (args, r.output)
+        assert "invalid" in lines[0] and "Traceback" not in r.output
 
 
 def test_schedule_prints_summary_and_writes_files(tmp_path):
