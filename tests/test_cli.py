@@ -1,5 +1,7 @@
 """The attenio command line: output, exit codes, one-line errors."""
 
+from pathlib import Path
+
 import pytest
 from click.testing import CliRunner
 
@@ -355,3 +357,14 @@ def test_schedule_exits_1_when_bytes_differ_from_the_closed_form(monkeypatch):
     res = run("schedule", "--preset", "tiny", "--n", "64", "--d", "8")
     assert res.exit_code == 1 and "DIFFERENT" in res.output
     assert "differ from the closed form" in res.output
+
+
+def test_json_dash_is_stdout_and_the_report_goes_to_stderr():
+    import json
+
+    res = CliRunner().invoke(main, ["schedule", "--preset", "tiny", "--n", "64", "--d", "8",
+                                    "--json", "-"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)                  # stdout is the JSON alone (| jq works)
+    assert data["total_cycles"] > 0
+    assert "schedule: preset=tiny" in res.stderr and not Path("-").exists()

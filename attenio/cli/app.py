@@ -3,6 +3,7 @@ checks and the options several commands take. The commands live beside this modu
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import sys
 import time
@@ -27,6 +28,12 @@ def _friendly(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
+            if kwargs.get("json_path") == "-":
+                # ``--json -``: the JSON is the command's output (stdout, for a pipe); the
+                # report a person reads goes to stderr
+                _JSON_OUT.append(sys.stdout)
+                with contextlib.redirect_stdout(sys.stderr):
+                    return fn(*args, **kwargs)
             return fn(*args, **kwargs)
         except ConfigError as e:
             click.echo(f"error: {e}", err=True)
@@ -41,8 +48,13 @@ def _friendly(fn):
         except RuntimeError as e:
             click.echo(f"error: {e}", err=True)
             sys.exit(1)
+        finally:
+            _JSON_OUT.clear()
 
     return wrapper
+
+
+_JSON_OUT: list = []     # where ``--json -`` writes: the stdout the command was called with
 
 
 def _load_hw(preset: str | None, config_file: str | None) -> C.HardwareConfig:
@@ -65,7 +77,7 @@ def _outputs(plots=(), **paths) -> None:
     """Refuse, before any work, an output file the command could not write at the end: its
     folder missing (or not a folder), or a plot whose suffix matplotlib cannot write."""
     for opt, path in paths.items():
-        if path is None:
+        if path is None or (opt == "json" and path == "-"):
             continue
         parent = Path(path).resolve().parent
         if not parent.is_dir():
@@ -93,7 +105,13 @@ def _write_json(path: str, obj) -> None:
             return o.name
         return str(o)
 
-    Path(path).write_text(json.dumps(obj, indent=1, default=plain))
+    text = json.dumps(obj, indent=1, default=plain)
+    if path == "-":
+        out = _JSON_OUT[-1] if _JSON_OUT else sys.stdout
+        out.write(text + "\n")
+        out.flush()
+        return
+    Path(path).write_text(text)
     click.echo(f"wrote {path}")
 
 
@@ -127,7 +145,8 @@ class _Bar:
 
 
 json_option = click.option("--json", "json_path", default=None, metavar="FILE",
-                           help="Also write the results as JSON.")
+                           help="Also write the results as JSON ('-': to stdout, the report "
+                                "then on stderr).")
 
 
 def preset_option_for(default: str):
