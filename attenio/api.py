@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from attenio import config as C
+from attenio.contract.rules import check_window
 from attenio.errors import bad
 
 __all__ = ["attention", "reference_attention", "schedule", "simulate", "hardware"]
@@ -34,7 +35,8 @@ def _as4d(x, name: str) -> np.ndarray:
 
 
 def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig = "fpga",
-              scheme: str = "tensor", q_scales: str = "tensor", k_block: int | None = None):
+              scheme: str = "tensor", q_scales: str = "tensor", k_block: int | None = None,
+              window=(-1, -1)):
     """``softmax(Q Kᵀ/√d) V`` as the accelerator computes it: Q, K, V quantized to the
     preset's ``data_bits`` by the host ``scheme`` (``tensor``: one scale each; ``smooth`` or
     ``rotate``: exact transforms first, docs/numerics.md "End to end"), Q with one scale per
@@ -42,7 +44,11 @@ def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig =
     bit-exact integer model of the datapath (the RTL's output), dequantized. Shapes ``[seq,
     d]``, ``[heads, seq, d]`` or ``[batch, heads, seq, d]`` (K and V may have fewer heads:
     GQA); the result has Q's shape. For real (outlier-heavy) activations on an int8 preset,
-    ``scheme="rotate", q_scales="row", k_block=16`` is the measured best.
+    ``scheme="rotate", q_scales="row", k_block=16`` is the measured best. ``window = (left,
+    right)`` is a sliding window as FlashAttention's ``window_size`` (−1: unbounded; query
+    row i sees keys ``i + nk − nq − left … i + nk − nq + right``, and with ``causal`` none
+    past the diagonal; a row that sees no key gives 0). ``causal`` is aligned at the bottom
+    right, as FlashAttention's (SDPA's ``is_causal`` is top-left: they agree when nq = nk).
 
     Raises
     ------
@@ -65,20 +71,23 @@ def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig =
         raise bad("k", f"shape {np.shape(k)}", f"batch {b} and head dim {d} as q")
     if hk == 0 or h % hk:
         raise bad("k", f"{hk} heads", f"a divisor of q's {h} heads (GQA)")
+    left, right = check_window(window)
     wl = C.Workload(seq_q=nq, seq_k=nk, head_dim=d, heads=h, kv_heads=hk, batch=b,
-                    causal=causal, element_bytes=hw.element_bytes)
+                    causal=causal, element_bytes=hw.element_bytes, window_left=left,
+                    window_right=right)
     hw.check_workload(wl)
     host = quantize_scheme(hw, q4, k4, v4, scheme, q_rows=q_scales == "row", k_block=k_block)
     return run_int(hw, wl, host).reshape(shape)
 
 
-def reference_attention(q, k, v, *, causal: bool = False) -> np.ndarray:
+def reference_attention(q, k, v, *, causal: bool = False, window=(-1, -1)) -> np.ndarray:
     """Exact float64 attention (the reference the integer model is measured against); the
-    shapes of :func:`attention`."""
+    shapes and the mask arguments of :func:`attention`."""
     from attenio.model.reference import attention as ref
 
     shape = np.shape(q)
-    return ref(_as4d(q, "q"), _as4d(k, "k"), _as4d(v, "v"), causal=causal).reshape(shape)
+    return ref(_as4d(q, "q"), _as4d(k, "k"), _as4d(v, "v"), causal=causal,
+               window=check_window(window)).reshape(shape)
 
 
 def schedule(n: int, d: int = 64, *, nk: int | None = None, heads: int = 1,

@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from attenio.errors import ConfigError, bad
-from attenio.fields import Serializable, check_bool, check_float, check_int, is_pow2
+from attenio.fields import (
+    Serializable,
+    check_bool,
+    check_float,
+    check_int,
+    dumps_toml,
+    is_pow2,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -418,6 +425,8 @@ class Workload(Serializable):
     batch: int = 1
     causal: bool = False
     element_bytes: int = 1
+    window_left: int = -1
+    window_right: int = -1
 
     def __post_init__(self):
         check_int(self, "seq_q", 1, 1 << 24)
@@ -430,11 +439,24 @@ class Workload(Serializable):
         check_int(self, "element_bytes", 1, 8)
         if self.heads % self.kv_heads:
             raise bad("kv_heads", self.kv_heads, f"must divide heads={self.heads}")
+        for side in ("window_left", "window_right"):
+            check_int(self, side, -1, 1 << 24)
+
+    @property
+    def window(self) -> tuple[int, int]:
+        """The sliding window ``(left, right)``: query row i sees keys
+        ``i + seq_k − seq_q − left … i + seq_k − seq_q + right`` (FlashAttention's
+        ``window_size``; −1 unbounded; with ``causal`` also none past the diagonal)."""
+        return self.window_left, self.window_right
+
+    @property
+    def windowed(self) -> bool:
+        return self.window != (-1, -1)
 
     @classmethod
     def from_options(cls, hw: HardwareConfig | None, *, n: int, d: int, nk: int | None = None,
                      heads: int = 1, kv_heads: int | None = None, batch: int = 1,
-                     causal: bool = False) -> Workload:
+                     causal: bool = False, window=(-1, -1)) -> Workload:
         """The workload of the CLI's, the API's and explore's options, the one place they are
         read: ``nk`` defaults to ``n`` (self-attention) and ``kv_heads`` to ``heads``
         (multi-head) when ``None``; a 0 is refused like any value out of range, never read as
@@ -442,7 +464,8 @@ class Workload(Serializable):
         (:meth:`HardwareConfig.check_workload`)."""
         wl = cls(seq_q=n, seq_k=n if nk is None else nk, head_dim=d, heads=heads,
                  kv_heads=heads if kv_heads is None else kv_heads, batch=batch, causal=causal,
-                 element_bytes=hw.element_bytes if hw is not None else 1)
+                 element_bytes=hw.element_bytes if hw is not None else 1,
+                 window_left=window[0], window_right=window[1])
         if hw is not None:
             hw.check_workload(wl)
         return wl
@@ -510,37 +533,6 @@ def preset(name: str) -> HardwareConfig:
 
 
 # ---- TOML ----
-
-def _toml_value(v: Any) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, str):
-        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    raise TypeError(f"cannot write {type(v).__name__} to TOML")
-
-
-def dumps_toml(tables: dict[str, dict[str, Any]]) -> str:
-    """Write ``{table: {key: scalar or {subtable...}}}`` as TOML (the subset this project needs)."""
-    lines: list[str] = []
-
-    def emit(name: str, body: dict[str, Any]) -> None:
-        lines.append(f"[{name}]")
-        subs = []
-        for k, v in body.items():
-            if isinstance(v, dict):
-                subs.append((f"{name}.{k}", v))
-            else:
-                lines.append(f"{k} = {_toml_value(v)}")
-        lines.append("")
-        for sub_name, sub in subs:
-            emit(sub_name, sub)
-
-    for name, body in tables.items():
-        emit(name, body)
-    return "\n".join(lines)
-
 
 def save_toml(path: str | Path, hw: HardwareConfig | None = None,
               workload: Workload | None = None) -> None:

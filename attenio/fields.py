@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 from attenio.errors import ConfigError, bad
 
-__all__ = ["check_int", "check_float", "check_bool", "is_pow2", "Serializable"]
+__all__ = ["check_int", "check_float", "check_bool", "is_pow2", "Serializable", "dumps_toml"]
 
 
 def check_int(obj, name: str, lo: int, hi: int | None = None) -> None:
@@ -79,3 +79,34 @@ class Serializable:
             return cls(**kwargs)
         except ConfigError as e:
             raise ConfigError(f"{prefix}{e}") from None
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def dumps_toml(tables: dict[str, dict[str, Any]]) -> str:
+    """Write ``{table: {key: scalar or {subtable...}}}`` as TOML (the subset this project needs)."""
+    lines: list[str] = []
+
+    def emit(name: str, body: dict[str, Any]) -> None:
+        lines.append(f"[{name}]")
+        subs = []
+        for k, v in body.items():
+            if isinstance(v, dict):
+                subs.append((f"{name}.{k}", v))
+            else:
+                lines.append(f"{k} = {_toml_value(v)}")
+        lines.append("")
+        for sub_name, sub in subs:
+            emit(sub_name, sub)
+
+    for name, body in tables.items():
+        emit(name, body)
+    return "\n".join(lines)

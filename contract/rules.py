@@ -6,8 +6,12 @@ well as integers and NumPy arrays) and the test benches all call these.
 
 from __future__ import annotations
 
-__all__ = ["kv_blocks_during", "kv_order", "next_is_v", "causal_visible", "keys_seen",
-           "skipped_groups", "axi_bursts"]
+from attenio.errors import bad
+
+__all__ = ["kv_blocks_during", "kv_order", "next_is_v", "causal_visible", "visible",
+           "key_span", "check_window", "keys_seen", "skipped_groups", "axi_bursts"]
+
+UNBOUNDED = -1     # a window side of -1 reaches the sequence's end (FlashAttention's window_size)
 
 
 def kv_blocks_during(step: int, steps: int) -> list[tuple[str, int]]:
@@ -37,6 +41,55 @@ def causal_visible(key, row, diag):
     """Query ``row`` sees ``key`` under the causal mask (bottom-right aligned, as FA-2 does:
     ``diag = seq_k − seq_q``). Integers, NumPy arrays or Amaranth values."""
     return key <= row + diag
+
+
+def check_window(window) -> tuple[int, int]:
+    """``window`` as ``(left, right)`` integers, each ≥ −1 (−1: unbounded on that side, as
+    FlashAttention's ``window_size``). Raises ConfigError naming the bad value."""
+    try:
+        left, right = window
+    except (TypeError, ValueError):
+        raise bad("window", window, "must be (left, right), each -1 (unbounded) or a number "
+                  "of keys ≥ 0") from None
+    for side, x in (("left", left), ("right", right)):
+        if isinstance(x, bool) or not isinstance(x, int) or x < UNBOUNDED:
+            raise bad(f"window {side}", x, "must be -1 (unbounded) or a number of keys ≥ 0")
+    return left, right
+
+
+def visible(key, row, diag, causal: bool = False, window=(UNBOUNDED, UNBOUNDED)):
+    """Query ``row`` sees ``key`` (``diag = seq_k − seq_q``, aligned at the bottom right as
+    FlashAttention aligns both): with ``causal``, ``key ≤ row + diag``; with a sliding
+    ``window = (left, right)``, ``row + diag − left ≤ key ≤ row + diag + right`` (−1: that
+    side unbounded). Returns ``None`` when nothing is masked; else booleans (NumPy)."""
+    left, right = window
+    out = None
+
+    def both(a, b):
+        return b if a is None else a & b
+
+    centre = row + diag
+    if causal:
+        out = both(out, causal_visible(key, row, diag))
+    if left != UNBOUNDED:
+        out = both(out, key >= centre - left)
+    if right != UNBOUNDED:
+        out = both(out, key <= centre + right)
+    return out
+
+
+def key_span(row_lo: int, row_hi: int, diag: int, keys: int, causal: bool = False,
+             window=(UNBOUNDED, UNBOUNDED)) -> tuple[int, int]:
+    """The keys ``[first, end)`` that some row of ``row_lo … row_hi`` may see (:func:`visible`):
+    what a tile of those rows must read; ``first ≥ end`` when none."""
+    left, right = window
+    end = keys
+    if causal:
+        end = min(end, row_hi + diag + 1)
+    if right != UNBOUNDED:
+        end = min(end, row_hi + diag + right + 1)
+    first = max(0, row_lo + diag - left) if left != UNBOUNDED else 0
+    return first, max(0, end)
 
 
 def skipped_groups(first_key: int, q_pos: int, diag: int, lines: int, groups: int) -> int:

@@ -119,20 +119,22 @@ def _round(x, fmt: str) -> np.ndarray:
 
 
 def _lowp_head(q, k, v, *, causal: bool, sm_scale=None, block: int = 1024,
-               fmt: str) -> np.ndarray:
+               fmt: str, window=(-1, -1)) -> np.ndarray:
     d = q.shape[1]
     rnd = functools.partial(_round, fmt=fmt)
     return ref.streamed_head(rnd(q), rnd(k), rnd(v), causal=causal, block=block,
                              scale=1.0 / math.sqrt(d) if sm_scale is None else sm_scale,
-                             dtype=np.float32, round_p=rnd, round_out=rnd, scale_scores=True)
+                             dtype=np.float32, round_p=rnd, round_out=rnd, scale_scores=True,
+                             window=window)
 
 
-def attention_lowp(q, k, v, fmt: str, causal: bool = False) -> np.ndarray:
+def attention_lowp(q, k, v, fmt: str, causal: bool = False, window=(-1, -1)) -> np.ndarray:
     """fp16 or bf16 attention of float ``q`` ``[b, h, nq, d]``, ``k``/``v`` ``[b, hk, nk, d]``
     (GQA when ``hk`` divides ``h``), as float64: the reference's streamed online softmax run
     in float32 with the format's roundings (``reference.streamed_head``)."""
     _round(np.zeros(1), fmt)                    # an unknown format: refused before the work
-    return ref.attention(q, k, v, causal=causal, head=functools.partial(_lowp_head, fmt=fmt))
+    return ref.attention(q, k, v, causal=causal, head=functools.partial(_lowp_head, fmt=fmt),
+                         window=window)
 
 
 # ---- the host flow under a scheme ----
@@ -242,7 +244,7 @@ def compare(hws: dict[str, HardwareConfig], wl: Workload, q, k, v,
             raise bad("k_scales", g, f"choose from: {', '.join(K_SCALES)}")
     if not isinstance(k_block, int) or k_block < 1:
         raise bad("k_block", k_block, "must be a positive number of keys")
-    exact = ref.attention(q, k, v, causal=wl.causal)
+    exact = ref.attention(q, k, v, causal=wl.causal, window=wl.window)
     rows = []
 
     def row(kind, name, scheme, bits, approx, q_sc="", k_sc=""):
@@ -266,7 +268,7 @@ def compare(hws: dict[str, HardwareConfig], wl: Workload, q, k, v,
                     row("int", name, scheme, hw.data_bits, run_int(hw, wl_hw, host, progress),
                         g, kg)
     for fmt in formats:
-        row("float", fmt, "", 16, attention_lowp(q, k, v, fmt, wl.causal))
+        row("float", fmt, "", 16, attention_lowp(q, k, v, fmt, wl.causal, wl.window))
     return rows
 
 

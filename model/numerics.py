@@ -35,7 +35,7 @@ import numpy as np
 
 from attenio.config import HardwareConfig, Workload
 from attenio.contract.formats import MAX_SHIFT, SCALE_SHIFT_MAX
-from attenio.contract.rules import causal_visible
+from attenio.contract.rules import visible
 from attenio.contract.tables import exp_table, recip_table
 from attenio.errors import bad
 from attenio.model.scales import (  # noqa: F401  (the host side, re-exported)
@@ -275,13 +275,16 @@ def finalize(cfg: HardwareConfig, o, l) -> np.ndarray:
 
 # ---- whole attention, one head ----
 
-def _causal_valid(rows: np.ndarray, keys: np.ndarray, seq_q: int, seq_k: int) -> np.ndarray:
-    # Query row i sees key j when j ≤ i + (seq_k - seq_q): bottom-right aligned, as FA-2 does.
-    return causal_visible(keys[None, :], rows[:, None], seq_k - seq_q)
+def _valid(rows: np.ndarray, keys: np.ndarray, seq_q: int, seq_k: int, causal: bool,
+           window) -> np.ndarray | None:
+    """Which keys each row sees (contract.rules.visible: bottom-right aligned, as FA-2 does),
+    or None when the mask hides nothing."""
+    return visible(keys[None, :], rows[:, None], seq_k - seq_q, causal, window)
 
 
 def attention_head_stepwise(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
-                            causal: bool = False, peaks: dict | None = None) -> np.ndarray:
+                            causal: bool = False, peaks: dict | None = None,
+                            window=(-1, -1)) -> np.ndarray:
     """One head, key block by key block in the hardware's order (the readable reference).
 
     ``q`` (nq, d), ``k`` and ``v`` (nk, d) are integers within ``data_bits``. Returns the output
@@ -302,8 +305,9 @@ def attention_head_stepwise(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
         kk, vv = k[j0:j0 + kb], v[j0:j0 + kb]
         s = _matmul_exact(q, kk.T)
         t = scale(cfg, s, sp.keys(slice(j0, j0 + kb)))
-        valid = (_causal_valid(rows, np.arange(j0, j0 + len(kk)), nq, nk) if causal
-                 else np.ones(t.shape, dtype=bool))
+        valid = _valid(rows, np.arange(j0, j0 + len(kk)), nq, nk, causal, window)
+        if valid is None:
+            valid = np.ones(t.shape, dtype=bool)
         m, shift = running_max(cfg, m, t, valid)
         y = np.where(valid, t - (m[:, None] << f), -(1 << 40))
         p = np.where(valid, exp2(cfg, y), 0)
@@ -323,7 +327,7 @@ def _chunk_rows(nq: int, nk: int) -> int:
 
 
 def attention_head(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
-                   causal: bool = False, progress=None) -> np.ndarray:
+                   causal: bool = False, progress=None, window=(-1, -1)) -> np.ndarray:
     """One head, bit-identical to :func:`attention_head_stepwise`, vectorized.
 
     The running max of every (row, key block) is a cumulative maximum; rescales happen only
@@ -354,7 +358,7 @@ def attention_head(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
         rows = np.arange(r0, min(nq, r0 + step))
         nr = len(rows)
         t = scale(cfg, (q[rows].astype(np.float64) @ kf.T).astype(np.int64), sp.take(rows))
-        valid = _causal_valid(rows, keys, nq, nk) if causal else None
+        valid = _valid(rows, keys, nq, nk, causal, window)
         # floor is monotonic, so the max is taken on t and floored once per block.
         ft = t if valid is None else np.where(valid, t, minit << f)
         if pad:
@@ -486,10 +490,10 @@ def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale, k_scale: 
                 sp = with_key_scales(cfg, sp, ks[bi, hi // g], sk)
             args = (cfg, q[bi, hi], k[bi, hi // g], v[bi, hi // g], sp, wl.causal)
             if stepwise:
-                out[bi, hi] = attention_head_stepwise(*args)
+                out[bi, hi] = attention_head_stepwise(*args, window=wl.window)
             else:
                 out[bi, hi] = attention_head(*args, progress=None if progress is None else (
-                    lambda f, n0=n0: progress((n0 + f) / (b * h))))
+                    lambda f, n0=n0: progress((n0 + f) / (b * h))), window=wl.window)
             if progress is not None:
                 progress((n0 + 1) / (b * h))
     return out

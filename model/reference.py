@@ -12,17 +12,19 @@ import math
 
 import numpy as np
 
-from attenio.contract.rules import causal_visible
+from attenio.contract.rules import check_window, key_span, visible
 from attenio.errors import bad
 
 __all__ = ["attention", "attention_head", "streamed_head", "error_metrics"]
 
 
 def attention_head(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
-                   block: int = 1024, chunk: int = 1024) -> np.ndarray:
+                   block: int = 1024, chunk: int = 1024, window=(-1, -1)) -> np.ndarray:
     """One head: ``q`` (nq, d), ``k`` and ``v`` (nk, d); returns (nq, d) float64.
 
-    With ``causal``, row i sees keys ``j ≤ i + nk - nq``; a row that sees no key returns 0.
+    With ``causal``, row i sees keys ``j ≤ i + nk - nq``; with ``window = (left, right)``
+    only keys ``i + nk − nq − left … i + nk − nq + right`` (−1: unbounded; FlashAttention's
+    ``window_size``, contract.rules.visible); a row that sees no key returns 0.
     Peak memory is about ``chunk·block + 3·chunk·d`` floats besides the inputs.
     """
     q = np.asarray(q, dtype=np.float64)
@@ -33,12 +35,13 @@ def attention_head(q, k, v, *, causal: bool = False, sm_scale: float | None = No
     if k.shape != (nk, d) or v.shape != (nk, d):
         raise bad("k/v shape", (k.shape, v.shape), f"expected ({nk}, {d}) to match q {q.shape}")
     scale = 1.0 / math.sqrt(d) if sm_scale is None else sm_scale
-    return streamed_head(q, k, v, causal=causal, scale=scale, block=block, chunk=chunk)
+    return streamed_head(q, k, v, causal=causal, scale=scale, block=block, chunk=chunk,
+                         window=window)
 
 
 def streamed_head(q, k, v, *, causal: bool, scale: float, block: int = 1024,
                   chunk: int = 1024, dtype=np.float64, round_p=None, round_out=None,
-                  scale_scores: bool = False) -> np.ndarray:
+                  scale_scores: bool = False, window=(-1, -1)) -> np.ndarray:
     """The online softmax every float attention here runs, over ``chunk`` query rows and
     ``block`` keys at a time, in ``dtype``. ``attention_head`` is its float64 use; the fp16
     and bf16 attention of model/accuracy.py runs it in float32 with ``round_p`` (P rounded to
@@ -47,6 +50,7 @@ def streamed_head(q, k, v, *, causal: bool, scale: float, block: int = 1024,
     """
     nq, d = q.shape
     nk = k.shape[0]
+    window = check_window(window)
     scale = dtype(scale)
     neg = dtype(-np.inf)
     out = np.empty((nq, d))
@@ -56,20 +60,23 @@ def streamed_head(q, k, v, *, causal: bool, scale: float, block: int = 1024,
         m = np.full(len(qs), neg, dtype=dtype)
         l = np.zeros(len(qs), dtype=dtype)
         acc = np.zeros((len(qs), d), dtype=dtype)
-        last_key = nk - 1 if not causal else int(rows[-1]) + nk - nq
-        for j0 in range(0, min(nk, last_key + 1), block):
-            s = qs @ k[j0:j0 + block].T
+        # only the keys some row of the chunk sees (causal and window skip the rest)
+        first, end = key_span(int(rows[0]), int(rows[-1]), nk - nq, nk, causal, window)
+        for j0 in range(first, end, block):
+            s = qs @ k[j0:min(end, j0 + block)].T
             if scale_scores:
                 s = s * scale
-            if causal:
-                keys = np.arange(j0, j0 + s.shape[1])
-                s = np.where(causal_visible(keys[None, :], rows[:, None], nk - nq), s, neg)
+            keys = np.arange(j0, j0 + s.shape[1])
+            seen = visible(keys[None, :], rows[:, None], nk - nq, causal, window)
+            if seen is not None:
+                s = np.where(seen, s, neg)
             m_new = np.maximum(m, s.max(axis=1))
             safe = np.where(np.isfinite(m_new), m_new, dtype(0))
             alpha = np.exp(np.where(np.isfinite(m), m - safe, neg))
             p = np.exp(s - safe[:, None])
             l = l * alpha + p.sum(axis=1, dtype=dtype)
-            acc = acc * alpha[:, None] + (p if round_p is None else round_p(p)) @ v[j0:j0 + block]
+            acc = acc * alpha[:, None] + \
+                (p if round_p is None else round_p(p)) @ v[j0:j0 + s.shape[1]]
             m = m_new
         with np.errstate(invalid="ignore", divide="ignore"):
             res = acc / l[:, None]
@@ -79,12 +86,13 @@ def streamed_head(q, k, v, *, causal: bool, scale: float, block: int = 1024,
 
 
 def attention(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
-              block: int = 1024, head=None) -> np.ndarray:
+              block: int = 1024, head=None, window=(-1, -1)) -> np.ndarray:
     """Exact attention for ``q`` [..., heads, nq, d] and ``k, v`` [..., kv_heads, nk, d].
 
     Two-dimensional inputs are one head. Query head h uses K/V head ``h // (heads/kv_heads)``.
-    ``head(q, k, v, causal=, sm_scale=, block=)`` replaces :func:`attention_head` for each head
-    (model/accuracy.py's fp16 and bf16 attention).
+    ``head(q, k, v, causal=, sm_scale=, block=, window=)`` replaces :func:`attention_head` for
+    each head (model/accuracy.py's fp16 and bf16 attention). ``window``: see
+    :func:`attention_head`.
 
     Raises
     ------
@@ -96,7 +104,7 @@ def attention(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
     v = np.asarray(v, dtype=np.float64)
     head = head or attention_head
     if q.ndim == 2:
-        return head(q, k, v, causal=causal, sm_scale=sm_scale, block=block)
+        return head(q, k, v, causal=causal, sm_scale=sm_scale, block=block, window=window)
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
         raise bad("q.ndim", q.ndim, "expected 2 (one head) or 4 ([batch, heads, n, d]) dims "
                   f"for q, k and v (got {q.ndim}, {k.ndim}, {v.ndim})")
@@ -113,7 +121,8 @@ def attention(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
     for bi in range(b):
         for hi in range(h):
             out[bi, hi] = head(q[bi, hi], k[bi, hi // g], v[bi, hi // g],
-                               causal=causal, sm_scale=sm_scale, block=block)
+                               causal=causal, sm_scale=sm_scale, block=block,
+                               window=window)
     return out
 
 

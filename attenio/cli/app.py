@@ -167,6 +167,27 @@ def main():
     """attenio: an I/O-optimal accelerator for exact long-sequence attention."""
 
 
+def _parse_window(ctx, param, value):
+    """``--window L[,R]``: keys left and right of the diagonal a row sees (−1: unbounded; R
+    defaults to L; with --causal nothing right of the diagonal). Click reports a bad value as
+    its own usage error."""
+    if value is None:
+        return (-1, -1)
+    try:
+        parts = [int(x) for x in value.split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: give L or L,R (integers, -1 = unbounded)") from None
+    if len(parts) not in (1, 2):
+        raise click.BadParameter(f"{value!r}: give L or L,R")
+    return (parts[0], parts[-1])
+
+
+window_option = click.option(
+    "--window", callback=_parse_window, default=None, metavar="L[,R]",
+    help="Sliding window (FlashAttention's window_size): keys L left and R right of the "
+         "diagonal (R defaults to L; -1 unbounded; with --causal none to the right).")
+
+
 def _workload_options(fn):
     opts = [
         click.option("--n", "n", type=int, required=True, help="Query (and key) length."),

@@ -19,6 +19,7 @@ from attenio.cli.app import (
     json_option,
     main,
     preset_option,
+    window_option,
 )
 from attenio.errors import ConfigError
 
@@ -37,10 +38,11 @@ from attenio.errors import ConfigError
               show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--stepwise", is_flag=True, help="Use the block-by-block model (slower, same bits).")
+@window_option
 @json_option
 @_friendly
 def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, dist, seed, stepwise,
-           json_path):
+           window, json_path):
     """Run the bit-exact integer model against the float64 reference and print the errors.
 
     Exits 1 if the error exceeds the contract of docs/numerics.md (max 1e-3 and mean 1e-4 of
@@ -49,10 +51,11 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, dist, 
     hw = _load_hw(preset, config_file)
     _outputs(json=json_path)
     wl = C.Workload.from_options(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads,
-                                 batch=batch, causal=causal)
+                                 batch=batch, causal=causal, window=window)
     name = config_file or preset or "fpga"
     click.echo(f"golden check: preset={name} N={wl.seq_q}x{wl.seq_k} d={d} heads={heads}/"
-               f"{wl.kv_heads} batch={batch} causal={causal} data={dist} seed={seed}")
+               f"{wl.kv_heads} batch={batch} causal={causal} data={dist} seed={seed}"
+               + (f" window={wl.window[0]},{wl.window[1]}" if wl.windowed else ""))
     from attenio.model.golden import MAX_REL_BOUND, MEAN_REL_BOUND, golden_check
 
     with _Bar("integer model") as bar:
