@@ -1,4 +1,4 @@
-"""docs/isa.md's field tables must match contract/program.py, the single definition."""
+"""docs/isa.md's field tables must match contract/isa.py, the single definition."""
 
 from pathlib import Path
 
