@@ -44,6 +44,33 @@ def workdir(tmp_path_factory):
     return d
 
 
+# What each command must print (besides exiting 0): the result the README says it gives.
+PRINTS = {
+    "config show": ["derived widths (bits):", "RTL: "],
+    "config save": ["wrote hw.toml"],
+    "golden": ["result               PASS"],
+    "accuracy": ["/ bf16", "int8 (fpga)"],
+    "schedule": ["closed form          equal", "PE utilization"],
+    "dataflows": ["geomean", "bandwidth sweep"],
+    "compare": ["speedup over the measured GPU", "wrote roofline.png"],
+    "explore": ["Pareto front", "infeasible)"],
+    "registers": ["wrote attenio_regs.h"],
+    "verilog": ["top module attenio_top"],
+    "simulate": ["result               PASS", "0 violations"],
+}
+
+
+def expected_output(cmd: str) -> list[str]:
+    argv = shlex.split(cmd)
+    key = " ".join(argv[1:3]) if argv[1] == "config" else argv[1]
+    return PRINTS[key]
+
+
+def test_every_command_has_its_expected_output():
+    for cmd in commands():
+        assert expected_output(cmd), cmd
+
+
 @pytest.mark.parametrize("cmd", [
     pytest.param(c, marks=pytest.mark.slow) if c.startswith(SECONDS) else c for c in commands()])
 def test_readme_command(cmd, workdir):
@@ -55,3 +82,6 @@ def test_readme_command(cmd, workdir):
                        env=env, timeout=600)
     assert r.returncode == 0, (cmd, r.stdout[-2000:], r.stderr[-2000:])
     assert "Traceback" not in r.stderr
+    for text in expected_output(cmd):
+        assert text in r.stdout, (cmd, text, r.stdout[-2000:])
+    assert "FAIL" not in r.stdout and "DIFFERENT" not in r.stdout, (cmd, r.stdout[-2000:])
