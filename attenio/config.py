@@ -232,6 +232,10 @@ class HardwareConfig(Serializable):
             out.append(("exp_lanes", self.exp_lanes, why))
         return out
 
+    def rtl_reason(self) -> str:
+        """:meth:`rtl_problems` as one line (empty when the RTL builds this config)."""
+        return "; ".join(f"{f}={v}: {why}" for f, v, why in self.rtl_problems())
+
     def check_rtl(self) -> None:
         """Raise :class:`ConfigError` naming the first field this RTL cannot build
         (:meth:`rtl_problems`)."""

@@ -11,8 +11,7 @@ import numpy as np
 
 from attenio.config import SCALE_EXP_BITS, HardwareConfig
 
-__all__ = ["MAX_SHIFT", "SCALE_SHIFT_MAX", "SCALE_EXP_BITS", "scale_word", "scale_word_bytes",
-           "word_lanes"]
+__all__ = ["MAX_SHIFT", "SCALE_SHIFT_MAX", "SCALE_EXP_BITS", "scale_word", "scale_word_bytes"]
 
 # The largest shift any rescale of ℓ and O applies. ℓ and O are at most 53 bits wide (config),
 # so a shift of 62 already clears them (or leaves -1 for a negative O, as a hardware arithmetic
@@ -43,11 +42,3 @@ def scale_word_bytes(hw: HardwareConfig, mant, exp, shape: tuple[int, ...]) -> n
     words = scale_word(hw, np.asarray(mant), np.asarray(exp)).astype("<u8").reshape(shape)
     raw = words.view(np.uint8).reshape(*shape, 8)
     return np.pad(raw, [(0, 0)] * len(shape) + [(0, max(0, nb - 8))])[..., :nb]
-
-
-def word_lanes(hw: HardwareConfig, word: int) -> list[int]:
-    """An integer word split into its ``macs_per_line`` signed lanes of ``data_bits`` (how the
-    core's ports carry a scale word)."""
-    bits = hw.data_bits
-    lanes = [(word >> (bits * i)) & ((1 << bits) - 1) for i in range(hw.macs_per_line)]
-    return [v - (1 << bits) if v >> (bits - 1) else v for v in lanes]

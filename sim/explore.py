@@ -159,7 +159,7 @@ def evaluate(pt: dict, vs_fa2: bool = False) -> dict:
     area = cost.asic_area(hw)
     en = cost.energy(hw, s)
     # the FPGA estimate prices the RTL: a config the RTL cannot build gets none, and says why
-    rtl = "; ".join(f"{f}={v}: {why}" for f, v, why in hw.rtl_problems())
+    rtl = hw.rtl_reason()
     fp = {"DP16KD": None, "fits": False} if rtl else cost.fpga_area(hw)
     out.update(feasible=True, reason="", tiling=s.tiling.notes, cycles=s.total_cycles,
                time_us=s.time_us, pe_util_mac=s.pe_util_mac, dram_read=s.read_bytes,

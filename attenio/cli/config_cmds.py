@@ -45,9 +45,9 @@ def config_show(preset, config_file, as_toml):
     click.echo("derived widths (bits):")
     for k, v in hw.widths().items():
         click.echo(f"  {k:<22} {v}")
-    problems = hw.rtl_problems()
-    click.echo("RTL: " + ("buildable (attenio verilog, simulate, synth)" if not problems else
-                          "model only: " + "; ".join(f"{f}={v}: {why}" for f, v, why in problems)))
+    why = hw.rtl_reason()
+    click.echo("RTL: " + (f"model only: {why}" if why else
+                          "buildable (attenio verilog, simulate, synth)"))
 
 
 @config_group.command("save")

@@ -44,7 +44,10 @@ from attenio.errors import ConfigError
 @_friendly
 def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, dataflow,
                  trace_path, plot_path, program_path, json_path):
-    """Tile a workload, emit its program and print the predicted timeline."""
+    """Tile a workload, emit its program and print the predicted timeline.
+
+    Exits 1 if the schedule's DRAM bytes differ from the closed form (docs/dataflows.md).
+    """
     from attenio.contract import program as prog
     from attenio.model import io_analysis as io
     from attenio.sim.schedule import ENGINES, schedule

@@ -221,16 +221,11 @@ class LoadEngine(wiring.Component):
         request that ends a unit (next row, next head, next K/V block, or the instruction's
         end). Returns ``instr_done``: the request ends the instruction."""
         kps_max = self.cfg.max_keys_per_step
-        lraw, lbusy = u.raw, u.busy
-        l_is_kv, l_rows, l_trow, l_unit_first = u.is_kv, u.rows, u.trow, u.unit_first
-        l_wd, l_contig, l_stride, l_h, l_hbase = u.wd, u.contig, u.stride, u.h, u.hbase
-        l_b, l_steps, l_ks, l_vs, l_on_v = u.b, u.steps, u.ks, u.vs, u.on_v
-        l_kbase, l_vbase, l_wk, l_vstride = u.kbase, u.vbase, u.wk, u.vstride
         # What follows the current unit, as registers: the unit changes only with a request or
         # the instruction's start, and the next request is three cycles later (lb.ready).
         # K/V: K(ks) if ks < steps and ks ≤ vs + 1, else V(vs).
         p_row_last = Signal()       # the current row is the unit's last
-        p_nks, p_nvs = Signal.like(l_ks), Signal.like(l_vs)
+        p_nks, p_nvs = Signal.like(u.ks), Signal.like(u.vs)
         p_next_v = Signal()
         p_kv_last = Signal()        # the next unit would be past the instruction's end
         p_q_last = Signal()         # the current head is the last
@@ -242,53 +237,53 @@ class LoadEngine(wiring.Component):
         p_rowbase = Signal(ADDR_BITS)
         # two register stages: (1) which block is next, its index and addresses; (2) its
         # size, base and whether it ends the instruction (the unit waits 3 cycles: lb.ready)
-        nks, nvs = Signal.like(l_ks), Signal.like(l_vs)
-        m.d.comb += [nks.eq(l_ks + ~l_on_v), nvs.eq(l_vs + l_on_v)]
+        nks, nvs = Signal.like(u.ks), Signal.like(u.vs)
+        m.d.comb += [nks.eq(u.ks + ~u.on_v), nvs.eq(u.vs + u.on_v)]
         next_v = Signal()
-        m.d.comb += next_v.eq(next_is_v(nks, nvs, l_steps))
-        step_bytes = Mux(l_on_v, l_vstride, l_stride) * l_b
-        s1_ns = Signal.like(l_ks)
+        m.d.comb += next_v.eq(next_is_v(nks, nvs, u.steps))
+        step_bytes = Mux(u.on_v, u.vstride, u.stride) * u.b
+        s1_ns = Signal.like(u.ks)
         m.d.sync += [
-            p_row_last.eq(l_trow == l_rows - 1), p_nks.eq(nks), p_nvs.eq(nvs),
+            p_row_last.eq(u.trow == u.rows - 1), p_nks.eq(nks), p_nvs.eq(nvs),
             p_next_v.eq(next_v), s1_ns.eq(Mux(next_v, nvs, nks)),
-            p_q_last.eq(l_h == view(lraw, Op.LOAD_Q).heads - 1),
-            p_kbase.eq(l_kbase + Mux(l_on_v, 0, step_bytes)),
-            p_vbase.eq(l_vbase + Mux(l_on_v, step_bytes, 0)),
-            p_hbase.eq(l_hbase + view(lraw, Op.LOAD_Q).head_stride),
-            p_rowbase.eq(lb.base + Mux(l_is_kv & l_on_v, l_vstride, l_stride)),
+            p_q_last.eq(u.h == view(u.raw, Op.LOAD_Q).heads - 1),
+            p_kbase.eq(u.kbase + Mux(u.on_v, 0, step_bytes)),
+            p_vbase.eq(u.vbase + Mux(u.on_v, step_bytes, 0)),
+            p_hbase.eq(u.hbase + view(u.raw, Op.LOAD_Q).head_stride),
+            p_rowbase.eq(lb.base + Mux(u.is_kv & u.on_v, u.vstride, u.stride)),
         ]
         p_wn = Signal(13)          # words of a row of the next unit (a V row has no factor)
-        m.d.comb += p_wn.eq(Mux(p_next_v, l_wd, l_wk))
-        keys_l = view(lraw, Op.LOAD_KV).keys
+        m.d.comb += p_wn.eq(Mux(p_next_v, u.wd, u.wk))
+        keys_l = view(u.raw, Op.LOAD_KV).keys
         nk_left = Signal(25)
-        m.d.comb += nk_left.eq(keys_l - s1_ns * l_b)
+        m.d.comb += nk_left.eq(keys_l - s1_ns * u.b)
         nk_rows = Signal(range(kps_max + 1))   # ≤ keys per step
-        m.d.comb += nk_rows.eq(Mux(nk_left < l_b, nk_left, l_b))
+        m.d.comb += nk_rows.eq(Mux(nk_left < u.b, nk_left, u.b))
         m.d.sync += [
-            p_kv_last.eq(p_next_v & (p_nvs >= l_steps)),
+            p_kv_last.eq(p_next_v & (p_nvs >= u.steps)),
             p_base.eq(Mux(p_next_v, p_vbase, p_kbase)),
-            p_rows.eq(nk_rows), p_beats.eq(Mux(l_contig, nk_rows * p_wn, p_wn)),
+            p_rows.eq(nk_rows), p_beats.eq(Mux(u.contig, nk_rows * p_wn, p_wn)),
         ]
         unit_done = Signal()
         instr_done = Signal()
-        m.d.comb += unit_done.eq(lb.last & (l_contig | p_row_last))
-        m.d.comb += instr_done.eq(unit_done & Mux(l_is_kv, p_kv_last, p_q_last))
+        m.d.comb += unit_done.eq(lb.last & (u.contig | p_row_last))
+        m.d.comb += instr_done.eq(unit_done & Mux(u.is_kv, p_kv_last, p_q_last))
         with m.If(ar):
-            m.d.sync += [lb.off.eq(lb.off + lb.len), l_unit_first.eq(0)]
+            m.d.sync += [lb.off.eq(lb.off + lb.len), u.unit_first.eq(0)]
             with m.If(lb.last):
                 m.d.sync += lb.off.eq(0)
                 with m.If(instr_done):
-                    m.d.sync += lbusy.eq(0)
+                    m.d.sync += u.busy.eq(0)
                 with m.Elif(~unit_done):            # next row of the unit
-                    m.d.sync += [l_trow.eq(l_trow + 1), lb.base.eq(p_rowbase)]
-                with m.Elif(~l_is_kv):                # next head
-                    m.d.sync += [l_h.eq(l_h + 1), l_hbase.eq(p_hbase), lb.base.eq(p_hbase),
-                                 l_trow.eq(0), l_unit_first.eq(1)]
+                    m.d.sync += [u.trow.eq(u.trow + 1), lb.base.eq(p_rowbase)]
+                with m.Elif(~u.is_kv):                # next head
+                    m.d.sync += [u.h.eq(u.h + 1), u.hbase.eq(p_hbase), lb.base.eq(p_hbase),
+                                 u.trow.eq(0), u.unit_first.eq(1)]
                 with m.Else():                       # next K/V block
-                    m.d.sync += [l_ks.eq(p_nks), l_vs.eq(p_nvs), l_on_v.eq(p_next_v),
-                                 l_kbase.eq(p_kbase), l_vbase.eq(p_vbase),
-                                 lb.base.eq(p_base), l_rows.eq(p_rows),
-                                 lb.beats.eq(p_beats), l_trow.eq(0), l_unit_first.eq(1)]
+                    m.d.sync += [u.ks.eq(p_nks), u.vs.eq(p_nvs), u.on_v.eq(p_next_v),
+                                 u.kbase.eq(p_kbase), u.vbase.eq(p_vbase),
+                                 lb.base.eq(p_base), u.rows.eq(p_rows),
+                                 lb.beats.eq(p_beats), u.trow.eq(0), u.unit_first.eq(1)]
         return instr_done
 
     def _tag(self, m: Module, lraw, l_is_kv, l_on_v, l_wd, l_wk, instr_done):

@@ -8,7 +8,6 @@ from amaranth.sim import Simulator
 
 from attenio.config import HardwareConfig
 from attenio.contract import formats
-from attenio.contract.formats import word_lanes
 from attenio.contract.rules import kv_order
 from attenio.hw.core import ComputeCore
 from attenio.model import numerics as nm
@@ -22,8 +21,11 @@ def _words(row, q):
 
 
 def scale_word(cfg, c_m: int, c_sh: int) -> list[int]:
-    """The word after a Q row with per-row scales, as the word's signed lanes."""
-    return word_lanes(cfg, formats.scale_word(cfg, c_m, c_sh))
+    """The word after a Q row with per-row scales (contract.formats.scale_word), as the
+    word's signed lanes (the core's ports carry it so)."""
+    x, bits = formats.scale_word(cfg, c_m, c_sh), cfg.data_bits
+    lanes = [(x >> (bits * i)) & ((1 << bits) - 1) for i in range(cfg.macs_per_line)]
+    return [v - (1 << bits) if v >> (bits - 1) else v for v in lanes]
 
 
 def tiles_for(cfg: HardwareConfig, nq: int, nk: int, causal: bool):

@@ -22,8 +22,14 @@ def run_pipeline(dut, inputs, in_port, out_port, set_input, get_output, extra_cy
             if ov:
                 outs.append(get_output(op))
 
+    simulate(dut, tb)
+    return outs
+
+
+def simulate(dut, *testbenches) -> None:
+    """Run ``dut`` with a 100 MHz clock and the async ``testbenches`` to their end."""
     sim = Simulator(dut)
     sim.add_clock(1e-8)
-    sim.add_testbench(tb)
+    for tb in testbenches:
+        sim.add_testbench(tb)
     sim.run()
-    return outs

@@ -5,21 +5,15 @@ takes several keys. Operands enter at the core's pipeline stages (PEArray's docs
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from attenio import config as C
 from attenio.hw.pe_array import PEArray
 from attenio.model.numerics import rescale
 
+from .helpers import simulate
+
 TINY = C.tiny()
 P, Q = TINY.mac_lines, TINY.macs_per_line
-
-
-def _sim(dut, tb):
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
 
 
 def ref_scores(qw, kw):
@@ -48,7 +42,7 @@ def rtl_scores(qw, kw):
             await ctx.tick()
         out.extend(ctx.get(dut.scores[i]) for i in range(P))
 
-    _sim(dut, tb)
+    simulate(dut, tb)
     return out
 
 
@@ -97,7 +91,7 @@ def rtl_pv(o_old, p, v, shift, b, zero):
         await ctx.tick()
         out.extend([ctx.get(dut.o_new[i][lane]) for lane in range(Q)] for i in range(P))
 
-    _sim(dut, tb)
+    simulate(dut, tb)
     return out
 
 

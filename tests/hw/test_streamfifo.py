@@ -3,10 +3,10 @@ the latency the timing contract states (contract.timing: fifo_latency)."""
 
 import random
 
-from amaranth.sim import Simulator
-
 from attenio.contract.timing import TIMING
 from attenio.hw.streamfifo import StreamFIFO
+
+from .helpers import simulate
 
 
 def rtl_fifo(values, depth, seed):
@@ -34,10 +34,7 @@ def rtl_fifo(values, depth, seed):
                 offer = False
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
     return got, first_out
 
 
@@ -62,8 +59,5 @@ def test_latency_is_the_contracts():
                 seen.append((cycle, ctx.get(dut.o.payload)))
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
     assert seen[0] == (TIMING.fifo_latency, 42)

@@ -184,9 +184,9 @@ def run_engine(dut, models, step, out: dict, *, max_cycles: int = 20_000) -> Non
     """Simulate an engine cycle by cycle: every model drives its inputs, ``step(ctx)`` sets and
     reads the test's own ports, the models record the handshakes; until the engine fails
     (``out["fail"]``, its ErrorCode) or has ended with nothing in flight."""
-    from amaranth.sim import Simulator
-
     from attenio.errors import ErrorCode
+
+    from ..helpers import simulate
 
     async def tb(ctx):
         ctx.set(dut.go, 1)
@@ -203,7 +203,4 @@ def run_engine(dut, models, step, out: dict, *, max_cycles: int = 20_000) -> Non
                 return
         raise AssertionError(f"{type(dut).__name__} did not finish in {max_cycles} cycles")
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)

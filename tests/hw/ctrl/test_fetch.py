@@ -6,7 +6,6 @@ requested once END is in; under random AXI stalls with the AXI4 rules kept."""
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from attenio import config as C
 from attenio.contract.isa import INSTR_BYTES, Instr, Op
@@ -16,6 +15,7 @@ from attenio.errors import ErrorCode
 from attenio.hw.ctrl.fetch import ProgramFetch
 from attenio.hw.ctrl.layouts import fetch_entry_layout
 
+from ..helpers import simulate
 from .axi_sim import ReadMemory
 
 TINY = C.tiny()
@@ -70,10 +70,7 @@ def rtl_fetch(hw, image: bytes, base: int, n: int, *, seed=0, p_stall=0.3, error
                 return
         raise AssertionError("the fetch did not finish")
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
     return got, axi.bursts, (fail[0] if fail else None), axi.violations
 
 

@@ -7,7 +7,6 @@ ends with TIMEOUT, and any progress restarts the count."""
 import random
 
 import pytest
-from amaranth.sim import Simulator
 
 from attenio import config as C
 from attenio.contract.isa import Instr, Op
@@ -15,6 +14,8 @@ from attenio.errors import ErrorCode
 from attenio.hw.ctrl.issue import ComputeIssue
 from attenio.hw.ctrl.watchdog import Watchdog
 from attenio.hw.layouts import cmd_layout
+
+from ..helpers import simulate
 
 TINY = C.tiny()
 
@@ -69,10 +70,7 @@ def rtl_issue(hw, program, *, steps_after=5, idle_after=7, ok=True, seed=0):
             if ctx.get(dut.ended):
                 return
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
     return events, cmds
 
 
@@ -136,10 +134,7 @@ def rtl_watchdog(progress: list[bool], bits: int) -> int | None:
                 return
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
     return hit[0] if hit else None
 
 
@@ -162,7 +157,4 @@ def test_watchdog_counts_only_during_a_run():
             assert not ctx.get(dut.fail)
             await ctx.tick()
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
