@@ -14,7 +14,8 @@ from attenio import config as C
 from attenio.contract.rules import check_window
 from attenio.errors import bad
 
-__all__ = ["attention", "reference_attention", "schedule", "simulate", "hardware"]
+__all__ = ["attention", "attention_varlen", "reference_attention",
+           "reference_attention_varlen", "schedule", "simulate", "hardware"]
 
 
 def hardware(preset: str | C.HardwareConfig = "fpga") -> C.HardwareConfig:
@@ -56,11 +57,7 @@ def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig =
         Shapes that disagree or that the hardware cannot hold (head dim, sequence length), an
         unknown scheme or Q scale granularity, a ``k_block`` below 1.
     """
-    from attenio.model.accuracy import Q_SCALES, quantize_scheme, run_int
-
     hw = hardware(preset)
-    if q_scales not in Q_SCALES:
-        raise bad("q_scales", q_scales, f"choose one of: {', '.join(Q_SCALES)}")
     shape = np.shape(q)
     q4, k4, v4 = _as4d(q, "q"), _as4d(k, "k"), _as4d(v, "v")
     if k4.shape != v4.shape:
@@ -75,9 +72,83 @@ def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig =
     wl = C.Workload(seq_q=nq, seq_k=nk, head_dim=d, heads=h, kv_heads=hk, batch=b,
                     causal=causal, element_bytes=hw.element_bytes, window_left=left,
                     window_right=right)
+    return _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block).reshape(shape)
+
+
+def _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block) -> np.ndarray:
+    from attenio.model.accuracy import Q_SCALES, quantize_scheme, run_int
+
+    if q_scales not in Q_SCALES:
+        raise bad("q_scales", q_scales, f"choose one of: {', '.join(Q_SCALES)}")
     hw.check_workload(wl)
     host = quantize_scheme(hw, q4, k4, v4, scheme, q_rows=q_scales == "row", k_block=k_block)
-    return run_int(hw, wl, host).reshape(shape)
+    return run_int(hw, wl, host)
+
+
+def _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, window,
+            element_bytes: int = 1):
+    """The packed tensors (``[1, heads, total, d]``) and the workload of a varlen call."""
+    arrays = []
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim != 3:
+            raise bad(name, f"an array of shape {x.shape}", "[total tokens, heads, head dim] "
+                      "(FlashAttention's varlen layout)")
+        arrays.append(x)
+    q3, k3, v3 = arrays
+    if k3.shape != v3.shape:
+        raise bad("v", f"shape {v3.shape}", f"the shape of k, {k3.shape}")
+    if k3.shape[2] != q3.shape[2]:
+        raise bad("k", f"shape {k3.shape}", f"head dim {q3.shape[2]} as q")
+    if k3.shape[1] == 0 or q3.shape[1] % k3.shape[1]:
+        raise bad("k", f"{k3.shape[1]} heads", f"a divisor of q's {q3.shape[1]} heads (GQA)")
+    left, right = check_window(window)
+    wl = C.VarlenWorkload.from_cu_seqlens(
+        cu_seqlens_q, cu_seqlens_k, head_dim=q3.shape[2], heads=q3.shape[1],
+        kv_heads=k3.shape[1], causal=causal, element_bytes=element_bytes, window_left=left,
+        window_right=right)
+    for name, x, total, most, lens in (
+            ("q", q3, wl.seq_q, max_seqlen_q, wl.seqlens_q),
+            ("k", k3, wl.seq_k, max_seqlen_k, wl.seqlens_k)):
+        if x.shape[0] != total:
+            raise bad(name, f"{x.shape[0]} tokens", f"cu_seqlens_{name}[-1] = {total}")
+        if most is not None and most < max(lens):
+            raise bad(f"max_seqlen_{name}", most, f"at least the longest sequence, {max(lens)}")
+    return [x.transpose(1, 0, 2)[None] for x in arrays], wl
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int | None = None,
+                     max_seqlen_k: int | None = None, *, causal: bool = False, window=(-1, -1),
+                     preset: str | C.HardwareConfig = "fpga", scheme: str = "tensor",
+                     q_scales: str = "tensor", k_block: int | None = None) -> np.ndarray:
+    """:func:`attention` on a batch of sequences of different lengths packed together, with
+    FlashAttention's ``flash_attn_varlen_func`` layout and arguments: ``q`` is ``[total_q,
+    heads, d]``, ``k`` and ``v`` ``[total_k, kv_heads, d]``, sequence i's tokens at
+    ``cu_seqlens_q[i] … cu_seqlens_q[i+1]−1`` (``cu_seqlens_k`` alike); ``causal`` and
+    ``window`` apply per sequence, aligned at its bottom right. Returns ``[total_q, heads,
+    d]``. The tensors are quantized as one (as the accelerator's host would, one DRAM image).
+
+    Raises
+    ------
+    ConfigError
+        Lengths that are not increasing or do not match the tensors, shapes that disagree, a
+        sequence the hardware cannot hold (naming the sequence), options as :func:`attention`.
+    """
+    hw = hardware(preset)
+    (q4, k4, v4), wl = _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                               max_seqlen_k, causal, window, hw.element_bytes)
+    return _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block)[0].transpose(1, 0, 2)
+
+
+def reference_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k,
+                               max_seqlen_q: int | None = None, max_seqlen_k: int | None = None,
+                               *, causal: bool = False, window=(-1, -1)) -> np.ndarray:
+    """Exact float64 attention with the layout and arguments of :func:`attention_varlen`."""
+    from attenio.model.reference import attention_of
+
+    (q4, k4, v4), wl = _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                               max_seqlen_k, causal, window)
+    return attention_of(wl, q4, k4, v4)[0].transpose(1, 0, 2)
 
 
 def reference_attention(q, k, v, *, causal: bool = False, window=(-1, -1)) -> np.ndarray:

@@ -4,7 +4,8 @@ Three frozen, keyword-only dataclasses:
 
 * :class:`Numerics`: the fixed-point formats of the softmax datapath (docs/numerics.md);
 * :class:`HardwareConfig`: the accelerator instance (array, buffers, DRAM model, numerics);
-* :class:`Workload`: one attention problem (lengths, head dim, heads, batch, causal).
+* :class:`Workload`: one attention problem (lengths, head dim, heads, batch, causal), and
+  :class:`VarlenWorkload`, sequences of different lengths packed together (attenio/workload.py).
 
 Every field is validated in ``__post_init__``; a bad value raises :class:`ConfigError` (a
 ``ValueError``) naming the field, the value and the valid range. Every datapath width is a
@@ -23,12 +24,12 @@ from typing import Any, ClassVar
 from attenio.errors import ConfigError, bad
 from attenio.fields import (
     Serializable,
-    check_bool,
     check_float,
     check_int,
     dumps_toml,
     is_pow2,
 )
+from attenio.workload import VarlenWorkload, Workload
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -39,6 +40,7 @@ __all__ = [
     "Numerics",
     "HardwareConfig",
     "Workload",
+    "VarlenWorkload",
     "PRESETS",
     "preset",
     "load_toml",
@@ -395,96 +397,27 @@ class HardwareConfig(Serializable):
             "out_bits": self.out_bits,
         }
 
-    def check_workload(self, wl: Workload) -> None:
-        """Raise :class:`ConfigError` if ``wl`` does not fit this hardware."""
-        if not isinstance(wl, Workload):
-            raise bad("workload", wl, "must be a Workload")
+    def check_workload(self, wl: Workload | VarlenWorkload) -> None:
+        """Raise :class:`ConfigError` if ``wl`` does not fit this hardware (for a varlen batch,
+        naming the sequence that does not)."""
+        if not isinstance(wl, (Workload, VarlenWorkload)):
+            raise bad("workload", wl, "must be a Workload or a VarlenWorkload")
         if wl.head_dim > self.max_head_dim:
             raise bad("head_dim", wl.head_dim, f"must be in [1, {self.max_head_dim}] "
                       f"(max_head_dim of this hardware)")
-        for name in ("seq_q", "seq_k"):
-            if getattr(wl, name) > self.max_seq_len:
-                raise bad(name, getattr(wl, name),
+        if isinstance(wl, VarlenWorkload):
+            lengths = [(f"seqlens_{s}[{i}]", n) for s in "qk"
+                       for i, n in enumerate(getattr(wl, f"seqlens_{s}"))]
+        else:
+            lengths = [(name, getattr(wl, name)) for name in ("seq_q", "seq_k")]
+        for name, n in lengths:
+            if n > self.max_seq_len:
+                raise bad(name, n,
                           f"must be in [1, {self.max_seq_len}] (max_seq_len of this hardware)")
         if wl.element_bytes != self.element_bytes:
             raise bad("element_bytes", wl.element_bytes,
                       f"this hardware takes {self.element_bytes}-byte elements "
                       f"(data_bits={self.data_bits})")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Workload(Serializable):
-    """One attention problem: ``O = softmax(Q Kᵀ/√d) V`` per (batch, head).
-
-    Q is ``[batch, heads, seq_q, head_dim]``; K and V are ``[batch, kv_heads, seq_k,
-    head_dim]``; query head h reads K/V head ``h // (heads // kv_heads)`` (GQA/MQA). With
-    ``causal``, query row i sees keys ``j ≤ i + seq_k - seq_q`` (aligned at the bottom right).
-    """
-
-    seq_q: int
-    seq_k: int
-    head_dim: int
-    heads: int = 1
-    kv_heads: int = 1
-    batch: int = 1
-    causal: bool = False
-    element_bytes: int = 1
-    window_left: int = -1
-    window_right: int = -1
-
-    def __post_init__(self):
-        check_int(self, "seq_q", 1, 1 << 24)
-        check_int(self, "seq_k", 1, 1 << 24)
-        check_int(self, "head_dim", 1, 1024)
-        check_int(self, "heads", 1, 1 << 12)
-        check_int(self, "kv_heads", 1, 1 << 12)
-        check_int(self, "batch", 1, 1 << 16)
-        check_bool(self, "causal")
-        check_int(self, "element_bytes", 1, 8)
-        if self.heads % self.kv_heads:
-            raise bad("kv_heads", self.kv_heads, f"must divide heads={self.heads}")
-        for side in ("window_left", "window_right"):
-            check_int(self, side, -1, 1 << 24)
-
-    @property
-    def window(self) -> tuple[int, int]:
-        """The sliding window ``(left, right)``: query row i sees keys
-        ``i + seq_k − seq_q − left … i + seq_k − seq_q + right`` (FlashAttention's
-        ``window_size``; −1 unbounded; with ``causal`` also none past the diagonal)."""
-        return self.window_left, self.window_right
-
-    @property
-    def windowed(self) -> bool:
-        return self.window != (-1, -1)
-
-    @classmethod
-    def from_options(cls, hw: HardwareConfig | None, *, n: int, d: int, nk: int | None = None,
-                     heads: int = 1, kv_heads: int | None = None, batch: int = 1,
-                     causal: bool = False, window=(-1, -1)) -> Workload:
-        """The workload of the CLI's, the API's and explore's options, the one place they are
-        read: ``nk`` defaults to ``n`` (self-attention) and ``kv_heads`` to ``heads``
-        (multi-head) when ``None``; a 0 is refused like any value out of range, never read as
-        the default. With ``hw``, elements are its size and the workload must fit it
-        (:meth:`HardwareConfig.check_workload`)."""
-        wl = cls(seq_q=n, seq_k=n if nk is None else nk, head_dim=d, heads=heads,
-                 kv_heads=heads if kv_heads is None else kv_heads, batch=batch, causal=causal,
-                 element_bytes=hw.element_bytes if hw is not None else 1,
-                 window_left=window[0], window_right=window[1])
-        if hw is not None:
-            hw.check_workload(wl)
-        return wl
-
-    @classmethod
-    def square(cls, n: int, d: int, **kw) -> Workload:
-        """A self-attention workload with ``seq_q = seq_k = n``."""
-        return cls(seq_q=n, seq_k=n, head_dim=d, **kw)
-
-    @property
-    def group_size(self) -> int:
-        """Query heads per K/V head (1 for multi-head, ``heads`` for MQA)."""
-        return self.heads // self.kv_heads
-
-
 
 
 # ---- presets (brief §6) ----

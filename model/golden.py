@@ -68,8 +68,7 @@ def error_vs_float(hw: HardwareConfig, wl: Workload, out: np.ndarray,
                    inp: GoldenInputs) -> dict:
     """Error of the integer output ``out`` against float64 attention of the quantized inputs
     (``max_abs``, ``max_rel``, ``mean_rel`` … as :func:`reference.error_metrics`)."""
-    exact = ref.attention(inp.q * inp.sq, inp.k * inp.sk, inp.v * inp.sv, causal=wl.causal,
-                          window=wl.window)
+    exact = ref.attention_of(wl, inp.q * inp.sq, inp.k * inp.sk, inp.v * inp.sv)
     return ref.error_metrics(nm.dequantize_output(hw, out, inp.sv), exact, inp.v * inp.sv)
 
 

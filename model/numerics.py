@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from attenio.config import HardwareConfig, Workload
+from attenio.config import HardwareConfig, VarlenWorkload, Workload
 from attenio.contract.formats import MAX_SHIFT, SCALE_SHIFT_MAX
 from attenio.contract.rules import visible
 from attenio.contract.tables import exp_table, recip_table
@@ -437,9 +437,10 @@ def _check_int_tensor(name: str, x, shape: tuple[int, ...], bits: int) -> np.nda
     return arr.astype(np.int64)
 
 
-def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale, k_scale: float,
-                  *, stepwise: bool = False, progress=None) -> np.ndarray:
-    """Integer attention for a whole workload, exactly as the accelerator computes it.
+def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q_scale,
+                  k_scale: float, *, stepwise: bool = False, progress=None) -> np.ndarray:
+    """Integer attention for a whole workload, exactly as the accelerator computes it (each
+    sequence of a :class:`VarlenWorkload` on its own rows and keys, ``wl.segments()``).
 
     Parameters
     ----------
@@ -481,21 +482,21 @@ def attention_int(cfg: HardwareConfig, wl: Workload, q, k, v, q_scale, k_scale: 
         sp = softmax_scale(cfg, q_scale, sk, d)
     out = np.empty((b, h, nq, d), dtype=np.int64)
     g = wl.group_size
-    for bi in range(b):
-        for hi in range(h):
-            n0 = bi * h + hi
-            if rows_q:
-                sp = softmax_scale_rows(cfg, qs[bi, hi], sk, d)
-            if keys_k:
-                sp = with_key_scales(cfg, sp, ks[bi, hi // g], sk)
-            args = (cfg, q[bi, hi], k[bi, hi // g], v[bi, hi // g], sp, wl.causal)
-            if stepwise:
-                out[bi, hi] = attention_head_stepwise(*args, window=wl.window)
-            else:
-                out[bi, hi] = attention_head(*args, progress=None if progress is None else (
-                    lambda f, n0=n0: progress((n0 + f) / (b * h))), window=wl.window)
-            if progress is not None:
-                progress((n0 + 1) / (b * h))
+    units = [(seg, hi) for seg in wl.segments() for hi in range(h)]
+    for n0, (seg, hi) in enumerate(units):
+        bi, rq, rk = seg.batch, seg.rows, seg.keys
+        if rows_q:
+            sp = softmax_scale_rows(cfg, qs[bi, hi, rq], sk, d)
+        if keys_k:
+            sp = with_key_scales(cfg, sp, ks[bi, hi // g, rk], sk)
+        args = (cfg, q[bi, hi, rq], k[bi, hi // g, rk], v[bi, hi // g, rk], sp, wl.causal)
+        if stepwise:
+            out[bi, hi, rq] = attention_head_stepwise(*args, window=wl.window)
+        else:
+            out[bi, hi, rq] = attention_head(*args, progress=None if progress is None else (
+                lambda f, n0=n0: progress((n0 + f) / len(units))), window=wl.window)
+        if progress is not None:
+            progress((n0 + 1) / len(units))
     return out
 
 

@@ -126,6 +126,20 @@ def attention(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
     return out
 
 
+def attention_of(wl, q, k, v, *, head=None, block: int = 1024) -> np.ndarray:
+    """Exact attention of workload ``wl`` (a ``Workload`` or a ``VarlenWorkload``) on its
+    tensors: each sequence (``wl.segments()``) attends to its own keys under ``wl``'s causal
+    and window masks, aligned at its own bottom right. ``head`` as :func:`attention`."""
+    q = np.asarray(q, dtype=np.float64)
+    out = np.zeros(q.shape)
+    for seg in wl.segments():
+        b, rq, rk = seg.batch, seg.rows, seg.keys
+        out[b:b + 1, :, rq] = attention(q[b:b + 1, :, rq], k[b:b + 1, :, rk], v[b:b + 1, :, rk],
+                                        causal=wl.causal, window=wl.window, head=head,
+                                        block=block)
+    return out
+
+
 def random_inputs(wl, dist: str = "gaussian", seed: int = 0) -> list[np.ndarray]:
     """Random float Q, K, V for a workload (``gaussian`` or ``uniform`` in [-1, 1]), shapes
     ``[batch, heads, seq_q, d]`` and ``[batch, kv_heads, seq_k, d]``."""

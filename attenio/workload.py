@@ -1,0 +1,279 @@
+"""Workloads: one attention problem of one shape for the whole batch (:class:`Workload`, the
+paper's experiment) and a batch of sequences of different lengths packed together
+(:class:`VarlenWorkload`, FlashAttention's ``cu_seqlens``). Both say where each sequence lies in
+the tensors (``segments()``), the one description the golden models, the schedule generator and
+the DRAM image read; every field is validated on construction (``ConfigError`` naming the field,
+the sequence and the value)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
+
+from attenio.errors import bad
+from attenio.fields import Serializable, check_bool, check_int
+
+if TYPE_CHECKING:
+    from attenio.config import HardwareConfig
+
+__all__ = ["Workload", "VarlenWorkload", "Segment", "MAX_LEN"]
+
+MAX_LEN = 1 << 24      # the longest sequence a workload describes (the ISA's 24-bit key count)
+
+
+class Segment(NamedTuple):
+    """One sequence's place in the tensors: batch entry ``batch``; its query rows
+    ``q0 … q0+seq_q−1`` and its keys ``k0 … k0+seq_k−1`` on the sequence axis."""
+
+    batch: int
+    q0: int
+    seq_q: int
+    k0: int
+    seq_k: int
+
+    @property
+    def rows(self) -> slice:
+        """The sequence's query rows on the sequence axis."""
+        return slice(self.q0, self.q0 + self.seq_q)
+
+    @property
+    def keys(self) -> slice:
+        """The sequence's keys on the sequence axis."""
+        return slice(self.k0, self.k0 + self.seq_k)
+
+    @property
+    def diag(self) -> int:
+        """``seq_k − seq_q``: the causal and window masks are aligned at the bottom right."""
+        return self.seq_k - self.seq_q
+
+
+@dataclass(frozen=True, kw_only=True)
+class Workload(Serializable):
+    """One attention problem: ``O = softmax(Q Kᵀ/√d) V`` per (batch, head).
+
+    Q is ``[batch, heads, seq_q, head_dim]``; K and V are ``[batch, kv_heads, seq_k,
+    head_dim]``; query head h reads K/V head ``h // (heads // kv_heads)`` (GQA/MQA). With
+    ``causal``, query row i sees keys ``j ≤ i + seq_k - seq_q`` (aligned at the bottom right).
+    """
+
+    seq_q: int
+    seq_k: int
+    head_dim: int
+    heads: int = 1
+    kv_heads: int = 1
+    batch: int = 1
+    causal: bool = False
+    element_bytes: int = 1
+    window_left: int = -1
+    window_right: int = -1
+
+    def __post_init__(self):
+        check_int(self, "seq_q", 1, MAX_LEN)
+        check_int(self, "seq_k", 1, MAX_LEN)
+        check_int(self, "head_dim", 1, 1024)
+        check_int(self, "heads", 1, 1 << 12)
+        check_int(self, "kv_heads", 1, 1 << 12)
+        check_int(self, "batch", 1, 1 << 16)
+        check_bool(self, "causal")
+        check_int(self, "element_bytes", 1, 8)
+        if self.heads % self.kv_heads:
+            raise bad("kv_heads", self.kv_heads, f"must divide heads={self.heads}")
+        for side in ("window_left", "window_right"):
+            check_int(self, side, -1, 1 << 24)
+
+    @property
+    def window(self) -> tuple[int, int]:
+        """The sliding window ``(left, right)``: query row i sees keys
+        ``i + seq_k − seq_q − left … i + seq_k − seq_q + right`` (FlashAttention's
+        ``window_size``; −1 unbounded; with ``causal`` also none past the diagonal)."""
+        return self.window_left, self.window_right
+
+    @property
+    def windowed(self) -> bool:
+        return self.window != (-1, -1)
+
+    @classmethod
+    def from_options(cls, hw: HardwareConfig | None, *, n: int, d: int, nk: int | None = None,
+                     heads: int = 1, kv_heads: int | None = None, batch: int = 1,
+                     causal: bool = False, window=(-1, -1)) -> Workload:
+        """The workload of the CLI's, the API's and explore's options, the one place they are
+        read: ``nk`` defaults to ``n`` (self-attention) and ``kv_heads`` to ``heads``
+        (multi-head) when ``None``; a 0 is refused like any value out of range, never read as
+        the default. With ``hw``, elements are its size and the workload must fit it
+        (:meth:`HardwareConfig.check_workload`)."""
+        wl = cls(seq_q=n, seq_k=n if nk is None else nk, head_dim=d, heads=heads,
+                 kv_heads=heads if kv_heads is None else kv_heads, batch=batch, causal=causal,
+                 element_bytes=hw.element_bytes if hw is not None else 1,
+                 window_left=window[0], window_right=window[1])
+        if hw is not None:
+            hw.check_workload(wl)
+        return wl
+
+    @classmethod
+    def square(cls, n: int, d: int, **kw) -> Workload:
+        """A self-attention workload with ``seq_q = seq_k = n``."""
+        return cls(seq_q=n, seq_k=n, head_dim=d, **kw)
+
+    @property
+    def group_size(self) -> int:
+        """Query heads per K/V head (1 for multi-head, ``heads`` for MQA)."""
+        return self.heads // self.kv_heads
+
+    @property
+    def sequences(self) -> int:
+        """Independent sequences: the batch."""
+        return self.batch
+
+    def segments(self) -> list[Segment]:
+        """Where each sequence lies in the tensors (:class:`Segment`): batch entry b, all of
+        its rows and keys."""
+        return [Segment(b, 0, self.seq_q, 0, self.seq_k) for b in range(self.batch)]
+
+    def sequence(self, i: int = 0) -> Workload:
+        """Sequence ``i`` as a workload of its own (batch 1)."""
+        return dataclasses.replace(self, batch=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class VarlenWorkload(Serializable):
+    """A batch of sequences of different lengths packed together, as FlashAttention's
+    ``flash_attn_varlen_func`` takes them: sequence i has ``seqlens_q[i]`` query rows and
+    ``seqlens_k[i]`` keys; the masks (``causal``, the window) apply per sequence, aligned at
+    each one's bottom right; a row sees no key of another sequence.
+
+    Tensors hold the sequences one after another on the sequence axis: Q is ``[1, heads,
+    total_q, head_dim]`` (sequence i's rows at ``cu_seqlens_q[i] …``), K and V ``[1, kv_heads,
+    total_k, head_dim]``; so ``batch``, ``seq_q`` and ``seq_k`` are those of the packed tensors
+    (1, ``total_q``, ``total_k``), and ``segments()`` says where each sequence lies.
+    """
+
+    seqlens_q: tuple[int, ...]
+    seqlens_k: tuple[int, ...]
+    head_dim: int
+    heads: int = 1
+    kv_heads: int = 1
+    causal: bool = False
+    element_bytes: int = 1
+    window_left: int = -1
+    window_right: int = -1
+
+    def __post_init__(self):
+        for name in ("seqlens_q", "seqlens_k"):
+            value = getattr(self, name)
+            if isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+                raise bad(name, value, "must be a list of sequence lengths")
+            object.__setattr__(self, name, tuple(value))
+        if not self.seqlens_q:
+            raise bad("seqlens_q", [], "must name at least one sequence")
+        if len(self.seqlens_k) != len(self.seqlens_q):
+            raise bad("seqlens_k", f"{len(self.seqlens_k)} lengths",
+                      f"one per sequence: {len(self.seqlens_q)}, as seqlens_q")
+        for name in ("seqlens_q", "seqlens_k"):
+            for i, n in enumerate(getattr(self, name)):
+                if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_LEN:
+                    raise bad(f"{name}[{i}]", n, f"must be an integer in [1, {MAX_LEN}] "
+                              "(drop empty sequences)")
+        check_int(self, "head_dim", 1, 1024)
+        check_int(self, "heads", 1, 1 << 12)
+        check_int(self, "kv_heads", 1, 1 << 12)
+        check_bool(self, "causal")
+        check_int(self, "element_bytes", 1, 8)
+        if self.heads % self.kv_heads:
+            raise bad("kv_heads", self.kv_heads, f"must divide heads={self.heads}")
+        for side in ("window_left", "window_right"):
+            check_int(self, side, -1, MAX_LEN)
+
+    @classmethod
+    def from_cu_seqlens(cls, cu_seqlens_q, cu_seqlens_k, **kw) -> VarlenWorkload:
+        """From FlashAttention's cumulative lengths (``[0, n0, n0+n1, …]``, one more entry than
+        sequences). Raises ConfigError naming the entry that does not start at 0 or increase."""
+        lens = []
+        for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+            cu = [int(x) for x in cu]
+            if len(cu) < 2:
+                raise bad(name, cu, "needs at least two entries: [0, length, …]")
+            if cu[0] != 0:
+                raise bad(f"{name}[0]", cu[0], "must be 0")
+            for i in range(1, len(cu)):
+                if cu[i] <= cu[i - 1]:
+                    raise bad(f"{name}[{i}]", cu[i],
+                              f"must be greater than {name}[{i - 1}] = {cu[i - 1]} "
+                              "(lengths ≥ 1; drop empty sequences)")
+            lens.append([b - a for a, b in zip(cu[:-1], cu[1:], strict=True)])
+        if len(lens[0]) != len(lens[1]):
+            raise bad("cu_seqlens_k", f"{len(lens[1])} sequences",
+                      f"as many as cu_seqlens_q: {len(lens[0])}")
+        return cls(seqlens_q=lens[0], seqlens_k=lens[1], **kw)
+
+    @classmethod
+    def from_options(cls, hw: HardwareConfig | None, *, seqlens, d: int, nk=None,
+                     heads: int = 1, kv_heads: int | None = None, causal: bool = False,
+                     window=(-1, -1)) -> VarlenWorkload:
+        """The workload of the CLI's and the API's options: ``seqlens`` query lengths, ``nk``
+        key lengths (default: the same, self-attention); with ``hw``, it must fit it."""
+        wl = cls(seqlens_q=seqlens, seqlens_k=seqlens if nk is None else nk, head_dim=d,
+                 heads=heads, kv_heads=heads if kv_heads is None else kv_heads, causal=causal,
+                 element_bytes=hw.element_bytes if hw is not None else 1,
+                 window_left=window[0], window_right=window[1])
+        if hw is not None:
+            hw.check_workload(wl)
+        return wl
+
+    @staticmethod
+    def _cumulative(lens) -> tuple[int, ...]:
+        out = [0]
+        for n in lens:
+            out.append(out[-1] + n)
+        return tuple(out)
+
+    @property
+    def cu_seqlens_q(self) -> tuple[int, ...]:
+        return self._cumulative(self.seqlens_q)
+
+    @property
+    def cu_seqlens_k(self) -> tuple[int, ...]:
+        return self._cumulative(self.seqlens_k)
+
+    @property
+    def batch(self) -> int:
+        """The packed tensors' batch axis: 1."""
+        return 1
+
+    @property
+    def sequences(self) -> int:
+        return len(self.seqlens_q)
+
+    @property
+    def seq_q(self) -> int:
+        """Query rows of the packed tensor: the sum of the sequences'."""
+        return sum(self.seqlens_q)
+
+    @property
+    def seq_k(self) -> int:
+        """Keys of the packed tensors: the sum of the sequences'."""
+        return sum(self.seqlens_k)
+
+    @property
+    def group_size(self) -> int:
+        return self.heads // self.kv_heads
+
+    @property
+    def window(self) -> tuple[int, int]:
+        return self.window_left, self.window_right
+
+    @property
+    def windowed(self) -> bool:
+        return self.window != (-1, -1)
+
+    def segments(self) -> list[Segment]:
+        cq, ck = self.cu_seqlens_q, self.cu_seqlens_k
+        return [Segment(0, cq[i], nq, ck[i], nk)
+                for i, (nq, nk) in enumerate(zip(self.seqlens_q, self.seqlens_k, strict=True))]
+
+    def sequence(self, i: int = 0) -> Workload:
+        """Sequence ``i`` as a workload of its own."""
+        return Workload(seq_q=self.seqlens_q[i], seq_k=self.seqlens_k[i],
+                        head_dim=self.head_dim, heads=self.heads, kv_heads=self.kv_heads,
+                        causal=self.causal, element_bytes=self.element_bytes,
+                        window_left=self.window_left, window_right=self.window_right)
