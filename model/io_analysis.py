@@ -307,9 +307,17 @@ def _standard(hw: HardwareConfig, nq: int, nk: int, d: int) -> Traffic:
     return _make(hw, reads, writes)
 
 
-def workload_traffic(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio",
-                     tiling: Tiling | None = None) -> Traffic:
-    """Traffic of a whole workload: every batch, every K/V head and its query heads."""
+def workload_traffic(hw: HardwareConfig, wl, dataflow: str = "attenio",
+                     tiling: Tiling | list[Tiling] | None = None) -> Traffic:
+    """Traffic of a whole workload: every batch, every K/V head and its query heads; of a
+    varlen batch (``VarlenWorkload``), the sum of its sequences', each under its own tiling
+    (``tiling``: one per sequence, or one for all)."""
+    if not isinstance(wl, Workload):
+        tilings = tiling if isinstance(tiling, list) else [tiling] * wl.sequences
+        total = Traffic()
+        for i, t in enumerate(tilings):
+            total = total + workload_traffic(hw, wl.sequence(i), dataflow, t)
+        return total
     t = tiling or choose_tiling(hw, wl, dataflow)
     per_kv_head_units = wl.group_size // t.heads_per_tile
     one = head_traffic(hw, wl, t)

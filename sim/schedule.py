@@ -34,7 +34,7 @@ emit no program.
 
 from __future__ import annotations
 
-from attenio.config import HardwareConfig, Workload
+from attenio.config import HardwareConfig, VarlenWorkload, Workload
 from attenio.contract.program import INSTR_BYTES, validate
 from attenio.contract.timing import Timing
 from attenio.errors import bad
@@ -50,7 +50,7 @@ __all__ = ["Timing", "Layout", "Schedule", "schedule", "build_program", "simulat
            "ENGINES"]
 
 
-def schedule(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *,
+def schedule(hw: HardwareConfig, wl: Workload | VarlenWorkload, dataflow: str = "attenio", *,
              timing: Timing | None = None, scale: ScaleParams | None = None,
              keep_spans: bool = True, tiling: io.Tiling | None = None,
              progress=None) -> Schedule:
@@ -58,6 +58,10 @@ def schedule(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *,
 
     ``tiling`` overrides the chosen tiling (for example the paper's b = 1 rule:
     ``Tiling("attenio", rows=a, keys_per_step=1, fixed_b=True)``).
+
+    A :class:`VarlenWorkload` runs as one program: its sequences one after another, each cut
+    by the tiling it would have alone (no tile spans two sequences, none is padded), and the
+    third overlap level carries across them as across tiles of one sequence.
 
     Raises
     ------
@@ -74,11 +78,20 @@ def schedule(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *,
                   "window=))")
     if wl.head_dim > hw.max_head_dim:
         raise bad("head_dim", wl.head_dim, f"must be in [1, {hw.max_head_dim}] (max_head_dim)")
+    varlen = isinstance(wl, VarlenWorkload)
     if dataflow in ("flat", "standard"):
+        if varlen:
+            raise bad("dataflow", dataflow, "varlen batches run on the dataflows with a "
+                      "program: attenio, fa2, fa2-uncapped")
         return phase_model(hw, wl, tiling or io.choose_tiling(hw, wl, dataflow), timing)
     if scale is None:
         qmax = (1 << (hw.data_bits - 1)) - 1
         scale = softmax_scale(hw, 1.0 / qmax, 1.0 / qmax, wl.head_dim)
+    if varlen:
+        hw.check_workload(wl)
+        tilings = ([tiling] * wl.sequences if tiling is not None
+                   else _sequence_tilings(hw, wl, dataflow, timing, scale))
+        return _schedule_tiling(hw, wl, dataflow, tilings, timing, scale, keep_spans, progress)
     if tiling is not None:
         return _schedule_tiling(hw, wl, dataflow, tiling, timing, scale, keep_spans, progress)
     tiling = io.choose_tiling(hw, wl, dataflow)
@@ -100,23 +113,46 @@ def schedule(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *,
     return best
 
 
-def _schedule_tiling(hw: HardwareConfig, wl: Workload, dataflow: str, tiling: io.Tiling,
-                     timing: Timing, scale: ScaleParams, keep_spans: bool,
-                     progress=None) -> Schedule:
-    """The program of ``wl`` under ``tiling``, validated, and its timeline."""
+def _sequence_tilings(hw: HardwareConfig, wl: VarlenWorkload, dataflow: str, timing: Timing,
+                      scale: ScaleParams) -> list[io.Tiling]:
+    """Each sequence's tiling, as :func:`schedule` chooses it for the sequence alone (GQA
+    packing kept where it wins on that sequence's own cycles); one choice per shape."""
+    chosen: dict[tuple[int, int], io.Tiling] = {}
+    out = []
+    for i in range(wl.sequences):
+        one = wl.sequence(i)
+        shape = (one.seq_q, one.seq_k)
+        if shape not in chosen:
+            chosen[shape] = schedule(hw, one, dataflow, timing=timing, scale=scale,
+                                     keep_spans=False).tiling
+        out.append(chosen[shape])
+    return out
+
+
+def _schedule_tiling(hw: HardwareConfig, wl: Workload | VarlenWorkload, dataflow: str,
+                     tiling: io.Tiling | list[io.Tiling], timing: Timing, scale: ScaleParams,
+                     keep_spans: bool, progress=None) -> Schedule:
+    """The program of ``wl`` under ``tiling`` (or one tiling per sequence), validated, and its
+    timeline. The schedule reports the tiling of the longest sequence and keeps the list."""
     rs, ks = scale.per_row, scale.k_m is not None
     tiles = program_tiles(wl, tiling)
     layout = Layout.packed(hw, wl, program_length(tiles) * INSTR_BYTES, rs, ks)
     program = build_program(hw, wl, tiling, layout, scale, tiles)
-    ring = None if dataflow == "attenio" else tiling.keys_per_step
+    tilings = list(tiling) if isinstance(tiling, list) else None
+    if tilings is not None:
+        longest = max(range(len(tilings)), key=lambda i: wl.segments()[i].seq_q)
+        tiling = tilings[longest]
+    ring = None if dataflow == "attenio" else max(t.keys_per_step for t in tilings or [tiling])
     if ring is None:
         validate(program, hw)
     else:
-        validate(program, _with_ring(hw, 2 * ring, tiling.rows), rtl=False)
+        rows = max(t.rows for t in tilings or [tiling])
+        validate(program, _with_ring(hw, 2 * ring, rows), rtl=False)
     total, stats, rb, wb, spans = simulate_program(hw, wl, program, timing, ring, keep_spans,
                                                    progress)
     return Schedule(hw, wl, dataflow, tiling, program, total, stats.busy, stats.stalls,
-                    stats.useful_macs, rb, wb, spans, timing, activity=stats.activity)
+                    stats.useful_macs, rb, wb, spans, timing, activity=stats.activity,
+                    tilings=tilings)
 
 
 def _with_ring(hw: HardwareConfig, ring: int, rows: int | None = None) -> HardwareConfig:

@@ -182,7 +182,8 @@ class TileLoop:
         skipped groups next change; returns the step to continue from."""
         ref = self.pe_free
         period, dt = s - s0, ref - ref0
-        k = (min(self.steps, self.next_change(s)) - 1 - s) // period
+        # step steps−2 loads the last K block, which may be short: simulate it, never skip it
+        k = (min(self.steps - 1, self.next_change(s)) - 1 - s) // period
         if k <= 0:
             return s
         deltas = [x - y for x, y in zip(self.counts(), snap, strict=True)]

@@ -38,6 +38,15 @@ class Schedule:
     timing: Timing
     # engine → [(start, end, busy cycles)]: where each engine was busy (with keep_spans)
     activity: dict | None = None
+    # a varlen batch: each sequence's tiling (``tiling`` is the longest sequence's)
+    tilings: list | None = None
+
+    @property
+    def traffic(self) -> io.Traffic:
+        """The closed form of this schedule's DRAM traffic under its tiling(s)
+        (model/io_analysis.py)."""
+        return io.workload_traffic(self.hw, self.workload, self.dataflow,
+                                   self.tilings or self.tiling)
 
     @property
     def pe_util_time(self) -> float:

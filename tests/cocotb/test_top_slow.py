@@ -20,3 +20,13 @@ def test_fpga_n1024_d64():
           f"({100 * r.cycle_gap:+.4f}%), PE busy {util:.2%}, simulated at "
           f"{r.sim_rate:,.0f} cycles/s")
     assert util >= 0.95
+
+
+@pytest.mark.slow
+def test_fpga_varlen():
+    hw = C.fpga()
+    wl = C.VarlenWorkload(seqlens_q=[300, 17, 64, 129], seqlens_k=[300, 40, 64, 129],
+                          head_dim=64, heads=2, kv_heads=1, causal=True, element_bytes=1)
+    r = simulate(hw, wl, seed=2, log=lambda *a: None)
+    check_run(hw, wl, r)
+    assert r.cycles == r.predicted_cycles
