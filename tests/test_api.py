@@ -70,3 +70,12 @@ def test_bad_shapes_are_clear():
                           preset="tiny")
     with pytest.raises(AttributeError):
         _ = attenio.nothing_here
+
+
+def test_schedule_of_a_varlen_batch():
+    sch = attenio.schedule(seqlens=[300, 17, 64], d=64, causal=True, preset="fpga")
+    assert sch.workload.seqlens_q == (300, 17, 64) and len(sch.tilings) == 3
+    with pytest.raises(ConfigError, match="seqlens"):
+        attenio.schedule(100, seqlens=[3, 4])
+    with pytest.raises(ConfigError, match="n=None"):
+        attenio.schedule()

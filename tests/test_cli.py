@@ -368,3 +368,42 @@ def test_json_dash_is_stdout_and_the_report_goes_to_stderr():
     data = json.loads(res.stdout)                  # stdout is the JSON alone (| jq works)
     assert data["total_cycles"] > 0
     assert "schedule: preset=tiny" in res.stderr and not Path("-").exists()
+
+
+def test_varlen_batch_from_lengths_or_a_file(tmp_path):
+    r = run("schedule", "--preset", "tiny", "--seqlens", "5,37,1,20", "--seqlens-k",
+            "9,37,30,64", "--d", "16", "--heads", "2", "--causal")
+    assert r.exit_code == 0, r.output
+    assert "sequences=4 (63 tokens, 140 keys; lengths 1-37, median 20)" in r.output
+    assert "closed form          equal" in r.output
+    lens = tmp_path / "lens.txt"
+    lens.write_text("# a serving trace\n5, 37\n1 20  # last two\n")
+    r2 = run("schedule", "--preset", "tiny", "--seqlens", f"@{lens}", "--seqlens-k",
+             "9,37,30,64", "--d", "16", "--heads", "2", "--causal")
+    assert r2.exit_code == 0 and r2.output.splitlines()[2:4] == r.output.splitlines()[2:4]
+    g = run("golden", "--preset", "tiny", "--seqlens", "5,37,1,20", "--d", "16", "--causal",
+            "--window", "8,-1")
+    assert g.exit_code == 0 and "PASS" in g.output, g.output
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--seqlens", "5,37", "--n", "4"], "n=4 is invalid with --seqlens"),
+    (["--seqlens", "5,37", "--batch", "2"], "batch=2 is invalid with --seqlens"),
+    (["--seqlens-k", "5,37", "--n", "4"], "seqlens_k is invalid without --seqlens"),
+    (["--d", "16"], "n is missing"),
+    (["--seqlens", "5,0"], r"seqlens_q[1]=0 is invalid"),
+    (["--seqlens", "5,37", "--seqlens-k", "5"], "one per sequence"),
+    (["--seqlens", "5,9000", "--preset", "tiny"], r"seqlens_q[1]=9000 is invalid"),
+])
+def test_varlen_bad_options_are_one_line(args, says):
+    r = run("schedule", *args)
+    assert r.exit_code == 2, r.output
+    lines = r.output.strip().splitlines()
+    assert len(lines) == 1 and says in lines[0], r.output
+
+
+def test_varlen_bad_lengths_are_usage_errors(tmp_path):
+    for value, says in (("5,x", "'x' is not a length"), ("@" + str(tmp_path / "none"),
+                                                         "cannot read it"), (" ", "no lengths")):
+        r = run("schedule", "--seqlens", value)
+        assert r.exit_code == 2 and says in r.output, r.output

@@ -188,19 +188,85 @@ window_option = click.option(
          "diagonal (R defaults to L; -1 unbounded; with --causal none to the right).")
 
 
+def _parse_lengths(ctx, param, value):
+    """``--seqlens 37,512,4096`` or ``--seqlens @FILE`` (integers separated by commas, spaces
+    or lines; ``#`` starts a comment): the sequences' lengths. Click reports a bad value as
+    its own usage error."""
+    if value is None:
+        return None
+    text, where = value, ""
+    if value.startswith("@"):
+        try:
+            text = Path(value[1:]).read_text()
+        except OSError as e:
+            raise click.BadParameter(f"{value[1:]!r}: cannot read it ({e.strerror})") from None
+        where = f" in {value[1:]!r}"
+        text = "\n".join(line.split("#")[0] for line in text.splitlines())
+    items = [x for x in text.replace(",", " ").split() if x]
+    try:
+        lengths = [int(x) for x in items]
+    except ValueError:
+        bad_item = next(x for x in items if not x.lstrip("-").isdigit())
+        raise click.BadParameter(f"{bad_item!r}{where} is not a length: give integers such "
+                                 "as 37,512,4096 or @FILE") from None
+    if not lengths:
+        raise click.BadParameter(f"no lengths{where}: give at least one")
+    return lengths
+
+
 def _workload_options(fn):
     opts = [
-        click.option("--n", "n", type=int, required=True, help="Query (and key) length."),
+        click.option("--n", "n", type=int, default=None,
+                     help="Query (and key) length (or --seqlens)."),
         click.option("--d", "d", type=int, default=64, show_default=True, help="Head dimension."),
         click.option("--nk", type=int, default=None, help="Key length if different from --n."),
         click.option("--heads", type=int, default=1, show_default=True),
         click.option("--kv-heads", type=int, default=None, help="K/V heads (GQA); default heads."),
-        click.option("--batch", type=int, default=1, show_default=True),
+        click.option("--batch", type=int, default=None, help="Sequences of length --n [1]."),
         click.option("--causal", is_flag=True, help="Causal mask with block skipping."),
+        click.option("--seqlens", callback=_parse_lengths, default=None, metavar="L,L,…|@FILE",
+                     help="A varlen batch instead of --n/--batch: each sequence's query "
+                          "length, packed together (FlashAttention's cu_seqlens)."),
+        click.option("--seqlens-k", "seqlens_k", callback=_parse_lengths, default=None,
+                     metavar="L,L,…|@FILE",
+                     help="With --seqlens: each sequence's key length (default the same)."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)
     return fn
+
+
+def _workload(hw, *, n, d, nk, heads, kv_heads, batch, causal, seqlens=None, seqlens_k=None,
+              window=(-1, -1)):
+    """The workload of ``_workload_options``: one shape (``--n``) or a varlen batch
+    (``--seqlens``), refused if ``hw`` cannot run it; a mix of the two is refused."""
+    if seqlens is None:
+        if seqlens_k is not None:
+            raise ConfigError("seqlens_k is invalid without --seqlens: give both")
+        if n is None:
+            raise ConfigError("n is missing: give --n (one length) or --seqlens (a varlen "
+                              "batch)")
+        return C.Workload.from_options(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads,
+                                       batch=1 if batch is None else batch, causal=causal,
+                                       window=window)
+    for name, value in (("n", n), ("nk", nk), ("batch", batch)):
+        if value is not None:
+            raise ConfigError(f"{name}={value} is invalid with --seqlens: the lengths give "
+                              "each sequence (--seqlens-k their keys)")
+    return C.VarlenWorkload.from_options(hw, seqlens=seqlens, nk=seqlens_k, d=d, heads=heads,
+                                         kv_heads=kv_heads, causal=causal, window=window)
+
+
+def _describe(wl) -> str:
+    """A workload's shape in a report's header line."""
+    if isinstance(wl, C.VarlenWorkload):
+        lens = sorted(wl.seqlens_q)
+        keys = "" if wl.seqlens_k == wl.seqlens_q else f", {wl.seq_k:,} keys"
+        return (f"sequences={wl.sequences} ({wl.seq_q:,} tokens{keys}; lengths "
+                f"{lens[0]:,}-{lens[-1]:,}, median {lens[len(lens) // 2]:,}) d={wl.head_dim} "
+                f"heads={wl.heads}/{wl.kv_heads} causal={wl.causal}")
+    return (f"N={wl.seq_q}x{wl.seq_k} d={wl.head_dim} heads={wl.heads}/{wl.kv_heads} "
+            f"batch={wl.batch} causal={wl.causal}")
 
 
 def _write_csv(path: str, rows: list[dict]) -> None:

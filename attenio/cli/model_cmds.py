@@ -11,9 +11,12 @@ import click
 from attenio import config as C
 from attenio.cli.app import (
     _Bar,
+    _describe,
     _friendly,
     _load_hw,
     _outputs,
+    _workload,
+    _workload_options,
     _write_json,
     config_option,
     json_option,
@@ -27,13 +30,7 @@ from attenio.errors import ConfigError
 @main.command("golden")
 @preset_option
 @config_option
-@click.option("--n", "n", type=int, default=1024, show_default=True, help="Sequence length.")
-@click.option("--d", "d", type=int, default=64, show_default=True, help="Head dimension.")
-@click.option("--nk", type=int, default=None, help="Key length if different from --n.")
-@click.option("--heads", type=int, default=1, show_default=True)
-@click.option("--kv-heads", type=int, default=None, help="K/V heads (GQA); default = heads.")
-@click.option("--batch", type=int, default=1, show_default=True)
-@click.option("--causal", is_flag=True, help="Causal mask (bottom-right aligned).")
+@_workload_options
 @click.option("--dist", type=click.Choice(["gaussian", "uniform"]), default="gaussian",
               show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -41,20 +38,22 @@ from attenio.errors import ConfigError
 @window_option
 @json_option
 @_friendly
-def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, dist, seed, stepwise,
-           window, json_path):
-    """Run the bit-exact integer model against the float64 reference and print the errors.
+def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k,
+           dist, seed, stepwise, window, json_path):
+    """Run the bit-exact integer model against the float64 reference and print the errors
+    (N = 1024 unless --n or --seqlens says otherwise).
 
     Exits 1 if the error exceeds the contract of docs/numerics.md (max 1e-3 and mean 1e-4 of
     V's value range).
     """
     hw = _load_hw(preset, config_file)
     _outputs(json=json_path)
-    wl = C.Workload.from_options(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads,
-                                 batch=batch, causal=causal, window=window)
+    if n is None and seqlens is None:
+        n = 1024
+    wl = _workload(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
+                   causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window)
     name = config_file or preset or "fpga"
-    click.echo(f"golden check: preset={name} N={wl.seq_q}x{wl.seq_k} d={d} heads={heads}/"
-               f"{wl.kv_heads} batch={batch} causal={causal} data={dist} seed={seed}"
+    click.echo(f"golden check: preset={name} {_describe(wl)} data={dist} seed={seed}"
                + (f" window={wl.window[0]},{wl.window[1]}" if wl.windowed else ""))
     from attenio.model.golden import MAX_REL_BOUND, MEAN_REL_BOUND, golden_check
 

@@ -10,10 +10,12 @@ import click
 from attenio import config as C
 from attenio.cli.app import (
     _Bar,
+    _describe,
     _fmt_bytes,
     _friendly,
     _load_hw,
     _outputs,
+    _workload,
     _workload_options,
     _write_json,
     config_option,
@@ -62,8 +64,8 @@ def verilog_cmd(preset, config_file, output, sv):
                    "its factor: LOAD_KV.key_scales, one more word a K row).")
 @json_option
 @_friendly
-def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, sim, waves,
-                 stall, seed, q_scales, k_block, json_path):
+def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens,
+                 seqlens_k, sim, waves, stall, seed, q_scales, k_block, json_path):
     """Run a workload on the RTL (cocotb) and check it against the models.
 
     Prints correctness (bit-exact with the integer model, error against float64), the RTL's
@@ -73,7 +75,6 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     without ``--stall`` they must equal the prediction; with it the prediction is a lower
     bound.
     """
-    from attenio.model import io_analysis as io
     from attenio.model.golden import MAX_REL_BOUND, MEAN_REL_BOUND
     from attenio.verify.runner import simulate
 
@@ -82,8 +83,8 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
         raise ConfigError(f"stall={stall} is invalid: a probability in [0, 1)")
     if k_block is not None and k_block < 1:
         raise ConfigError(f"k_block={k_block} is invalid: a positive number of keys")
-    wl = C.Workload.from_options(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads,
-                                 batch=batch, causal=causal)
+    wl = _workload(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
+                   causal=causal, seqlens=seqlens, seqlens_k=seqlens_k)
     _outputs(json=json_path)
     name = config_file or preset
     rows = q_scales == "row"
@@ -93,8 +94,7 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     if k_block and not hw.key_scales_supported:
         raise ConfigError(f"k_block={k_block} is invalid for preset={name!r}: its word of "
                           f"{hw.macs_per_line} elements cannot hold a key's factor")
-    click.echo(f"simulate: preset={name} N={wl.seq_q}x{wl.seq_k} d={d} heads={heads}/"
-               f"{wl.kv_heads} batch={batch} causal={causal} sim={sim} stall={stall}"
+    click.echo(f"simulate: preset={name} {_describe(wl)} sim={sim} stall={stall}"
                + (" q-scales=row" if q_scales == "row" else "")
                + (f" k-block={k_block}" if k_block else ""))
     with _Bar("simulating", after=0) as bar:
@@ -102,8 +102,7 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
                      k_block=k_block,
                      progress=lambda done_c, expect: bar(done_c / max(1, expect)),
                      log=lambda msg: click.echo(f"  {msg}"))
-    tiling = r.schedule.tiling      # the tiling the program used
-    traffic = io.workload_traffic(hw, wl, "attenio", tiling)
+    traffic = r.schedule.traffic      # under the tiling(s) the program used
     failures = r.failures()
     c = r.counters
     click.echo(f"  status               done={int(r.done)} error={r.error.name}")
@@ -150,7 +149,7 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
             "cycle_gap": r.cycle_gap, "cycles_ok": cycles_ok,
             "predicted_read": r.predicted_read, "predicted_write": r.predicted_write,
             "useful_macs": r.useful_macs, "axi": r.extra.get("axi", []),
-            "tiling": tiling, "failures": failures, "wall_s": r.wall_s,
+            "tiling": r.schedule.tiling, "failures": failures, "wall_s": r.wall_s,
             "sim_cycles": r.sim_cycles})
     sys.exit(0 if good else 1)
 

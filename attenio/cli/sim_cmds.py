@@ -12,10 +12,12 @@ import click
 from attenio import config as C
 from attenio.cli.app import (
     _Bar,
+    _describe,
     _fmt_bytes,
     _friendly,
     _load_hw,
     _outputs,
+    _workload,
     _workload_options,
     _write_csv,
     _write_json,
@@ -42,8 +44,8 @@ from attenio.errors import ConfigError
               help="Write the binary program the controller fetches.")
 @json_option
 @_friendly
-def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, dataflow,
-                 trace_path, plot_path, program_path, json_path):
+def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens,
+                 seqlens_k, dataflow, trace_path, plot_path, program_path, json_path):
     """Tile a workload, emit its program and print the predicted timeline.
 
     Exits 1 if the schedule's DRAM bytes differ from the closed form (docs/dataflows.md).
@@ -57,8 +59,8 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     _outputs(plots=("plot",), trace=trace_path, plot=plot_path, program=program_path,
              json=json_path)
     # (a workload this hardware cannot run is refused here, before any work)
-    wl = C.Workload.from_options(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads,
-                                 batch=batch, causal=causal)
+    wl = _workload(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
+                   causal=causal, seqlens=seqlens, seqlens_k=seqlens_k)
     if program_path and dataflow in ("flat", "standard"):
         raise ConfigError(f"dataflow={dataflow!r} is invalid with --program: flat and standard "
                           "run a phase model and have no program (use attenio, fa2, fa2-uncapped)")
@@ -73,12 +75,12 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     # phase models of flat and standard count d itself)
     padded = sch.program is not None and hw.row_elements(d) != d
     traffic = io.workload_traffic(hw, C.replace(wl, head_dim=hw.row_elements(d)) if padded
-                                  else wl, dataflow, sch.tiling)
+                                  else wl, dataflow, sch.tilings or sch.tiling)
     name = config_file or preset or "asplos26"
-    click.echo(f"schedule: preset={name} dataflow={dataflow} N={wl.seq_q}x{wl.seq_k} d={d} "
-               f"heads={heads}/{wl.kv_heads} batch={batch} causal={causal}")
+    click.echo(f"schedule: preset={name} dataflow={dataflow} {_describe(wl)}")
     t = sch.tiling
-    click.echo(f"  tiling               {t.notes}")
+    click.echo(f"  tiling               {t.notes}"
+               + (" (the longest sequence's; each has its own)" if sch.tilings else ""))
     if sch.program is not None:
         tiles = sum(1 for i in sch.program if i.op == prog.Op.COMPUTE)
         click.echo(f"  program              {len(sch.program):,} instructions "
