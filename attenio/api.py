@@ -161,37 +161,40 @@ def reference_attention(q, k, v, *, causal: bool = False, window=(-1, -1)) -> np
                window=check_window(window)).reshape(shape)
 
 
-def _workload(hw, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k):
+def _workload(hw, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k, window):
+    window = check_window(window)
     if seqlens is None:
         if n is None:
             raise bad("n", None, "give a length n, or seqlens= for a varlen batch")
         return C.Workload.from_options(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads,
-                                       batch=batch, causal=causal)
+                                       batch=batch, causal=causal, window=window)
     if n is not None or nk is not None or batch != 1:
         raise bad("n", n, "leave n, nk and batch out with seqlens= (the lengths give each "
                   "sequence; seqlens_k= their keys)")
     return C.VarlenWorkload.from_options(hw, seqlens=seqlens, nk=seqlens_k, d=d, heads=heads,
-                                         kv_heads=kv_heads, causal=causal)
+                                         kv_heads=kv_heads, causal=causal, window=window)
 
 
 def schedule(n: int | None = None, d: int = 64, *, nk: int | None = None, heads: int = 1,
              kv_heads: int | None = None, batch: int = 1, causal: bool = False,
-             seqlens=None, seqlens_k=None, preset: str | C.HardwareConfig = "asplos26",
-             dataflow: str = "attenio"):
+             seqlens=None, seqlens_k=None, window=(-1, -1),
+             preset: str | C.HardwareConfig = "asplos26", dataflow: str = "attenio"):
     """The tiling, program and predicted timeline of a workload
     (:class:`attenio.sim.schedule.Schedule`; ``.total_cycles``, ``.to_dict()``): ``n`` (and
-    ``nk``) for one shape, or ``seqlens`` (and ``seqlens_k``) for a varlen batch."""
+    ``nk``) for one shape, or ``seqlens`` (and ``seqlens_k``) for a varlen batch; ``window``
+    a sliding window as :func:`attention`'s."""
     from attenio.sim.schedule import schedule as run
 
     hw = hardware(preset)
-    wl = _workload(hw, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k)
+    wl = _workload(hw, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k, window)
     return run(hw, wl, dataflow, keep_spans=False)
 
 
 def simulate(n: int | None = None, d: int = 64, *, nk: int | None = None, heads: int = 1,
              kv_heads: int | None = None, batch: int = 1, causal: bool = False,
-             seqlens=None, seqlens_k=None, preset: str | C.HardwareConfig = "tiny",
-             sim: str = "verilator", seed: int = 0, p_stall: float = 0.0):
+             seqlens=None, seqlens_k=None, window=(-1, -1),
+             preset: str | C.HardwareConfig = "tiny", sim: str = "verilator", seed: int = 0,
+             p_stall: float = 0.0):
     """Run a workload on the RTL under cocotb (:class:`attenio.verify.runner.SimResult`:
     ``.bit_exact``, ``.cycles``, ``.predicted_cycles``, ``.counters``); the workload as
     :func:`schedule` takes it. Needs the simulator on ``PATH`` (``make`` targets put PyPI's
@@ -199,5 +202,5 @@ def simulate(n: int | None = None, d: int = 64, *, nk: int | None = None, heads:
     from attenio.verify.runner import simulate as run
 
     hw = hardware(preset)
-    wl = _workload(hw, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k)
+    wl = _workload(hw, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k, window)
     return run(hw, wl, sim=sim, seed=seed, p_stall=p_stall, log=lambda *a: None)

@@ -52,13 +52,14 @@ LAYOUTS: dict[Op, dict[str, tuple[int, int]]] = {
     Op.COMPUTE: {"rows": (16, 16), "heads": (32, 8), "d": (40, 12), "causal": (52, 1),
                  "keys": (64, 24), "keys_per_step": (88, 8), "q_pos": (96, 24),
                  "diag": (120, 25), "c_m": (160, 24), "c_sh": (184, 6),
-                "row_scales": (190, 1), "key_scales": (191, 1)},
+                "row_scales": (190, 1), "key_scales": (191, 1), "window": (192, 1),
+                "win_diag": (193, 25)},
     Op.FINALIZE: {"rows": (16, 16), "heads": (32, 8), "d": (40, 12)},
     Op.STORE_O: {"rows": (16, 16), "heads": (32, 8), "d": (40, 12), "addr": (64, 48),
                  "row_stride": (112, 32), "head_stride": (144, 32)},
     Op.END: {},
 }
-SIGNED = {"diag"}
+SIGNED = {"diag", "win_diag"}
 
 
 @dataclass(frozen=True)
@@ -195,9 +196,10 @@ def field_error(op: Op, f: dict[str, int], hw: HardwareConfig, rtl: bool = True)
             return (f"keys_per_step={kps} with {f['rows'] * f['heads']} rows needs "
                     f"rows·keys_per_step ≤ mac_lines ({hw.mac_lines})")
     if op == Op.COMPUTE:
-        if f["causal"] and f["heads"] > 1 and f["rows"] < hw.mac_lines:
-            return (f"causal COMPUTE with heads > 1 and rows={f['rows']} < mac_lines "
-                    f"({hw.mac_lines}): the causal mask of packed heads needs each head's rows "
+        if (f["causal"] or f["window"]) and f["heads"] > 1 and f["rows"] < hw.mac_lines:
+            what = "causal" if f["causal"] else "windowed"
+            return (f"{what} COMPUTE with heads > 1 and rows={f['rows']} < mac_lines "
+                    f"({hw.mac_lines}): the mask of packed heads needs each head's rows "
                     "to fill a row group")
         if f["c_sh"] > SCALE_SHIFT_MAX:
             return f"c_sh={f['c_sh']} above {SCALE_SHIFT_MAX}"

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from attenio.errors import bad
 
-__all__ = ["kv_blocks_during", "kv_order", "next_is_v", "causal_visible", "visible",
+__all__ = ["kv_blocks_during", "kv_order", "next_is_v", "causal_visible", "window_visible",
+           "visible",
            "key_span", "check_window", "keys_seen", "skipped_groups", "axi_bursts"]
 
 UNBOUNDED = -1     # a window side of -1 reaches the sequence's end (FlashAttention's window_size)
@@ -43,6 +44,12 @@ def causal_visible(key, row, diag):
     return key <= row + diag
 
 
+def window_visible(key, row, win_diag):
+    """Query ``row`` sees ``key`` under a window's lower edge, ``win_diag = diag − left``
+    (relative to the first key a tile streams). Integers, NumPy arrays or Amaranth values."""
+    return key >= row + win_diag
+
+
 def check_window(window) -> tuple[int, int]:
     """``window`` as ``(left, right)`` integers, each ≥ −1 (−1: unbounded on that side, as
     FlashAttention's ``window_size``). Raises ConfigError naming the bad value."""
@@ -72,7 +79,7 @@ def visible(key, row, diag, causal: bool = False, window=(UNBOUNDED, UNBOUNDED))
     if causal:
         out = both(out, causal_visible(key, row, diag))
     if left != UNBOUNDED:
-        out = both(out, key >= centre - left)
+        out = both(out, window_visible(key, row, diag - left))
     if right != UNBOUNDED:
         out = both(out, key <= centre + right)
     return out

@@ -30,7 +30,7 @@ from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
 from attenio.contract.formats import SCALE_SHIFT_MAX as MAX_SCALE_SHIFT
-from attenio.contract.rules import causal_visible
+from attenio.contract.rules import causal_visible, window_visible
 from attenio.contract.timing import TIMING
 from attenio.hw.arith import memory_banks
 from attenio.hw.finalize import Finalize, out_word_layout
@@ -334,8 +334,10 @@ class ComputeCore(wiring.Component):
             row = Mux(blog == 0, Mux(multi, pos[i], tile_row), i >> blog)
             key_i = (k4 << blog) + (i & bmask)
             seen = causal_visible(key_i, row + c.q_pos, c.diag)
+            inside = window_visible(key_i, row + c.q_pos, c.win_diag)
             pad = multi & (tile_row >= c.rows)
-            m.d.comb += vis[i].eq((key_i < keys) & (~c.causal | seen | pad))
+            m.d.comb += vis[i].eq((key_i < keys) & (((~c.causal | seen) & (~c.window | inside))
+                                                    | pad))
         # each line's key factor (key_scales), taken with the step's issue (c0: the ring reads
         # key kbase + c) and carried to c2, where the rows' multipliers arrive
         kf = [s.pick(f"kf_c0_{i}", row_scale_layout(cfg),

@@ -61,6 +61,9 @@ def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:
         "causal": unsigned(1),
         "q_pos": unsigned(24),
         "diag": signed(25),
+        # the window's lower edge: row r sees key j only if j ≥ q_pos + r + win_diag
+        "window": unsigned(1),
+        "win_diag": signed(25),
         # keys per step = 2**kps_log2 ≤ max_keys_per_step; with more than one,
         # rows·2**kps_log2 ≤ mac_lines
         "kps_log2": unsigned(kps_bits(cfg)),

@@ -26,7 +26,7 @@ import math
 from dataclasses import dataclass, field
 
 from attenio.config import HardwareConfig, Workload
-from attenio.contract.rules import keys_seen
+from attenio.contract.rules import key_span, keys_seen
 from attenio.errors import ConfigError, bad
 
 __all__ = [
@@ -128,6 +128,29 @@ def causal_mask(wl: Workload) -> bool:
     return wl.causal and wl.seq_q > 1
 
 
+# A window's left edge leaves a triangle of a·a/2 masked (row, key) pairs in every tile of a
+# rows (its last rows do not see its first keys; no row group is skipped there), against a·W
+# useful ones: tiles of at most 2·WINDOW_WASTE·W rows keep that share near WINDOW_WASTE.
+# 5% measured best on asplos26 at W = 4096 (docs/dataflows.md, "Sliding windows").
+WINDOW_WASTE = 0.05
+
+
+def window_rows(hw: HardwareConfig, wl: Workload) -> int:
+    """The most rows a tile takes under a window's left edge ``W`` (one that masks a key of
+    the sequence): ``2·WINDOW_WASTE·W`` in whole row groups, but never so few that loading
+    the tile's ``W + a`` keys outlasts its compute (twice the rows where they would tie);
+    unbounded otherwise. Smaller tiles read K/V more often; the array hides it while they
+    stay above that floor (docs/dataflows.md)."""
+    left, lines = wl.window_left, hw.mac_lines
+    if left < 0 or left >= wl.seq_k - 1:
+        return hw.tile_rows
+    row_bytes = hw.row_elements(wl.head_dim) * hw.element_bytes
+    rate = min(hw.dram_bytes_per_cycle, hw.axi_data_bytes)
+    floor = _cdiv(2 * row_bytes * lines, rate * hw.words(wl.head_dim))
+    cap = int(2 * WINDOW_WASTE * left)
+    return max(lines, _cdiv(floor, lines) * lines, cap // lines * lines)
+
+
 def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *,
                   pack: bool = True) -> Tiling:
     """The tiling a dataflow uses for ``wl`` on ``hw`` (see the module table).
@@ -146,7 +169,8 @@ def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *
     if dataflow == "attenio":
         a = attenio_rows(hw, d)
         g = wl.group_size
-        heads = g if (pack and g > 1 and a >= g) else 1
+        # (a window's tiles are one head's: its rows' edges differ per position)
+        heads = g if (pack and g > 1 and a >= g and not wl.windowed) else 1
         if heads > 1 and causal_mask(wl):
             # the core's mask of packed heads needs each head's rows in a tile to fill a row
             # group (≥ mac_lines), in every tile the causal order makes
@@ -154,7 +178,7 @@ def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *
             if min(r for _, r in query_tiles(wl.seq_q, pos, True)) < hw.mac_lines:
                 heads = 1
         rows_needed = wl.seq_q * heads
-        a = min(a, rows_needed)
+        a = min(a, rows_needed, window_rows(hw, wl))
         a -= a % heads  # whole positions per head
         # The array holds one row per MAC line (its MACs split the columns), so a tile with
         # fewer rows than lines takes several keys per step to keep the lines busy.
@@ -260,11 +284,28 @@ def tile_keys(p0: int, rows: int, seq_q: int, seq_k: int, causal: bool, kv_block
     return min(seq_k, _cdiv(need, kv_block) * kv_block)
 
 
+def tile_span(p0: int, rows: int, seq_q: int, seq_k: int, causal: bool, kv_block: int,
+              window=(-1, -1)) -> tuple[int, int]:
+    """The keys ``[first, end)`` a query tile streams: those some row of it sees
+    (``contract.rules.key_span``: causal, the sliding window) widened to whole K/V blocks of
+    the dataflow; ``(0, tile_keys(…))`` without a window. ``first == end`` when it sees none."""
+    if window == (-1, -1):
+        return 0, tile_keys(p0, rows, seq_q, seq_k, causal, kv_block)
+    first, end = key_span(p0, p0 + rows - 1, seq_k - seq_q, seq_k, causal, window)
+    if first >= end:
+        return 0, 0
+    first -= first % kv_block
+    return first, min(seq_k, first + _cdiv(end - first, kv_block) * kv_block)
+
+
 def _kv_reads(seq_q: int, seq_k: int, d: int, positions: int, causal: bool,
-              kv_block: int) -> int:
+              kv_block: int, window=(-1, -1)) -> int:
     """K plus V elements read by a dataflow that streams K/V once per query tile."""
-    return sum(2 * d * tile_keys(p0, r, seq_q, seq_k, causal, kv_block)
-               for p0, r in query_tiles(seq_q, positions, causal))
+    total = 0
+    for p0, r in query_tiles(seq_q, positions, causal):
+        first, end = tile_span(p0, r, seq_q, seq_k, causal, kv_block, window)
+        total += 2 * d * (end - first)
+    return total
 
 
 def head_traffic(hw: HardwareConfig, wl: Workload, tiling: Tiling) -> Traffic:
@@ -273,7 +314,7 @@ def head_traffic(hw: HardwareConfig, wl: Workload, tiling: Tiling) -> Traffic:
     h = tiling.heads_per_tile
     if tiling.dataflow == "standard":
         return _standard(hw, nq, nk, d).scaled(h)
-    kv = _kv_reads(nq, nk, d, tiling.positions, causal_mask(wl), tiling.kv_block)
+    kv = _kv_reads(nq, nk, d, tiling.positions, causal_mask(wl), tiling.kv_block, wl.window)
     reads = {"Q": h * nq * d, "K": kv // 2, "V": kv // 2}
     writes = {"O": h * nq * d}
     if tiling.dataflow == "flat" and "spills" in tiling.notes:

@@ -36,6 +36,7 @@ class Tile(NamedTuple):
     keys: int
     tiling: io.Tiling
     causal: bool       # the causal mask hides something here (not for one query row)
+    first: int = 0     # the first key it streams (a sliding window starts past 0)
 
 
 def program_tiles(wl: Workload | VarlenWorkload,
@@ -53,9 +54,22 @@ def program_tiles(wl: Workload | VarlenWorkload,
         for hk in range(wl.kv_heads):
             for h0 in range(hk * wl.group_size, (hk + 1) * wl.group_size, t.heads_per_tile):
                 for p0, rows in io.query_tiles(seg.seq_q, t.positions, causal):
-                    keys = io.tile_keys(p0, rows, seg.seq_q, seg.seq_k, causal, t.kv_block)
-                    tiles.append(Tile(seg, hk, h0, p0, rows, keys, t, causal))
+                    first, end = io.tile_span(p0, rows, seg.seq_q, seg.seq_k, causal,
+                                              t.kv_block, wl.window)
+                    tiles.append(Tile(seg, hk, h0, p0, rows, end - first, t, causal, first))
     return tiles
+
+
+def _mask_fields(wl, seg: Segment, causal: bool, first: int) -> dict[str, int]:
+    """``COMPUTE``'s mask of a tile whose keys start at key ``first`` of its sequence: the
+    upper edge (causal, or a window's right side) as ``causal`` with its ``diag``, the window's
+    left side as ``window`` with ``win_diag`` (docs/isa.md), both relative to ``first``."""
+    left, right = wl.window
+    upper = seg.diag if causal else (seg.diag + right if right >= 0 else None)
+    return {"causal": int(upper is not None),
+            "diag": seg.diag if upper is None else upper - first,
+            "window": int(left >= 0),
+            "win_diag": seg.diag - left - first if left >= 0 else 0}
 
 
 def program_length(tiles) -> int:
@@ -92,7 +106,7 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
     prog: list[Instr] = []
     last = len(tiles) - 1
     q_head, o_head = wl.seq_q * dq * eb, wl.seq_q * dp * ob     # strides between heads
-    for t, (seg, hk, h0, p0, rows, keys, tl, causal) in enumerate(tiles):
+    for t, (seg, hk, h0, p0, rows, keys, tl, causal, first) in enumerate(tiles):
         g = tl.heads_per_tile
         ring = hw.ring_rows if tl.dataflow == "attenio" else tl.keys_per_step
         kps = (_keys_per_step(hw, rows * g, 1, ring)
@@ -100,7 +114,7 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
         q_row = (seg.batch * wl.heads + h0) * wl.seq_q + seg.q0 + p0
         q_addr = layout.q + q_row * dq * eb
         o_addr = layout.o + q_row * dp * ob
-        kv_off = ((seg.batch * wl.kv_heads + hk) * wl.seq_k + seg.k0) * eb
+        kv_off = ((seg.batch * wl.kv_heads + hk) * wl.seq_k + seg.k0 + first) * eb
         common = {"rows": rows, "heads": g, "d": d}
         prog.append(Instr(Op.LOAD_Q, {**common, "keys_per_step": kps, "addr": q_addr,
                                       "row_stride": dq * eb,
@@ -112,10 +126,10 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
                                            "v_addr": layout.v + kv_off * dp,
                                            "row_stride": dk * eb,
                                            "key_scales": ks}))
-        prog.append(Instr(Op.COMPUTE, {**common, "causal": int(causal), "keys": keys,
-                                       "keys_per_step": kps, "q_pos": p0,
-                                       "diag": seg.diag, "c_m": c_m,
-                                       "c_sh": c_sh, "row_scales": rs, "key_scales": ks},
+        prog.append(Instr(Op.COMPUTE, {**common, "keys": keys, "keys_per_step": kps,
+                                       "q_pos": p0, "c_m": c_m, "c_sh": c_sh,
+                                       "row_scales": rs, "key_scales": ks,
+                                       **_mask_fields(wl, seg, causal, first)},
                           pop_prev=True, push_prev=t < last))
         # the Q buffer is free once the tile's steps have issued (the core takes the next
         # tile's Q rows then); FINALIZE needs no token

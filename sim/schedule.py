@@ -72,10 +72,6 @@ def schedule(hw: HardwareConfig, wl: Workload | VarlenWorkload, dataflow: str = 
     timing = timing or Timing()
     if dataflow not in io.DATAFLOWS:
         raise bad("dataflow", dataflow, f"choose one of: {', '.join(io.DATAFLOWS)}")
-    if wl.windowed:
-        raise bad("window", wl.window, "the schedule generator and the RTL do not run sliding "
-                  "windows yet; the models do (attenio golden --window, attenio.attention("
-                  "window=))")
     if wl.head_dim > hw.max_head_dim:
         raise bad("head_dim", wl.head_dim, f"must be in [1, {hw.max_head_dim}] (max_head_dim)")
     varlen = isinstance(wl, VarlenWorkload)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 from attenio.config import HardwareConfig, Workload
 from attenio.contract.program import INSTR_BYTES, NEXT, PREV, QUEUES, Instr, Op
-from attenio.contract.rules import keys_seen
 from attenio.contract.timing import Timing
 from attenio.errors import bad
 from attenio.model import io_analysis as io
@@ -300,8 +299,14 @@ def _tile_transfer(hw: HardwareConfig, ch: Channel, ready: int, ins: Instr,
 
 
 def _visible_pairs(ins: Instr) -> int:
-    """(query row, key) pairs of a COMPUTE that the mask keeps (all of them without causal)."""
-    if not ins.causal:
+    """(query row, key) pairs of a COMPUTE that its mask keeps (all of them without one): each
+    row's keys from the window's left edge (``win_diag``) to the causal edge (``diag``)."""
+    if not ins.causal and not ins.args.get("window", 0):
         return ins.rows * ins.heads * ins.keys
-    total = sum(keys_seen(ins.q_pos + r, ins.diag, ins.keys) for r in range(ins.rows))
-    return total * ins.heads
+    import numpy as np
+
+    rows = np.arange(ins.rows, dtype=np.int64) + ins.q_pos
+    end = np.clip(rows + ins.diag + 1, 0, ins.keys) if ins.causal else ins.keys
+    first = np.clip(rows + ins.args["win_diag"], 0, ins.keys) if ins.args.get("window", 0) \
+        else 0
+    return int(np.maximum(0, end - first).sum()) * ins.heads

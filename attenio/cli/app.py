@@ -259,6 +259,11 @@ def _workload(hw, *, n, d, nk, heads, kv_heads, batch, causal, seqlens=None, seq
 
 def _describe(wl) -> str:
     """A workload's shape in a report's header line."""
+    win = f" window={wl.window[0]},{wl.window[1]}" if wl.windowed else ""
+    return _shape(wl) + win
+
+
+def _shape(wl) -> str:
     if isinstance(wl, C.VarlenWorkload):
         lens = sorted(wl.seqlens_q)
         keys = "" if wl.seqlens_k == wl.seqlens_q else f", {wl.seq_k:,} keys"

@@ -53,8 +53,7 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
     wl = _workload(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
                    causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window)
     name = config_file or preset or "fpga"
-    click.echo(f"golden check: preset={name} {_describe(wl)} data={dist} seed={seed}"
-               + (f" window={wl.window[0]},{wl.window[1]}" if wl.windowed else ""))
+    click.echo(f"golden check: preset={name} {_describe(wl)} data={dist} seed={seed}")
     from attenio.model.golden import MAX_REL_BOUND, MEAN_REL_BOUND, golden_check
 
     with _Bar("integer model") as bar:

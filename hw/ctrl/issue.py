@@ -54,6 +54,7 @@ class ComputeIssue(wiring.Component):
             cmd.rows.eq(chead.rh), cmd.head_rows.eq(comp.rows), cmd.d.eq(comp.d),
             cmd.keys.eq(comp.keys), cmd.c_m.eq(comp.c_m), cmd.c_sh.eq(comp.c_sh),
             cmd.causal.eq(comp.causal), cmd.q_pos.eq(comp.q_pos), cmd.diag.eq(comp.diag),
+            cmd.window.eq(comp.window), cmd.win_diag.eq(comp.win_diag),
             cmd.row_scales.eq(comp.row_scales), cmd.key_scales.eq(comp.key_scales),
             cmd.kps_log2.eq(kps_log2_of(comp.keys_per_step, self.cfg.max_keys_per_step)),
         ]

@@ -101,6 +101,34 @@ def test_tiny_varlen(shape, scales, p):
         assert r.cycles == r.predicted_cycles
 
 
+# sliding windows (FlashAttention's window_size): each tile streams the keys its rows see, the
+# COMPUTE masks the window's left edge (win_diag) and its right edge (causal's diag)
+WINDOWS = [
+    ({"seq_q": 200, "seq_k": 200, "head_dim": 16, "causal": True, "window_left": 30}, 0.0),
+    ({"seq_q": 100, "seq_k": 150, "head_dim": 8, "window_left": 20, "window_right": 10}, 0.2),
+    ({"seq_q": 1, "seq_k": 150, "head_dim": 8, "causal": True, "window_left": 20, "heads": 2,
+      "kv_heads": 1}, 0.0),                                       # windowed decode
+    ({"seq_q": 40, "seq_k": 20, "head_dim": 8, "window_left": 3, "window_right": 0}, 0.0),
+]
+
+
+@pytest.mark.parametrize("shape, p", WINDOWS)
+def test_tiny_window(shape, p):
+    wl = C.Workload(element_bytes=TINY.element_bytes, **shape)
+    r = simulate(TINY, wl, seed=17, p_stall=p, log=lambda *a: None)
+    check_run(TINY, wl, r)
+    if p == 0:
+        assert r.cycles == r.predicted_cycles
+
+
+def test_tiny_varlen_with_a_window():
+    wl = C.VarlenWorkload(seqlens_q=[30, 5, 64], seqlens_k=[30, 50, 64], head_dim=16, heads=2,
+                          kv_heads=1, causal=True, window_left=7, element_bytes=1)
+    r = simulate(TINY, wl, seed=19, log=lambda *a: None, q_rows=True, k_block=4)
+    check_run(TINY, wl, r)
+    assert r.cycles == r.predicted_cycles
+
+
 # head dims that are not a multiple of macs_per_line (FlashAttention's tests use odd ones):
 # the host pads rows to whole words, the hardware ignores the padding
 @pytest.mark.parametrize("shape", [

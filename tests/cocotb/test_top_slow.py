@@ -30,3 +30,13 @@ def test_fpga_varlen():
     r = simulate(hw, wl, seed=2, log=lambda *a: None)
     check_run(hw, wl, r)
     assert r.cycles == r.predicted_cycles
+
+
+@pytest.mark.slow
+def test_fpga_window():
+    hw = C.fpga()
+    wl = C.Workload(seq_q=1000, seq_k=1000, head_dim=64, causal=True, window_left=200,
+                    element_bytes=1)
+    r = simulate(hw, wl, seed=4, log=lambda *a: None)
+    check_run(hw, wl, r)
+    assert r.cycles == r.predicted_cycles

@@ -41,7 +41,8 @@ def mutations(hw, seed, n):
     rng = random.Random(seed)
     good = []
     for wl in (C.Workload.square(40, 16), C.Workload(seq_q=24, seq_k=60, head_dim=8, heads=4,
-                                                    kv_heads=2, causal=True)):
+                                                    kv_heads=2, causal=True),
+               C.Workload(seq_q=70, seq_k=90, head_dim=8, window_left=9, window_right=3)):
         good += [int.from_bytes(i.encode(), "little") for i in schedule(hw, wl).program]
     words = list(good)
     for _ in range(n):
@@ -85,3 +86,13 @@ def test_a_queue_without_a_neighbour_refuses_its_flags():
     assert rtl_decode(hw, words) == [ErrorCode.TOKEN_UNDERFLOW, ErrorCode.TOKEN_OVERFLOW,
                                      ErrorCode.TOKEN_UNDERFLOW, ErrorCode.TOKEN_OVERFLOW,
                                      ErrorCode.NONE]
+
+
+def test_windowed_packed_heads_need_a_row_group_each():
+    hw = C.tiny()
+    args = {"rows": 2, "heads": 2, "d": 8, "keys": 4, "keys_per_step": 1, "q_pos": 0,
+            "diag": 0, "causal": 0, "window": 1, "win_diag": -2, "c_m": 1, "c_sh": 1}
+    words = [int.from_bytes(Instr(Op.COMPUTE, a).encode(), "little")
+             for a in (args, {**args, "window": 0}, {**args, "heads": 1, "rows": 4})]
+    assert ref_decode(hw, words) == [ErrorCode.FIELD_RANGE, ErrorCode.NONE, ErrorCode.NONE]
+    assert rtl_decode(hw, words) == ref_decode(hw, words)
