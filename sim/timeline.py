@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+import numpy as np
+
 from attenio.config import HardwareConfig, Workload
 from attenio.contract.program import INSTR_BYTES, NEXT, PREV, QUEUES, Instr, Op
 from attenio.contract.timing import Timing
@@ -303,8 +305,6 @@ def _visible_pairs(ins: Instr) -> int:
     row's keys from the window's left edge (``win_diag``) to the causal edge (``diag``)."""
     if not ins.causal and not ins.args.get("window", 0):
         return ins.rows * ins.heads * ins.keys
-    import numpy as np
-
     rows = np.arange(ins.rows, dtype=np.int64) + ins.q_pos
     end = np.clip(rows + ins.diag + 1, 0, ins.keys) if ins.causal else ins.keys
     first = np.clip(rows + ins.args["win_diag"], 0, ins.keys) if ins.args.get("window", 0) \
