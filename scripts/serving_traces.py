@@ -1,0 +1,35 @@
+"""The serving traces of issue #29's targets, seeded, with NumPy only (so that the GPU
+measurement script, which runs where attenio is not installed, draws the same lengths as the
+schedule-generator benchmark)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+PREFILL = {"sequences": 64, "median": 1024, "sigma": 0.75, "seed": 0}
+DECODE = {"sequences": 256, "low": 1024, "high": 32768, "seed": 0, "page_size": 16,
+          "heads": 32, "kv_heads": 8}
+WINDOW = {"n": 131072, "window": 4096}
+
+
+def lognormal_lengths(n: int, median: int, sigma: float, seed: int, cap: int) -> list[int]:
+    """``n`` lengths from a log-normal of the given median (seeded), each in [1, cap]."""
+    rng = np.random.default_rng(seed)
+    x = np.round(rng.lognormal(np.log(median), sigma, n))
+    return [int(v) for v in np.clip(x, 1, cap)]
+
+
+def uniform_lengths(n: int, low: int, high: int, seed: int) -> list[int]:
+    """``n`` lengths drawn uniformly from [low, high] (seeded): the decode batch's caches."""
+    rng = np.random.default_rng(seed)
+    return [int(v) for v in rng.integers(low, high + 1, n)]
+
+
+def prefill_lengths(cap: int = 1 << 20, **over) -> list[int]:
+    p = {**PREFILL, **over}
+    return lognormal_lengths(p["sequences"], p["median"], p["sigma"], p["seed"], cap)
+
+
+def decode_cache_lengths(**over) -> list[int]:
+    p = {**DECODE, **over}
+    return uniform_lengths(p["sequences"], p["low"], p["high"], p["seed"])
