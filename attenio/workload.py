@@ -67,6 +67,7 @@ class Workload(Serializable):
     element_bytes: int = 1
     window_left: int = -1
     window_right: int = -1
+    page_size: int = 0
 
     def __post_init__(self):
         check_int(self, "seq_q", 1, MAX_LEN)
@@ -81,6 +82,7 @@ class Workload(Serializable):
             raise bad("kv_heads", self.kv_heads, f"must divide heads={self.heads}")
         for side in ("window_left", "window_right"):
             check_int(self, side, -1, 1 << 24)
+        _check_page_size(self)
 
     @property
     def window(self) -> tuple[int, int]:
@@ -96,7 +98,7 @@ class Workload(Serializable):
     @classmethod
     def from_options(cls, hw: HardwareConfig | None, *, n: int, d: int, nk: int | None = None,
                      heads: int = 1, kv_heads: int | None = None, batch: int = 1,
-                     causal: bool = False, window=(-1, -1)) -> Workload:
+                     causal: bool = False, window=(-1, -1), page_size: int = 0) -> Workload:
         """The workload of the CLI's, the API's and explore's options, the one place they are
         read: ``nk`` defaults to ``n`` (self-attention) and ``kv_heads`` to ``heads``
         (multi-head) when ``None``; a 0 is refused like any value out of range, never read as
@@ -105,7 +107,7 @@ class Workload(Serializable):
         wl = cls(seq_q=n, seq_k=n if nk is None else nk, head_dim=d, heads=heads,
                  kv_heads=heads if kv_heads is None else kv_heads, batch=batch, causal=causal,
                  element_bytes=hw.element_bytes if hw is not None else 1,
-                 window_left=window[0], window_right=window[1])
+                 window_left=window[0], window_right=window[1], page_size=page_size)
         if hw is not None:
             hw.check_workload(wl)
         return wl
@@ -157,6 +159,7 @@ class VarlenWorkload(Serializable):
     element_bytes: int = 1
     window_left: int = -1
     window_right: int = -1
+    page_size: int = 0
 
     def __post_init__(self):
         for name in ("seqlens_q", "seqlens_k"):
@@ -183,6 +186,7 @@ class VarlenWorkload(Serializable):
             raise bad("kv_heads", self.kv_heads, f"must divide heads={self.heads}")
         for side in ("window_left", "window_right"):
             check_int(self, side, -1, MAX_LEN)
+        _check_page_size(self)
 
     @classmethod
     def from_cu_seqlens(cls, cu_seqlens_q, cu_seqlens_k, **kw) -> VarlenWorkload:
@@ -209,13 +213,13 @@ class VarlenWorkload(Serializable):
     @classmethod
     def from_options(cls, hw: HardwareConfig | None, *, seqlens, d: int, nk=None,
                      heads: int = 1, kv_heads: int | None = None, causal: bool = False,
-                     window=(-1, -1)) -> VarlenWorkload:
+                     window=(-1, -1), page_size: int = 0) -> VarlenWorkload:
         """The workload of the CLI's and the API's options: ``seqlens`` query lengths, ``nk``
         key lengths (default: the same, self-attention); with ``hw``, it must fit it."""
         wl = cls(seqlens_q=seqlens, seqlens_k=seqlens if nk is None else nk, head_dim=d,
                  heads=heads, kv_heads=heads if kv_heads is None else kv_heads, causal=causal,
                  element_bytes=hw.element_bytes if hw is not None else 1,
-                 window_left=window[0], window_right=window[1])
+                 window_left=window[0], window_right=window[1], page_size=page_size)
         if hw is not None:
             hw.check_workload(wl)
         return wl
@@ -276,4 +280,16 @@ class VarlenWorkload(Serializable):
         return Workload(seq_q=self.seqlens_q[i], seq_k=self.seqlens_k[i],
                         head_dim=self.head_dim, heads=self.heads, kv_heads=self.kv_heads,
                         causal=self.causal, element_bytes=self.element_bytes,
-                        window_left=self.window_left, window_right=self.window_right)
+                        window_left=self.window_left, window_right=self.window_right,
+                        page_size=self.page_size)
+
+
+MAX_PAGE = 1 << 15     # the ISA's 4-bit page_log2
+
+
+def _check_page_size(wl) -> None:
+    """``page_size``: 0 (K and V contiguous) or a power of two in [1, 2^15] (a paged cache)."""
+    p = wl.page_size
+    if isinstance(p, bool) or not isinstance(p, int) or p < 0 or p > MAX_PAGE or p & (p - 1):
+        raise bad("page_size", p, f"must be 0 (a contiguous K/V cache) or a power of two in "
+                  f"[1, {MAX_PAGE}] (keys per page)")

@@ -14,6 +14,7 @@ from enum import IntEnum
 
 from attenio.config import HardwareConfig
 from attenio.contract.formats import SCALE_SHIFT_MAX
+from attenio.contract.rules import ENTRY_BYTES
 from attenio.errors import ConfigError, ErrorCode
 
 INSTR_BYTES = 32
@@ -48,7 +49,8 @@ LAYOUTS: dict[Op, dict[str, tuple[int, int]]] = {
                 "row_stride": (112, 32), "head_stride": (144, 32), "row_scales": (176, 1)},
     Op.LOAD_KV: {"keys": (16, 24), "d": (40, 12), "keys_per_step": (52, 8),
                  "k_addr": (64, 48), "v_addr": (112, 48), "row_stride": (160, 32),
-                 "key_scales": (192, 1)},
+                 "key_scales": (192, 1), "paged": (193, 1), "page_log2": (194, 4),
+                 "table": (198, 48)},
     Op.COMPUTE: {"rows": (16, 16), "heads": (32, 8), "d": (40, 12), "causal": (52, 1),
                  "keys": (64, 24), "keys_per_step": (88, 8), "q_pos": (96, 24),
                  "diag": (120, 25), "c_m": (160, 24), "c_sh": (184, 6),
@@ -195,6 +197,12 @@ def field_error(op: Op, f: dict[str, int], hw: HardwareConfig, rtl: bool = True)
         if rtl and op != Op.LOAD_KV and kps > 1 and f["rows"] * f["heads"] * kps > hw.mac_lines:
             return (f"keys_per_step={kps} with {f['rows'] * f['heads']} rows needs "
                     f"rows·keys_per_step ≤ mac_lines ({hw.mac_lines})")
+    if op == Op.LOAD_KV and f.get("paged", 0):
+        if f["keys_per_step"] > 1 << f["page_log2"]:
+            return (f"paged LOAD_KV with keys_per_step={f['keys_per_step']} above its page of "
+                    f"{1 << f['page_log2']} keys (a block must lie in one page)")
+        if f["table"] % ENTRY_BYTES:
+            return f"table={f['table']} not a multiple of the entry size {ENTRY_BYTES}"
     if op == Op.COMPUTE:
         if (f["causal"] or f["window"]) and f["heads"] > 1 and f["rows"] < hw.mac_lines:
             what = "causal" if f["causal"] else "windowed"

@@ -10,7 +10,8 @@ from attenio.errors import bad
 
 __all__ = ["kv_blocks_during", "kv_order", "next_is_v", "causal_visible", "window_visible",
            "visible",
-           "key_span", "check_window", "keys_seen", "skipped_groups", "axi_bursts"]
+           "key_span", "check_window", "keys_seen", "skipped_groups", "axi_bursts",
+           "ENTRY_BYTES", "PAGE_ALIGN_LOG2", "PageWalk"]
 
 UNBOUNDED = -1     # a window side of -1 reaches the sequence's end (FlashAttention's window_size)
 
@@ -123,3 +124,50 @@ def axi_bursts(addr: int, nbytes: int, beat_bytes: int, max_beats: int = 256):
         addr += chunk
         nbytes -= chunk
     return out
+
+
+# A paged K/V cache (docs/isa.md, "Paged K/V"): a block table of 32-bit little-endian entries,
+# each a page's byte address divided by 2^PAGE_ALIGN_LOG2 (pages start on 64-byte boundaries;
+# 32 bits address 256 GiB).
+ENTRY_BYTES = 4
+PAGE_ALIGN_LOG2 = 6
+
+
+class PageWalk:
+    """How a paged ``LOAD_KV`` walks its block table: the table's words (AXI beats) it reads
+    and when, stated once for the schedule generator and the tests (the RTL's load engine
+    implements the same order).
+
+    The instruction's first key is key 0 of the page whose entry lies at byte ``table``; page
+    ``g`` of its keys has entry ``e0 + g`` of the beat-aligned table words, ``e0 = (table mod
+    beat) / 4``. Word ``j`` holds entries ``j·epb … j·epb + epb − 1`` (``epb = beat / 4``).
+    Words 0 and 1 are requested first (before ``K(0)``); word ``j + 1`` right before the K
+    block that starts the first page of word ``j`` (j ≥ 1). Two words are buffered, so the
+    walk reads each table word once and never more than one word ahead."""
+
+    def __init__(self, table: int, keys: int, page_log2: int, beat_bytes: int):
+        self.epb = max(1, beat_bytes // ENTRY_BYTES)
+        self.page = 1 << page_log2
+        self.base = table - table % beat_bytes          # the first word's address
+        self.e0 = (table % beat_bytes) // ENTRY_BYTES
+        self.pages = -(-keys // self.page)
+        self.words = -(-(self.e0 + self.pages) // self.epb)
+        self.beat = beat_bytes
+
+    def entry(self, page: int) -> tuple[int, int]:
+        """(table word, index in it) of the entry of the instruction's page ``page``."""
+        return divmod(self.e0 + page, self.epb)
+
+    def words_before(self, first_key: int) -> list[int]:
+        """The table words requested right before the K block whose first key is
+        ``first_key`` (empty unless it starts a page)."""
+        if first_key % self.page:
+            return []
+        g = first_key // self.page
+        if g == 0:
+            return list(range(min(2, self.words)))
+        j, i = self.entry(g)
+        return [j + 1] if i == 0 and j + 1 < self.words else []
+
+    def word_addr(self, j: int) -> int:
+        return self.base + j * self.beat

@@ -44,6 +44,9 @@ class Timing:
     # compare is a register: one cycle later)
     credit_delay: int = 0
     credit_latency: int = 1      # a step's end frees ring rows → a request may use them
+    # a paged cache: a block-table word's arrival (the model's end of its read) → the earliest
+    # request of a K block whose page entry it holds
+    entry_latency: int = 3
     done_latency: int = 3        # the last event → done (the run's end)
 
 

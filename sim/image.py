@@ -65,12 +65,37 @@ def _with_words(data: bytes, words: np.ndarray, shape: tuple[int, ...], row_byte
     return np.concatenate([rows, words], axis=-1).tobytes()
 
 
-def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> RunImage:
+def _place_pages(image: bytearray, lay: Layout, wl: Workload, k_rows: bytes,
+                 v_rows: bytes) -> None:
+    """A paged cache's bytes: each sequence's K and V rows (``[batch, kv_heads, seq_k, row]``
+    packed) copied page by page into their slots, and the block tables."""
+    pc, page = lay.paged, wl.page_size
+    rows = {}
+    for name, data in (("k", k_rows), ("v", v_rows)):
+        rows[name] = np.frombuffer(data, dtype=np.uint8).reshape(wl.batch, wl.kv_heads,
+                                                                 wl.seq_k, -1)
+    for i, seg in enumerate(wl.segments()):
+        for g, slot in enumerate(pc.slots[i]):
+            lo, hi = seg.k0 + g * page, seg.k0 + min((g + 1) * page, seg.seq_k)
+            for name, pool in (("k", lay.k), ("v", lay.v)):
+                r = rows[name][seg.batch, :, lo:hi]            # [kv_heads, keys, row]
+                rb = r.shape[-1]
+                for h in range(wl.kv_heads):
+                    at = pool + slot * pc.pitch + h * page * rb
+                    image[at:at + (hi - lo) * rb] = r[h].tobytes()
+    words = lay.table_words.tobytes()
+    image[lay.tables:lay.tables + len(words)] = words
+
+
+def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs,
+              block_tables=None) -> RunImage:
     """The program for ``wl`` (with the softmax multiplier of ``inp``'s scales) and the DRAM
     image holding it and ``inp``'s Q, K and V. With one Q scale per row (``inp.sq`` of shape
     ``[batch, heads, seq_q, 1]``) each Q row carries its own multiplier (``row_scales``); with
     one K scale per key (``inp.sk`` of shape ``[batch, kv_heads, seq_k, 1]``) each K row
-    carries its factor against twice the largest K scale (``key_scales``)."""
+    carries its factor against twice the largest K scale (``key_scales``). A paged workload
+    (``page_size``) has its K and V in pages (``block_tables``: each sequence's slots, or a
+    seeded shuffle) and its block tables in the image."""
     per_row = np.ndim(inp.sq) > 0
     per_key = np.ndim(inp.sk) > 0
     sk = inp.sk
@@ -83,14 +108,15 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> RunImage:
         sp = softmax_scale(hw, inp.sq, sk, wl.head_dim)
     if per_key:
         sp = with_key_scales(hw, sp, ks.reshape(-1), sk)
-    sched = schedule(hw, wl, scale=sp, keep_spans=False)
+    sched = schedule(hw, wl, scale=sp, keep_spans=False, block_tables=block_tables)
     program = encode(sched.program)
-    lay = Layout.packed(hw, wl, len(program), per_row, per_key)
+    lay = Layout.packed(hw, wl, len(program), per_row, per_key, block_tables)
     eb, ob = hw.element_bytes, hw.out_element_bytes
     image = bytearray(lay.end)
     image[lay.program:lay.program + len(program)] = program
     row = hw.row_elements(wl.head_dim)
     kv_shape = (wl.batch, wl.kv_heads, wl.seq_k)
+    rows = {}
     for base, x in ((lay.q, inp.q), (lay.k, inp.k), (lay.v, inp.v)):
         data = _pack(_pad_rows(np.asarray(x), row), eb)
         if per_row and base == lay.q:
@@ -99,5 +125,10 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> RunImage:
         elif per_key and base == lay.k:
             data = _with_words(data, scale_word_bytes(hw, sp.k_m, sp.k_e, kv_shape), kv_shape,
                                row * eb)
+        if lay.paged is not None and base != lay.q:
+            rows[base] = data
+            continue
         image[base:base + len(data)] = data
+    if lay.paged is not None:
+        _place_pages(image, lay, wl, rows[lay.k], rows[lay.v])
     return RunImage(inp, sched, program, lay, bytes(image), hw.o_bytes(wl), ob, row)

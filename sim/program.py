@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 from attenio.config import HardwareConfig, VarlenWorkload, Workload
 from attenio.contract.program import Instr, Op
+from attenio.contract.rules import ENTRY_BYTES
 from attenio.errors import bad
 from attenio.model import io_analysis as io
 from attenio.model.numerics import ScaleParams
@@ -56,6 +57,8 @@ def program_tiles(wl: Workload | VarlenWorkload,
                 for p0, rows in io.query_tiles(seg.seq_q, t.positions, causal):
                     first, end = io.tile_span(p0, rows, seg.seq_q, seg.seq_k, causal,
                                               t.kv_block, wl.window)
+                    if wl.page_size:        # a paged LOAD_KV starts at a page's first key
+                        first -= first % wl.page_size
                     tiles.append(Tile(seg, hk, h0, p0, rows, end - first, t, causal, first))
     return tiles
 
@@ -70,6 +73,17 @@ def _mask_fields(wl, seg: Segment, causal: bool, first: int) -> dict[str, int]:
             "diag": seg.diag if upper is None else upper - first,
             "window": int(left >= 0),
             "win_diag": seg.diag - left - first if left >= 0 else 0}
+
+
+def _paged_fields(layout: Layout, seq: int, hk: int, first: int, page: int, k_row: int,
+                  v_row: int) -> dict[str, int]:
+    """A paged ``LOAD_KV``'s fields (docs/isa.md, "Paged K/V"): the table from the entry of
+    the page holding key ``first`` of sequence ``seq``; ``k_addr``, ``v_addr``: K/V head
+    ``hk``'s rows in a page slot, and V's pool's distance from K's (sim/layout.py)."""
+    pc = layout.paged
+    return {"paged": 1, "page_log2": page.bit_length() - 1,
+            "table": layout.tables + ENTRY_BYTES * (pc.table_start[seq] + first // page),
+            "k_addr": hk * page * k_row, "v_addr": layout.v - layout.k + hk * page * v_row}
 
 
 def program_length(tiles) -> int:
@@ -103,14 +117,21 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
     ks = int(scale.k_m is not None)
     dk = hw.k_row_elements(d, bool(ks))     # a K row's pitch: with its factor's word
     tiles = program_tiles(wl, tiling) if tiles is None else tiles
+    seq_of = {seg: i for i, seg in enumerate(wl.segments())}
+    page = wl.page_size
     prog: list[Instr] = []
     last = len(tiles) - 1
     q_head, o_head = wl.seq_q * dq * eb, wl.seq_q * dp * ob     # strides between heads
     for t, (seg, hk, h0, p0, rows, keys, tl, causal, first) in enumerate(tiles):
         g = tl.heads_per_tile
         ring = hw.ring_rows if tl.dataflow == "attenio" else tl.keys_per_step
+        if page:                     # a block never spans two pages
+            ring = min(ring, page)
         kps = (_keys_per_step(hw, rows * g, 1, ring)
                if tl.dataflow == "attenio" and not tl.fixed_b else tl.keys_per_step)
+        if page and kps > page:
+            raise bad("page_size", page, f"the {tl.dataflow} tiling streams blocks of {kps} "
+                      "keys: pages must hold at least one block")
         q_row = (seg.batch * wl.heads + h0) * wl.seq_q + seg.q0 + p0
         q_addr = layout.q + q_row * dq * eb
         o_addr = layout.o + q_row * dp * ob
@@ -121,11 +142,11 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
                                       "head_stride": q_head, "row_scales": rs},
                           pop_next=t > 0, push_next=True))
         if keys > 0:
-            prog.append(Instr(Op.LOAD_KV, {"keys": keys, "d": d, "keys_per_step": kps,
-                                           "k_addr": layout.k + kv_off * dk,
-                                           "v_addr": layout.v + kv_off * dp,
-                                           "row_stride": dk * eb,
-                                           "key_scales": ks}))
+            kv = {"k_addr": layout.k + kv_off * dk, "v_addr": layout.v + kv_off * dp}
+            if page:
+                kv = _paged_fields(layout, seq_of[seg], hk, first, page, dk * eb, dp * eb)
+            prog.append(Instr(Op.LOAD_KV, {"keys": keys, "d": d, "keys_per_step": kps, **kv,
+                                           "row_stride": dk * eb, "key_scales": ks}))
         prog.append(Instr(Op.COMPUTE, {**common, "keys": keys, "keys_per_step": kps,
                                        "q_pos": p0, "c_m": c_m, "c_sh": c_sh,
                                        "row_scales": rs, "key_scales": ks,

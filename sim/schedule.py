@@ -53,11 +53,12 @@ __all__ = ["Timing", "Layout", "Schedule", "schedule", "build_program", "simulat
 def schedule(hw: HardwareConfig, wl: Workload | VarlenWorkload, dataflow: str = "attenio", *,
              timing: Timing | None = None, scale: ScaleParams | None = None,
              keep_spans: bool = True, tiling: io.Tiling | None = None,
-             progress=None) -> Schedule:
+             progress=None, block_tables=None) -> Schedule:
     """Tile ``wl`` for ``dataflow`` on ``hw``, emit the program and compute the timeline.
 
     ``tiling`` overrides the chosen tiling (for example the paper's b = 1 rule:
-    ``Tiling("attenio", rows=a, keys_per_step=1, fixed_b=True)``).
+    ``Tiling("attenio", rows=a, keys_per_step=1, fixed_b=True)``). ``block_tables``: where a
+    paged cache's pages lie (sim/layout.py, ``PagedCache.place``; a seeded shuffle without).
 
     A :class:`VarlenWorkload` runs as one program: its sequences one after another, each cut
     by the tiling it would have alone (no tile spans two sequences, none is padded), and the
@@ -87,9 +88,11 @@ def schedule(hw: HardwareConfig, wl: Workload | VarlenWorkload, dataflow: str = 
         hw.check_workload(wl)
         tilings = ([tiling] * wl.sequences if tiling is not None
                    else _sequence_tilings(hw, wl, dataflow, timing, scale))
-        return _schedule_tiling(hw, wl, dataflow, tilings, timing, scale, keep_spans, progress)
+        return _schedule_tiling(hw, wl, dataflow, tilings, timing, scale, keep_spans, progress,
+                                block_tables)
     if tiling is not None:
-        return _schedule_tiling(hw, wl, dataflow, tiling, timing, scale, keep_spans, progress)
+        return _schedule_tiling(hw, wl, dataflow, tiling, timing, scale, keep_spans, progress,
+                                block_tables)
     tiling = io.choose_tiling(hw, wl, dataflow)
     two = tiling.heads_per_tile > 1
 
@@ -98,12 +101,13 @@ def schedule(hw: HardwareConfig, wl: Workload | VarlenWorkload, dataflow: str = 
             return None
         return lambda f: progress((i + f) / 2 if two else f)
 
-    best = _schedule_tiling(hw, wl, dataflow, tiling, timing, scale, keep_spans, part(0))
+    best = _schedule_tiling(hw, wl, dataflow, tiling, timing, scale, keep_spans, part(0),
+                            block_tables)
     if two:
         # GQA packing shares K/V but makes tiles of fewer positions: keep it only when it
         # wins by the model's cycles (then bytes)
         mha = _schedule_tiling(hw, wl, dataflow, io.choose_tiling(hw, wl, dataflow, pack=False),
-                               timing, scale, keep_spans, part(1))
+                               timing, scale, keep_spans, part(1), block_tables)
         if (mha.total_cycles, mha.read_bytes) < (best.total_cycles, best.read_bytes):
             best = mha
     return best
@@ -127,12 +131,12 @@ def _sequence_tilings(hw: HardwareConfig, wl: VarlenWorkload, dataflow: str, tim
 
 def _schedule_tiling(hw: HardwareConfig, wl: Workload | VarlenWorkload, dataflow: str,
                      tiling: io.Tiling | list[io.Tiling], timing: Timing, scale: ScaleParams,
-                     keep_spans: bool, progress=None) -> Schedule:
+                     keep_spans: bool, progress=None, block_tables=None) -> Schedule:
     """The program of ``wl`` under ``tiling`` (or one tiling per sequence), validated, and its
     timeline. The schedule reports the tiling of the longest sequence and keeps the list."""
     rs, ks = scale.per_row, scale.k_m is not None
     tiles = program_tiles(wl, tiling)
-    layout = Layout.packed(hw, wl, program_length(tiles) * INSTR_BYTES, rs, ks)
+    layout = Layout.packed(hw, wl, program_length(tiles) * INSTR_BYTES, rs, ks, block_tables)
     program = build_program(hw, wl, tiling, layout, scale, tiles)
     tilings = list(tiling) if isinstance(tiling, list) else None
     if tilings is not None:
@@ -144,8 +148,9 @@ def _schedule_tiling(hw: HardwareConfig, wl: Workload | VarlenWorkload, dataflow
     else:
         rows = max(t.rows for t in tilings or [tiling])
         validate(program, _with_ring(hw, 2 * ring, rows), rtl=False)
-    total, stats, rb, wb, spans = simulate_program(hw, wl, program, timing, ring, keep_spans,
-                                                   progress)
+    total, stats, rb, wb, spans = simulate_program(
+        hw, wl, program, timing, ring, keep_spans, progress,
+        entries=layout.entries if layout.paged else None)
     return Schedule(hw, wl, dataflow, tiling, program, total, stats.busy, stats.stalls,
                     stats.useful_macs, rb, wb, spans, timing, activity=stats.activity,
                     tilings=tilings)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import deque
 
 from attenio.contract.program import Instr
-from attenio.contract.rules import kv_blocks_during, skipped_groups
+from attenio.contract.rules import PAGE_ALIGN_LOG2, PageWalk, kv_blocks_during, skipped_groups
 from attenio.sim.engines import Channel, Span, Stats, cdiv
 
 __all__ = ["tile_loop", "tile_loop_memo"]
@@ -25,7 +25,7 @@ class TileLoop:
 
     def __init__(self, hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
                  kv_start: int, pe_start: int, ring_rows: int, eb: int,
-                 step_spans: list | None = None, tile: int = 0):
+                 step_spans: list | None = None, tile: int = 0, entries=None):
         self.timing, self.rd, self.stats, self.kv, self.comp = timing, rd, stats, kv, comp
         self.step_spans, self.tile = step_spans, tile
         self.rows = comp.rows * comp.heads
@@ -63,6 +63,14 @@ class TileLoop:
         kblk, vblk = b * self.k_bytes, b * self.v_bytes
         self.no_4k = (self.contiguous and 4096 % kblk == 0 and 4096 % vblk == 0
                       and kv.k_addr % kblk == 0 and kv.v_addr % vblk == 0)
+        # a paged cache: the block table's walk (contract.rules.PageWalk) and its pages
+        self.walk = None
+        if kv.args.get("paged", 0):
+            if entries is None:
+                raise ValueError("a paged LOAD_KV needs the block tables (entries=)")
+            self.walk = PageWalk(kv.table, self.keys, kv.page_log2, hw.axi_data_bytes)
+            self.pages = [e << PAGE_ALIGN_LOG2 for e in entries(kv.table, self.walk.pages)]
+            self.word_arrival: dict[int, int] = {}
 
     # ---- step geometry ----
     def gmin(self, s: int) -> int:
@@ -100,7 +108,10 @@ class TileLoop:
         base, stride, row_bytes = ((kv.k_addr, kv.row_stride, self.k_bytes) if which == "K"
                                    else (kv.v_addr, self.v_stride, self.v_bytes))
         nk = self.step_keys(s)
-        addr = base + s * self.b * stride
+        if self.walk is None:
+            addr = base + s * self.b * stride
+        else:
+            ready, addr = self.paged_block(s, which, ready, base, stride)
         if self.contiguous:
             out = rd.transfer(ready, addr, nk * row_bytes)
         else:
@@ -110,6 +121,23 @@ class TileLoop:
         data = cdiv(nk * row_bytes, rd.rate)
         self.step_span("dma_read", f"{which} {s}", out[1] - data, out[1])
         return out
+
+    def paged_block(self, s: int, which: str, ready: int, base: int, stride: int):
+        """A block of a paged cache: the table words requested before it (K only), the wait
+        for its page's entry (a K block that starts a page: its address is set a cycle after
+        the unit starts, or after the entry arrives, then the request follows as after any
+        change of address), and its address. Returns (ready, address)."""
+        w, rd, t = self.walk, self.rd, self.timing
+        first = s * self.b
+        if which == "K":
+            for j in w.words_before(first):
+                self.word_arrival[j] = rd.transfer(ready, w.word_addr(j), w.beat)[1]
+            if first % w.page == 0:
+                j, _ = w.entry(first // w.page)
+                ready = max(ready, rd.last_req + t.request_gap + 1,
+                            self.word_arrival[j] + t.entry_latency)
+        page = self.pages[first // w.page]
+        return ready, (page + base + (first % w.page) * stride) % (1 << 48)
 
     def pe_step(self, name: str, s: int, start: int) -> int:
         """A Q Kᵀ or P V step of step s on the PE array from ``start``; returns its end."""
@@ -221,7 +249,7 @@ class TileLoop:
                 segment, skipped = self.gmin(s), False
                 seen.clear()
             # steady-state detection: skip whole periods once the relative state repeats
-            if STEADY_STATE_SKIP and not skipped and 1 <= s < steps - 1:
+            if STEADY_STATE_SKIP and not skipped and 1 <= s < steps - 1 and self.walk is None:
                 key = self.state_key(s, self.pe_free)
                 if key in seen:
                     s = self.skip_periods(s, *seen[key])
@@ -240,17 +268,18 @@ class TileLoop:
 
 def tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
               kv_start: int, pe_start: int, ring_rows: int, eb: int,
-              step_spans: list | None = None, tile: int = 0):
+              step_spans: list | None = None, tile: int = 0, entries=None):
     """Co-simulate one LOAD_KV with its COMPUTE. Returns (kv issue end, kv done, pe end,
-    exp span). With ``step_spans``, each step the loop simulates appends its spans there:
+    exp span). ``entries(table, n)``: a paged cache's block-table entries. With
+    ``step_spans``, each step the loop simulates appends its spans there:
     ``QK s`` and ``PV s`` on the PE array, ``K s`` and ``V s`` (the block's data on the read
     channel), and one ``steady state`` span for the periods it skips."""
     return TileLoop(hw, timing, rd, stats, kv, comp, kv_start, pe_start, ring_rows, eb,
-                    step_spans, tile).run()
+                    step_spans, tile, entries).run()
 
 
 def tile_loop_memo(memo: dict, hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
-                    kv_start: int, pe_start: int, ring_rows: int, eb: int):
+                    kv_start: int, pe_start: int, ring_rows: int, eb: int, entries=None):
     """:func:`tile_loop` without spans, remembered: a tile's timeline depends only on its
     K/V and COMPUTE fields (addresses within a 4 KB line), when its K/V stream may start and
     the read channel's state, all relative to its first PE cycle. A tile seen before in the
@@ -260,13 +289,21 @@ def tile_loop_memo(memo: dict, hw, timing, rd: Channel, stats: Stats, kv: Instr,
     # the tile's position matters only under a causal mask (row-group skipping)
     cargs = {k: v for k, v in comp.args.items()
              if comp.causal or k not in ("q_pos", "diag")}
+    kargs = dict(kv.args)
+    pages = ()
+    if kargs.get("paged", 0):
+        # a paged tile depends on its pages' places in 4 KB lines and the table's in a word
+        walk = PageWalk(kv.table, kv.keys, kv.page_log2, hw.axi_data_bytes)
+        pages = tuple(e % (4096 >> PAGE_ALIGN_LOG2) for e in entries(kv.table, walk.pages))
+        kargs["table"] = walk.e0
     key = (tuple(sorted((k, v % 4096 if k in ("k_addr", "v_addr") else v)
-                        for k, v in kv.args.items())),
-           tuple(sorted(cargs.items())), kv_start - ref, rd.state(ref))
+                        for k, v in kargs.items())),
+           tuple(sorted(cargs.items())), kv_start - ref, rd.state(ref), pages)
     hit = memo.get(key)
     if hit is None:
         before = (dict(stats.busy), dict(stats.stalls), rd.busy, rd.nbytes)
-        out = tile_loop(hw, timing, rd, stats, kv, comp, kv_start, pe_start, ring_rows, eb)
+        out = tile_loop(hw, timing, rd, stats, kv, comp, kv_start, pe_start, ring_rows, eb,
+                        entries=entries)
         issue_end, kv_done, pe_end, (e0, e1) = out
         hit = ((issue_end - ref, kv_done - ref, pe_end - ref, e0 - ref, e1 - ref),
                {k: v - before[0].get(k, 0) for k, v in stats.busy.items()},

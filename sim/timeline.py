@@ -145,11 +145,11 @@ class _Tokens:
 
 def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
                      timing: Timing | None = None, ring_rows: int | None = None,
-                     keep_spans: bool = True,
-                     progress=None) -> tuple[int, Stats, int, int, list[Span]]:
+                     keep_spans: bool = True, progress=None,
+                     entries=None) -> tuple[int, Stats, int, int, list[Span]]:
     """Run the timing model over a program (``progress(fraction)`` about every 1% of its
-    instructions). Returns (total cycles, stats, bytes read,
-    bytes written, spans)."""
+    instructions; ``entries(table, n)``: the block tables of a paged cache). Returns (total
+    cycles, stats, bytes read, bytes written, spans)."""
     timing = timing or Timing()
     eb, ob = hw.element_bytes, hw.out_element_bytes
     ring = ring_rows if ring_rows is not None else hw.ring_rows
@@ -227,10 +227,10 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
             if keep_spans:
                 issue_end, kv_done, pe_end, exp_span = tile_loop(
                     hw, timing, rd, stats, kv, ins, kv_ready, pe0, ring, eb,
-                    spans if len(spans) < STEP_SPAN_LIMIT else None, tile)
+                    spans if len(spans) < STEP_SPAN_LIMIT else None, tile, entries)
             else:
                 issue_end, kv_done, pe_end, exp_span = tile_loop_memo(
-                    memo, hw, timing, rd, stats, kv, ins, kv_ready, pe0, ring, eb)
+                    memo, hw, timing, rd, stats, kv, ins, kv_ready, pe0, ring, eb, entries)
             q_end["load"] = max(q_end["load"], issue_end + 1)
             # the compute queue sees the last step end in cycle pe_end and moves on after it
             q_end[q] = pe_end + 1

@@ -3,13 +3,13 @@ routed to the compute core's Q stream and K/V rings."""
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal, signed
+from amaranth import Array, Const, Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
 from attenio.contract.program import INSTR_BITS, Op
-from attenio.contract.rules import next_is_v
+from attenio.contract.rules import ENTRY_BYTES, PAGE_ALIGN_LOG2, next_is_v
 from attenio.contract.timing import TIMING
 from attenio.errors import ErrorCode
 from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, log2
@@ -52,6 +52,19 @@ class _LoadRegs:
         self.on_v = Signal(name="l_on_v")        # the current unit is a V block
         self.wk = Signal(13, name="l_wk")        # words of a K row in DRAM (key_scales: one more)
         self.vstride = Signal(32, name="l_vstride")  # V's row stride: key_scales, a word less
+        # a paged cache (contract.rules.PageWalk): the block table's words in two slots
+        self.t_req = Signal(25, name="l_t_req")      # table words requested
+        self.t_addr = Signal(ADDR_BITS, name="l_t_addr")   # the next word's address
+        self.t_pre = Signal(2, name="l_t_pre")       # words to request before this K block
+        self.need_entry = Signal(name="l_need_entry")  # this K block waits for its page
+        self.k_beats = Signal(24, name="l_k_beats")  # its beats, set with its page
+        ab = cfg.axi_data_bytes
+        self.epb = max(1, ab // ENTRY_BYTES)
+        self.e_idx = Signal(max(1, log2(self.epb)), name="l_e_idx")  # next page's entry
+        self.e_word = Signal(name="l_e_word")        # ... in the word of this slot
+        self.slots = Array(Signal(ab * 8, name=f"l_slot{i}") for i in range(2))
+        self.slot_ok = Array(Signal(name=f"l_slot_ok{i}") for i in range(2))
+        self.kpage = Array(Signal(ADDR_BITS, name=f"l_kpage{i}") for i in range(2))
 
 
 class LoadEngine(wiring.Component):
@@ -182,28 +195,31 @@ class LoadEngine(wiring.Component):
                 stride = view(lhead.insn, Op.LOAD_KV).row_stride
                 keys, kps = keys_h, kps_h
                 contig = stride == (wk_head << lab)
+                k_beats = Mux(contig, nk0 * wk_head, wk_head)
                 m.d.sync += [l_is_kv.eq(1), l_kbase.eq(kaddr), lb.base.eq(kaddr),
                              l_vbase.eq(view(lhead.insn, Op.LOAD_KV).v_addr), l_b.eq(kps),
                              l_steps.eq((keys + kps - 1) >> kps_log2_of(kps, kps_max)),
                              l_rows.eq(nk0), l_contig.eq(contig), l_stride.eq(stride),
-                             lb.beats.eq(Mux(contig, nk0 * wk_head, wk_head))]
+                             lb.beats.eq(k_beats)]
+                self._page_start(m, u, lb, kv_head, k_beats)
         credit = Signal()
         m.d.comb += credit.eq(~l_is_kv | ~l_unit_first
                               | self._ring_credit(m, Mux(l_on_v, l_vs, l_ks), l_b, l_on_v, ring))
         m.submodules.tags = tags = StreamFIFO(load_tag_layout(), MAX_OUTSTANDING)
+        is_t, base_set = self._page_walk(m, u, lb, fail)
         l_want = Signal()
         m.d.comb += l_want.eq(lbusy & lb.ready & ~self.stop & credit & (rd_out < MAX_OUTSTANDING)
-                              & tags.i.ready)
+                              & tags.i.ready & ~(u.need_entry & ~is_t))
         with m.If(splitter.window_fail):
             fail(ErrorCode.ADDRESS_RANGE)
         ar = drive_address(m, splitter, {k: getattr(self, f"ar{k}") for k in
                                          ("valid", "ready", "addr", "len", "size", "burst")},
                            l_want)
-        m.d.comb += lb.moved.eq(l_start | ar)
-        instr_done = self._advance(m, u, lb, ar)
-        m.d.comb += [tags.i.valid.eq(ar),
-                     tags.i.payload.eq(self._tag(m, lraw, l_is_kv, l_on_v, l_wd, l_wk, instr_done))]
-        r = self._read_data(m, tags, fail)
+        m.d.comb += lb.moved.eq(l_start | ar | base_set)
+        instr_done = self._advance(m, u, lb, ar, is_t)
+        tag = self._tag(m, lraw, l_is_kv, l_on_v, l_wd, l_wk, instr_done, is_t, u.t_req[0])
+        m.d.comb += [tags.i.valid.eq(ar), tags.i.payload.eq(tag)]
+        r = self._read_data(m, tags, fail, u)
         r_burst_end = r & self.rlast
         m.d.comb += tags.o.ready.eq(r_burst_end)
         m.d.sync += rd_out.eq(rd_out + ar - r_burst_end)
@@ -216,7 +232,60 @@ class LoadEngine(wiring.Component):
                      self.request.eq(ar), self.beat.eq(r), self.started.eq(l_start)]
         return m
 
-    def _advance(self, m: Module, u: _LoadRegs, lb: BurstRegs, ar):
+    def _page_start(self, m: Module, u: _LoadRegs, lb: BurstRegs, kv_head, k_beats) -> None:
+        """A ``LOAD_KV`` starts: a paged one first requests table words 0 and 1 (from the
+        word holding ``table``), then waits for its first page (contract.rules.PageWalk)."""
+        lab = log2(self.cfg.axi_data_bytes)
+        paged = kv_head.paged
+        tbase = Signal(ADDR_BITS)
+        m.d.comb += tbase.eq(kv_head.table & ~((1 << lab) - 1))
+        e0 = kv_head.table[2:lab] if lab > 2 else 0
+        m.d.sync += [u.t_req.eq(0), u.t_addr.eq(tbase), u.t_pre.eq(Mux(paged, 2, 0)),
+                     u.need_entry.eq(paged), u.e_idx.eq(e0), u.e_word.eq(0),
+                     u.slot_ok[0].eq(0), u.slot_ok[1].eq(0), u.k_beats.eq(k_beats)]
+        with m.If(paged):
+            m.d.sync += [lb.base.eq(tbase), lb.beats.eq(1)]
+
+    def _page_walk(self, m: Module, u: _LoadRegs, lb: BurstRegs, fail):
+        """A paged ``LOAD_KV``'s block table: ``is_t``, the current request is a table word
+        (before a K block that starts a page: words 0 and 1 before ``K(0)``, word j + 1
+        before the first page of word j); ``base_set``, a K block that starts a page takes
+        its entry (once its word is in) as its address, ``entry·64 + k_addr``, and keeps the
+        page for its V block (``v_addr`` from the same entry). Returns (is_t, base_set)."""
+        cfg = self.cfg
+        ab = cfg.axi_data_bytes
+        lab = log2(ab)
+        kv = view(u.raw, Op.LOAD_KV)
+        pages = Signal(25)
+        words = Signal(25)
+        m.d.comb += [pages.eq((kv.keys + (Const(1, 16) << kv.page_log2) - 1) >> kv.page_log2),
+                     words.eq((kv.table[2:lab] if lab > 2 else 0) + pages + u.epb - 1
+                              >> log2(u.epb))]
+        is_t = Signal()
+        m.d.comb += is_t.eq(u.busy & u.is_kv & ~u.on_v & kv.paged & (u.t_pre != 0)
+                            & (u.t_req < words))
+        entry = Signal(32)
+        m.d.comb += entry.eq(u.slots[u.e_word].word_select(u.e_idx if u.epb > 1 else 0, 32))
+        page = Signal(ADDR_BITS)
+        m.d.comb += page.eq(entry << PAGE_ALIGN_LOG2)
+        base_set = Signal()
+        m.d.comb += base_set.eq(u.busy & u.need_entry & ~is_t & u.slot_ok[u.e_word] & ~self.stop)
+        with m.If(base_set):
+            kaddr = (page + kv.k_addr)[:ADDR_BITS]
+            m.d.sync += [lb.base.eq(kaddr), u.kbase.eq(kaddr), u.kpage[u.ks[0]].eq(page),
+                         lb.beats.eq(u.k_beats), lb.off.eq(0), u.need_entry.eq(0)]
+            if u.epb > 1:
+                m.d.sync += u.e_idx.eq(u.e_idx + 1)
+                with m.If(u.e_idx == u.epb - 1):
+                    m.d.sync += u.e_word.eq(~u.e_word)
+            else:
+                m.d.sync += u.e_word.eq(~u.e_word)
+            if lab > PAGE_ALIGN_LOG2:       # a page must start on an AXI word
+                with m.If(entry[:lab - PAGE_ALIGN_LOG2] != 0):
+                    fail(ErrorCode.ADDRESS_RANGE)
+        return is_t, base_set
+
+    def _advance(self, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is_t):
         """The unit after the current one, kept as registers, and the move to it with each
         request that ends a unit (next row, next head, next K/V block, or the instruction's
         end). Returns ``instr_done``: the request ends the instruction."""
@@ -243,12 +312,21 @@ class LoadEngine(wiring.Component):
         m.d.comb += next_v.eq(next_is_v(nks, nvs, u.steps))
         step_bytes = Mux(u.on_v, u.vstride, u.stride) * u.b
         s1_ns = Signal.like(u.ks)
+        kv = view(u.raw, Op.LOAD_KV)
+        # a paged cache: blocks per page − 1 (a block starts a page when its index & pmask
+        # is 0); a V block that starts one lies at its K block's page + v_addr
+        pmask = Signal(16)
+        pshift = Signal(4)             # page_log2 ≥ log2(keys_per_step): the decoder's check
+        m.d.comb += [pshift.eq(kv.page_log2 - kps_log2_of(kv.keys_per_step, kps_max)),
+                     pmask.eq((Const(1, 16) << pshift) - 1)]
+        v_page = kv.paged & ((nvs & pmask) == 0)
         m.d.sync += [
             p_row_last.eq(u.trow == u.rows - 1), p_nks.eq(nks), p_nvs.eq(nvs),
             p_next_v.eq(next_v), s1_ns.eq(Mux(next_v, nvs, nks)),
             p_q_last.eq(u.h == view(u.raw, Op.LOAD_Q).heads - 1),
             p_kbase.eq(u.kbase + Mux(u.on_v, 0, step_bytes)),
-            p_vbase.eq(u.vbase + Mux(u.on_v, step_bytes, 0)),
+            p_vbase.eq(Mux(v_page, (u.kpage[nvs[0]] + kv.v_addr)[:ADDR_BITS],
+                           u.vbase + Mux(u.on_v, step_bytes, 0))),
             p_hbase.eq(u.hbase + view(u.raw, Op.LOAD_Q).head_stride),
             p_rowbase.eq(lb.base + Mux(u.is_kv & u.on_v, u.vstride, u.stride)),
         ]
@@ -266,11 +344,16 @@ class LoadEngine(wiring.Component):
         ]
         unit_done = Signal()
         instr_done = Signal()
-        m.d.comb += unit_done.eq(lb.last & (u.contig | p_row_last))
+        m.d.comb += unit_done.eq(lb.last & (u.contig | p_row_last) & ~is_t)
         m.d.comb += instr_done.eq(unit_done & Mux(u.is_kv, p_kv_last, p_q_last))
         with m.If(ar):
             m.d.sync += [lb.off.eq(lb.off + lb.len), u.unit_first.eq(0)]
-            with m.If(lb.last):
+            with m.If(is_t):                         # a table word: into slot t_req mod 2
+                ab = self.cfg.axi_data_bytes
+                m.d.sync += [lb.off.eq(0), u.t_req.eq(u.t_req + 1), u.t_pre.eq(u.t_pre - 1),
+                             u.t_addr.eq(u.t_addr + ab), lb.base.eq(u.t_addr + ab),
+                             u.slot_ok[u.t_req[0]].eq(0)]
+            with m.Elif(lb.last):
                 m.d.sync += lb.off.eq(0)
                 with m.If(instr_done):
                     m.d.sync += u.busy.eq(0)
@@ -284,19 +367,27 @@ class LoadEngine(wiring.Component):
                                  u.kbase.eq(p_kbase), u.vbase.eq(p_vbase),
                                  lb.base.eq(p_base), u.rows.eq(p_rows),
                                  lb.beats.eq(p_beats), u.trow.eq(0), u.unit_first.eq(1)]
+                    # a K block that starts a page: its table word first (the first page
+                    # of a word), then its entry (_page_walk)
+                    with m.If(kv.paged & ~p_next_v & ((p_nks & pmask) == 0)):
+                        m.d.sync += [u.need_entry.eq(1), u.t_pre.eq(u.e_idx == 0),
+                                     lb.base.eq(u.t_addr), lb.beats.eq(1),
+                                     u.k_beats.eq(p_beats)]
         return instr_done
 
-    def _tag(self, m: Module, lraw, l_is_kv, l_on_v, l_wd, l_wk, instr_done):
+    def _tag(self, m: Module, lraw, l_is_kv, l_on_v, l_wd, l_wk, instr_done, is_t, slot):
         """A burst's tag: where its beats go and what its last beat means. Words of a row (R
         beats count rows by it): a Q row with its multiplier or a K row with key_scales has
-        one more; ``lanes`` are those of the row's last data word."""
+        one more; ``lanes`` are those of the row's last data word. A block-table word
+        (``is_t``) goes to its ``slot``, one word a "row"."""
         tag_in = Signal(load_tag_layout())
         lastlanes = view(lraw, Op.LOAD_KV).d - ((l_wd - 1) << log2(self.cfg.macs_per_line))
         m.d.comb += [
-            tag_in.kv.eq(l_is_kv), tag_in.v.eq(l_on_v),
-            tag_in.wd.eq(Mux(l_is_kv, Mux(l_on_v, l_wd, l_wk),
-                             l_wd + view(lraw, Op.LOAD_Q).row_scales)),
-            tag_in.sc.eq(l_is_kv & ~l_on_v & view(lraw, Op.LOAD_KV).key_scales),
+            tag_in.kv.eq(l_is_kv & ~is_t), tag_in.v.eq(l_on_v),
+            tag_in.wd.eq(Mux(is_t, 1, Mux(l_is_kv, Mux(l_on_v, l_wd, l_wk),
+                                          l_wd + view(lraw, Op.LOAD_Q).row_scales))),
+            tag_in.sc.eq(l_is_kv & ~l_on_v & view(lraw, Op.LOAD_KV).key_scales & ~is_t),
+            tag_in.t.eq(is_t), tag_in.slot.eq(slot),
             tag_in.lanes.eq(lastlanes), tag_in.end.eq(instr_done),
             tag_in.push.eq(view(lraw).push_next),
         ]
@@ -315,7 +406,7 @@ class LoadEngine(wiring.Component):
         m.d.sync += ok.eq((need <= Mux(l_on_v, self.v_free, self.k_free)) & ~self.credits_stale)
         return ok
 
-    def _read_data(self, m: Module, tags, fail):
+    def _read_data(self, m: Module, tags, fail, u: _LoadRegs):
         """R beats to the core: the oldest burst's tag says Q or K/V, which ring, the row's
         words and its last word's lanes (the rest zeroed). Returns the R handshake."""
         cfg = self.cfg
@@ -328,12 +419,13 @@ class LoadEngine(wiring.Component):
         m.d.comb += [row_last.eq(rw == t_wd - 1), data_last.eq(rw == t_wd - 1 - t.sc)]
         beat_ok = self.rvalid & tags.o.valid
         m.d.comb += [
-            self.q.valid.eq(beat_ok & ~self.stop & ~t_kv),
+            self.q.valid.eq(beat_ok & ~self.stop & ~t_kv & ~t.t),
             self.kv.valid.eq(beat_ok & ~self.stop & t_kv),
             self.kv.payload.v.eq(t_v), self.kv.payload.last.eq(row_last),
             self.kv.payload.sc.eq(t.sc & row_last),
             self.kv.payload.end.eq(t_end & self.rlast),
-            self.rready.eq(tags.o.valid & (self.stop | Mux(t_kv, self.kv.ready, self.q.ready))),
+            self.rready.eq(tags.o.valid & (self.stop | t.t
+                                           | Mux(t_kv, self.kv.ready, self.q.ready))),
         ]
         for lane in range(q):
             elem = self.rdata[lane * cfg.data_bits:(lane + 1) * cfg.data_bits]
@@ -341,6 +433,8 @@ class LoadEngine(wiring.Component):
                          self.kv.payload.data[lane].eq(
                              Mux(~data_last | (lane < t_lanes), elem, 0))]
         r = self.rvalid & self.rready
+        with m.If(r & t.t):                          # a block-table word
+            m.d.sync += [u.slots[t.slot].eq(self.rdata), u.slot_ok[t.slot].eq(1)]
         with m.If(r):
             m.d.sync += rw.eq(Mux(row_last, 0, rw + 1))
             with m.If(self.rresp != 0):
