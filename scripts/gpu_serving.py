@@ -38,6 +38,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="small traces (a smoke run)")
     ap.add_argument("--deadline-s", type=float, default=420.0,
                     help="stop starting new measurements after this many seconds")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated backends to measure (default: all)")
     a = ap.parse_args()
     try:
         import torch
@@ -83,8 +85,10 @@ def main() -> int:
                                                  "sdpa-one-by-one")]
         jobs += [("window", b, heads) for b in ("flex-sliding-window", "sdpa-dense-causal")]
     jobs += [("decode", b, traces.DECODE["heads"]) for b in
-             ("flex-contiguous", "sdpa-gathered-pages", "sdpa-gathered-attention-only",
-              "flex-paged")]
+             ("flex-contiguous", "flex-contiguous-prefill-kernel", "sdpa-gathered-pages",
+              "sdpa-gathered-attention-only", "flex-paged")]
+    if a.only:
+        jobs = [j for j in jobs if j[1] in a.only.split(",")]
     for workload, backend, heads in jobs:
         entry = {"workload": workload, "backend": backend, "heads": heads}
         if time.perf_counter() - t0 > a.deadline_s:
@@ -96,7 +100,9 @@ def main() -> int:
             record({**entry, **info, "status": "ok", "time_ms": ms, "time_ms_min": ms_min,
                     "repeats": reps, "tflops": info["flops"] / (ms * 1e-3) / 1e12})
         except Exception as e:  # an unsupported path or out of memory: recorded, not fatal
-            record({**entry, "status": f"error-{type(e).__name__}: {str(e)[:300]}"})
+            msg = str(e)
+            msg = msg if len(msg) < 1200 else msg[:300] + " … " + msg[-900:]
+            record({**entry, "status": f"error-{type(e).__name__}: {msg}"})
         finally:
             fn = None
             torch.cuda.empty_cache()
@@ -107,7 +113,10 @@ def main() -> int:
 def _flex(torch):
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
-    return torch.compile(flex_attention, dynamic=False), create_block_mask
+    def block_mask(*args, **kw):   # compiled: a 128K × 128K mask is never materialized
+        return create_block_mask(*args, _compile=True, **kw)
+
+    return torch.compile(flex_attention, dynamic=False), block_mask
 
 
 def _causal_flops(lens, heads):
@@ -181,7 +190,7 @@ def _decode(torch, backend, heads, _prefill_lens, lens, _win):
             "kv_bytes_touched": 2 * 2 * D * hk * sum(-(-n // page) * page for n in lens)}
     lens_t = torch.tensor(lens, device=dev)
     q = torch.randn(b, heads, 1, D, device=dev, dtype=dt_)
-    if backend == "flex-contiguous":
+    if backend.startswith("flex-contiguous"):
         flex, cbm = _flex(torch)
         k, v = (torch.randn(b, hk, lmax, D, device=dev, dtype=dt_) for _ in range(2))
 
@@ -189,7 +198,10 @@ def _decode(torch, backend, heads, _prefill_lens, lens, _win):
             return ki < lens_t[bi]
 
         bm = cbm(mask, b, None, 1, lmax, device=dev)
-        return (lambda: flex(q, k, v, block_mask=bm, enable_gqa=True)), info
+        opts = ({"FORCE_USE_FLEX_ATTENTION": True} if backend.endswith("prefill-kernel")
+                else None)
+        return (lambda: flex(q, k, v, block_mask=bm, enable_gqa=True,
+                             kernel_options=opts)), info
     pages = [-(-n // page) for n in lens]
     n_pages = sum(pages)
     perm = torch.randperm(n_pages, device=dev)  # pages anywhere in the pool
