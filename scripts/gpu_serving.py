@@ -178,16 +178,33 @@ def _window(torch, backend, heads, _prefill_lens, _decode, win):
         **info, "note": "dense causal (no window): what SDPA without a mask mod computes"}
 
 
+FLEX_CHUNK = 32   # FlexAttention's kernels fail to compile on K/V of ≥ 2^31 elements
+                  # (int64 offsets, torch 2.11): the flex decodes run 32 sequences a call
+
+
 def _decode(torch, backend, heads, _prefill_lens, lens, _win):
+    p = traces.DECODE
+    hk, page = p["kv_heads"], p["page_size"]
+    info = {"sequences": len(lens), "kv_heads": hk, "page_size": page,
+            "cache_tokens": sum(lens), "flops": 4.0 * D * heads * sum(lens),
+            "kv_bytes_touched": 2 * 2 * D * hk * sum(-(-n // page) * page for n in lens)}
+    if not backend.startswith("flex"):
+        return _decode_part(torch, backend, heads, lens), info
+    parts = [_decode_part(torch, backend, heads, lens[i:i + FLEX_CHUNK])
+             for i in range(0, len(lens), FLEX_CHUNK)]
+    note = f"{len(parts)} calls of {FLEX_CHUNK} sequences"
+    if backend == "flex-paged":
+        note += "; PagedAttention's pages are the block mask's 128 keys, not 16"
+    return (lambda: [f() for f in parts]), {**info, "note": note}
+
+
+def _decode_part(torch, backend, heads, lens):
     import torch.nn.functional as F
 
     dev, dt_ = "cuda", torch.bfloat16
     p = traces.DECODE
     hk, page, b = p["kv_heads"], p["page_size"], len(lens)
     lmax = -(-max(lens) // page) * page
-    info = {"sequences": b, "kv_heads": hk, "page_size": page, "cache_tokens": sum(lens),
-            "flops": 4.0 * D * heads * sum(lens),
-            "kv_bytes_touched": 2 * 2 * D * hk * sum(-(-n // page) * page for n in lens)}
     lens_t = torch.tensor(lens, device=dev)
     q = torch.randn(b, heads, 1, D, device=dev, dtype=dt_)
     if backend.startswith("flex-contiguous"):
@@ -200,8 +217,7 @@ def _decode(torch, backend, heads, _prefill_lens, lens, _win):
         bm = cbm(mask, b, None, 1, lmax, device=dev)
         opts = ({"FORCE_USE_FLEX_ATTENTION": True} if backend.endswith("prefill-kernel")
                 else None)
-        return (lambda: flex(q, k, v, block_mask=bm, enable_gqa=True,
-                             kernel_options=opts)), info
+        return lambda: flex(q, k, v, block_mask=bm, enable_gqa=True, kernel_options=opts)
     pages = [-(-n // page) for n in lens]
     n_pages = sum(pages)
     perm = torch.randperm(n_pages, device=dev)  # pages anywhere in the pool
@@ -211,7 +227,7 @@ def _decode(torch, backend, heads, _prefill_lens, lens, _win):
         table[i, :np_] = perm[at:at + np_]
         at += np_
     if backend == "flex-paged":
-        return _flex_paged(torch, q, lens, table, n_pages, page, hk, info)
+        return _flex_paged(torch, q, lens, n_pages, page, hk)
     kc, vc = (torch.randn(n_pages, page, hk, D, device=dev, dtype=dt_) for _ in range(2))
     keep = (torch.arange(lmax, device=dev)[None, :] < lens_t[:, None])[:, None, None, :]
 
@@ -220,16 +236,15 @@ def _decode(torch, backend, heads, _prefill_lens, lens, _win):
 
     if backend == "sdpa-gathered-attention-only":
         k, v = gather(kc), gather(vc)
-        return (lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=keep,
-                                                       enable_gqa=True)), info
+        return lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=keep, enable_gqa=True)
 
     def gathered():
         return F.scaled_dot_product_attention(q, gather(kc), gather(vc), attn_mask=keep,
                                               enable_gqa=True)
-    return gathered, info
+    return gathered
 
 
-def _flex_paged(torch, q, lens, table, n_pages, page, hk, info):
+def _flex_paged(torch, q, lens, n_pages, page, hk):
     """FlexAttention over a paged cache (torch's experimental PagedAttention): the logical
     block mask converted through the page table."""
     from torch.nn.attention.experimental._paged_attention import PagedAttention
@@ -250,8 +265,8 @@ def _flex_paged(torch, q, lens, table, n_pages, page, hk, info):
 
     logical = cbm(mask, b, None, 1, lmax, device=dev, BLOCK_SIZE=kvb)
     physical = pa.convert_logical_block_mask(logical)
-    return (lambda: flex(q, kc, vc, block_mask=physical, enable_gqa=True)), {
-        **info, "note": "PagedAttention needs pages of the block mask's 128 keys, not 16"}
+    # PagedAttention wants pages of the block mask's 128 keys, not 16
+    return lambda: flex(q, kc, vc, block_mask=physical, enable_gqa=True)
 
 
 def _cumsum(xs):
