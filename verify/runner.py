@@ -279,7 +279,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
              prog_len: int | None = None,
              write_window: tuple[int, int] | None | str = "layout",
              rerun: bool = False, inputs: GoldenInputs | None = None,
-             q_rows: bool = False, k_block: int | None = None) -> SimResult:
+             q_rows: bool = False, k_block: int | None = None,
+             patch: list[tuple[int, bytes]] | None = None) -> SimResult:
     """Run ``wl`` on the RTL of ``hw`` and compare with the models.
 
     ``inputs``: integer Q, K, V and their scales to run instead of random ones (a host
@@ -287,7 +288,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     a scale per Q row, per block of K rows. The inputs and the schedule are made once; the
     result carries the schedule that ran and its own verdict (:meth:`SimResult.failures`).
 
-    ``program`` replaces the generated program bytes (fault tests); ``errors`` are DRAM byte
+    ``program`` replaces the generated program bytes and ``patch`` writes ``(address,
+    bytes)`` over the image (fault tests); ``errors`` are DRAM byte
     ranges that answer SLVERR; ``window`` sets the DRAM window registers; ``reset_at`` resets
     the accelerator that many cycles into the run and then runs again; ``abort_at`` writes
     ``CTRL.ABORT``; ``progress(done_cycles, expected)`` is called while it runs;
@@ -313,6 +315,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     if program is not None or prog_offset:
         image[0:lay.q] = bytes(lay.q)
         image[prog_offset:prog_offset + len(prog)] = prog
+    for at, data in patch or ():
+        image[at:at + len(data)] = data
     expect = sched.total_cycles
     if write_window == "layout":
         write_window = (lay.o, lay.end - lay.o)

@@ -129,6 +129,56 @@ def test_tiny_varlen_with_a_window():
     assert r.cycles == r.predicted_cycles
 
 
+# paged K/V caches (FlashAttention's block_table): pages in a seeded shuffle of their pool,
+# found by the load engine through the block table in DRAM
+PAGED = [
+    ({"seqlens_q": [1, 1, 1, 1, 1], "seqlens_k": [17, 3, 64, 40, 9], "head_dim": 24,
+      "heads": 4, "kv_heads": 1, "page_size": 1}, {}, 0.0),          # a decode batch, 1 a page
+    ({"seqlens_q": [1, 1, 1], "seqlens_k": [37, 100, 64], "head_dim": 8, "heads": 4,
+      "kv_heads": 2, "causal": True, "page_size": 4}, {}, 0.0),      # GQA decode
+    ({"seqlens_q": [5, 37, 1, 20], "seqlens_k": [9, 37, 30, 64], "head_dim": 16, "heads": 2,
+      "causal": True, "page_size": 8}, {"q_rows": True, "k_block": 4}, 0.0),  # prefill, scales
+    ({"seqlens_q": [30, 5, 64], "seqlens_k": [30, 50, 64], "head_dim": 16, "heads": 2,
+      "kv_heads": 1, "causal": True, "window_left": 7, "page_size": 4}, {}, 0.3),  # a window
+]
+
+
+@pytest.mark.parametrize("shape, scales, p", PAGED)
+def test_tiny_paged(shape, scales, p):
+    wl = C.VarlenWorkload(element_bytes=TINY.element_bytes, **shape)
+    r = simulate(TINY, wl, seed=23, p_stall=p, log=lambda *a: None, **scales)
+    assert r.failures() == []
+    if p == 0:
+        assert r.cycles == r.predicted_cycles
+
+
+PAGED_FAULT = C.VarlenWorkload(seqlens_q=[1, 1], seqlens_k=[20, 9], head_dim=8, heads=2,
+                               kv_heads=1, page_size=4, element_bytes=1)
+
+
+def _paged_fault(expect, **kw):
+    r = simulate(TINY, PAGED_FAULT, seed=1, log=lambda *a: None, check=False, **kw)
+    assert r.done and not r.timed_out, r.extra
+    assert r.error == expect, (r.error, expect)
+    assert r.axi_violations == 0, r.axi_report
+    assert r.stray_bytes == 0
+    return r
+
+
+def test_page_outside_the_read_window_is_refused():
+    # the second sequence's third page points past everything the host allowed
+    lay = prepare(TINY, PAGED_FAULT, seed=1).layout
+    at = lay.tables + 4 * (lay.paged.table_start[1] + 2)
+    r = _paged_fault(ErrorCode.ADDRESS_RANGE, patch=[(at, (0x00FF_FFFF).to_bytes(4, "little"))])
+    assert r.extra["dram_bytes_written"] < prepare(TINY, PAGED_FAULT, seed=1).o_bytes
+
+
+def test_block_table_outside_the_read_window_is_refused():
+    lay = prepare(TINY, PAGED_FAULT, seed=1).layout
+    r = _paged_fault(ErrorCode.ADDRESS_RANGE, window=(0, lay.tables))
+    assert r.extra["dram_bytes_written"] == 0
+
+
 # head dims that are not a multiple of macs_per_line (FlashAttention's tests use odd ones):
 # the host pads rows to whole words, the hardware ignores the padding
 @pytest.mark.parametrize("shape", [

@@ -40,3 +40,23 @@ def test_fpga_window():
     r = simulate(hw, wl, seed=4, log=lambda *a: None)
     check_run(hw, wl, r)
     assert r.cycles == r.predicted_cycles
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shape, p", [
+    # a GQA decode batch, 16 keys a page, two table entries a bus word
+    ({"seqlens_q": [1, 1, 1], "seqlens_k": [300, 129, 64], "head_dim": 64, "heads": 4,
+      "kv_heads": 2, "page_size": 16}, 0.0),
+    ({"seqlens_q": [1, 1, 1], "seqlens_k": [300, 129, 64], "head_dim": 64, "heads": 4,
+      "kv_heads": 2, "page_size": 16}, 0.3),
+    # windowed varlen prefill over pages of 8 keys
+    ({"seqlens_q": [40, 100], "seqlens_k": [40, 300], "head_dim": 32, "heads": 2,
+      "kv_heads": 1, "causal": True, "window_left": 50, "page_size": 8}, 0.0),
+])
+def test_fpga_paged(shape, p):
+    hw = C.fpga()
+    wl = C.VarlenWorkload(element_bytes=1, **shape)
+    r = simulate(hw, wl, seed=3, p_stall=p, log=lambda *a: None)
+    assert r.failures() == []
+    if p == 0:
+        assert r.cycles == r.predicted_cycles
