@@ -11,7 +11,8 @@ try:
 except _metadata.PackageNotFoundError:      # a source tree that was not installed
     __version__ = "0+unknown"
 
-_API = ("attention", "attention_varlen", "reference_attention", "reference_attention_varlen",
+_API = ("attention", "attention_varlen", "attention_with_kvcache", "reference_attention",
+        "reference_attention_varlen",
         "schedule", "simulate", "hardware")
 __all__ = ["__version__", *_API]
 

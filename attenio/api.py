@@ -14,7 +14,7 @@ from attenio import config as C
 from attenio.contract.rules import check_window
 from attenio.errors import bad
 
-__all__ = ["attention", "attention_varlen", "reference_attention",
+__all__ = ["attention", "attention_varlen", "attention_with_kvcache", "reference_attention",
            "reference_attention_varlen", "schedule", "simulate", "hardware"]
 
 
@@ -86,7 +86,7 @@ def _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block) -> np.ndarray:
 
 
 def _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, window,
-            element_bytes: int = 1):
+            element_bytes: int = 1, page_size: int = 0):
     """The packed tensors (``[1, heads, total, d]``) and the workload of a varlen call."""
     arrays = []
     for name, x in (("q", q), ("k", k), ("v", v)):
@@ -106,7 +106,7 @@ def _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, cau
     wl = C.VarlenWorkload.from_cu_seqlens(
         cu_seqlens_q, cu_seqlens_k, head_dim=q3.shape[2], heads=q3.shape[1],
         kv_heads=k3.shape[1], causal=causal, element_bytes=element_bytes, window_left=left,
-        window_right=right)
+        window_right=right, page_size=page_size)
     for name, x, total, most, lens in (
             ("q", q3, wl.seq_q, max_seqlen_q, wl.seqlens_q),
             ("k", k3, wl.seq_k, max_seqlen_k, wl.seqlens_k)):
@@ -120,13 +120,16 @@ def _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, cau
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int | None = None,
                      max_seqlen_k: int | None = None, *, causal: bool = False, window=(-1, -1),
                      preset: str | C.HardwareConfig = "fpga", scheme: str = "tensor",
-                     q_scales: str = "tensor", k_block: int | None = None) -> np.ndarray:
+                     q_scales: str = "tensor", k_block: int | None = None,
+                     page_size: int = 0) -> np.ndarray:
     """:func:`attention` on a batch of sequences of different lengths packed together, with
     FlashAttention's ``flash_attn_varlen_func`` layout and arguments: ``q`` is ``[total_q,
     heads, d]``, ``k`` and ``v`` ``[total_k, kv_heads, d]``, sequence i's tokens at
     ``cu_seqlens_q[i] … cu_seqlens_q[i+1]−1`` (``cu_seqlens_k`` alike); ``causal`` and
     ``window`` apply per sequence, aligned at its bottom right. Returns ``[total_q, heads,
     d]``. The tensors are quantized as one (as the accelerator's host would, one DRAM image).
+    ``page_size``: the keys of a page when K and V come from a paged cache (the workload's;
+    the result does not depend on it).
 
     Raises
     ------
@@ -136,8 +139,78 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int | No
     """
     hw = hardware(preset)
     (q4, k4, v4), wl = _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                               max_seqlen_k, causal, window, hw.element_bytes)
+                               max_seqlen_k, causal, window, hw.element_bytes, page_size)
     return _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block)[0].transpose(1, 0, 2)
+
+
+def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None, *,
+                           causal: bool = False, window=(-1, -1),
+                           preset: str | C.HardwareConfig = "fpga", scheme: str = "tensor",
+                           q_scales: str = "tensor", k_block: int | None = None) -> np.ndarray:
+    """:func:`attention` of new queries against K/V caches, with FlashAttention's
+    ``flash_attn_with_kvcache`` layout and arguments: ``q`` is ``[batch, seqlen_q, heads,
+    d]``; sequence b sees the first ``cache_seqlens[b]`` keys of its cache. Without
+    ``block_table`` the caches are ``[batch, seqlen_cache, kv_heads, d]``; with it (``[batch,
+    pages]`` of page indices) they are ``[num_pages, page_size, kv_heads, d]`` and sequence
+    b's key j lies in page ``block_table[b][j // page_size]``, as the accelerator reads a paged
+    cache (docs/isa.md, "Paged K/V"). ``causal`` is aligned at each sequence's bottom right
+    (the new queries are the cache's last positions), ``window`` as :func:`attention`'s.
+    Returns ``[batch, seqlen_q, heads, d]``.
+
+    Raises
+    ------
+    ConfigError
+        Shapes that disagree, a length of 0 or past the cache, a page index outside the
+        cache or a table too short for its sequence (naming the entry), a page size the
+        hardware's table cannot express, options as :func:`attention`.
+    """
+    hw = hardware(preset)
+    q4 = np.asarray(q, dtype=np.float64)
+    if q4.ndim != 4:
+        raise bad("q", f"an array of shape {q4.shape}", "[batch, seqlen_q, heads, head dim] "
+                  "(FlashAttention's kvcache layout)")
+    b, sq, h, d = q4.shape
+    k, v, lens, page = _gather_cache(k_cache, v_cache, cache_seqlens, block_table, b)
+    out = attention_varlen(q4.reshape(b * sq, h, d), k, v, [i * sq for i in range(b + 1)],
+                           [0, *np.cumsum(lens).tolist()], causal=causal, window=window,
+                           preset=hw, scheme=scheme, q_scales=q_scales, k_block=k_block,
+                           page_size=page)
+    return out.reshape(b, sq, h, d)
+
+
+def _gather_cache(k_cache, v_cache, cache_seqlens, block_table, batch: int):
+    """Each sequence's first ``cache_seqlens[b]`` keys, packed (``[total, kv_heads, d]``), its
+    lengths and the page size (0 without a block table)."""
+    kc, vc = np.asarray(k_cache, dtype=np.float64), np.asarray(v_cache, dtype=np.float64)
+    if kc.ndim != 4 or kc.shape != vc.shape:
+        raise bad("k_cache", f"shape {kc.shape} (v_cache {vc.shape})",
+                  "two arrays of one shape [batch or pages, keys, kv_heads, head dim]")
+    lens = np.broadcast_to(np.asarray(cache_seqlens), (batch,)).astype(np.int64)
+    page = kc.shape[1] if block_table is not None else 0
+    span = kc.shape[1] if block_table is None else None
+    if block_table is None and kc.shape[0] != batch:
+        raise bad("k_cache", f"{kc.shape[0]} sequences", f"q's batch, {batch}")
+    keys, values = [], []
+    for i, n in enumerate(lens):
+        if n < 1 or (span is not None and n > span):
+            raise bad(f"cache_seqlens[{i}]", int(n), f"must be in [1, {span or 'pages·size'}]")
+        if block_table is None:
+            keys.append(kc[i, :n])
+            values.append(vc[i, :n])
+            continue
+        row = np.asarray(block_table[i]) if i < len(block_table) else np.zeros(0)
+        need = -(-int(n) // page)
+        if len(row) < need:
+            raise bad(f"block_table[{i}]", f"{len(row)} pages", f"cache_seqlens[{i}] = {n} "
+                      f"needs {need} of {page} keys")
+        for g, x in enumerate(row[:need]):
+            if not 0 <= x < kc.shape[0]:
+                raise bad(f"block_table[{i}][{g}]", int(x), f"a page of k_cache: [0, "
+                          f"{kc.shape[0]})")
+        pages = row[:need].astype(np.int64)
+        keys.append(kc[pages].reshape(-1, *kc.shape[2:])[:n])
+        values.append(vc[pages].reshape(-1, *vc.shape[2:])[:n])
+    return np.concatenate(keys), np.concatenate(values), lens.tolist(), page
 
 
 def reference_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k,
@@ -161,38 +234,35 @@ def reference_attention(q, k, v, *, causal: bool = False, window=(-1, -1)) -> np
                window=check_window(window)).reshape(shape)
 
 
-def _workload(hw, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k, window):
-    window = check_window(window)
-    if seqlens is None:
-        if n is None:
-            raise bad("n", None, "give a length n, or seqlens= for a varlen batch")
-        return C.Workload.from_options(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads,
-                                       batch=batch, causal=causal, window=window)
-    if n is not None or nk is not None or batch != 1:
-        raise bad("n", n, "leave n, nk and batch out with seqlens= (the lengths give each "
-                  "sequence; seqlens_k= their keys)")
-    return C.VarlenWorkload.from_options(hw, seqlens=seqlens, nk=seqlens_k, d=d, heads=heads,
-                                         kv_heads=kv_heads, causal=causal, window=window)
+def _workload(hw, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k, window,
+              page_size=0):
+    from attenio.workload import workload_from_options
+
+    return workload_from_options(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads,
+                                 batch=None if batch == 1 else batch, causal=causal,
+                                 seqlens=seqlens, seqlens_k=seqlens_k,
+                                 window=check_window(window), page_size=page_size)
 
 
 def schedule(n: int | None = None, d: int = 64, *, nk: int | None = None, heads: int = 1,
              kv_heads: int | None = None, batch: int = 1, causal: bool = False,
-             seqlens=None, seqlens_k=None, window=(-1, -1),
+             seqlens=None, seqlens_k=None, window=(-1, -1), page_size: int = 0,
              preset: str | C.HardwareConfig = "asplos26", dataflow: str = "attenio"):
     """The tiling, program and predicted timeline of a workload
     (:class:`attenio.sim.schedule.Schedule`; ``.total_cycles``, ``.to_dict()``): ``n`` (and
     ``nk``) for one shape, or ``seqlens`` (and ``seqlens_k``) for a varlen batch; ``window``
-    a sliding window as :func:`attention`'s."""
+    a sliding window as :func:`attention`'s; ``page_size`` > 0 for K/V in a paged cache."""
     from attenio.sim.schedule import schedule as run
 
     hw = hardware(preset)
-    wl = _workload(hw, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k, window)
+    wl = _workload(hw, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k, window,
+                   page_size)
     return run(hw, wl, dataflow, keep_spans=False)
 
 
 def simulate(n: int | None = None, d: int = 64, *, nk: int | None = None, heads: int = 1,
              kv_heads: int | None = None, batch: int = 1, causal: bool = False,
-             seqlens=None, seqlens_k=None, window=(-1, -1),
+             seqlens=None, seqlens_k=None, window=(-1, -1), page_size: int = 0,
              preset: str | C.HardwareConfig = "tiny", sim: str = "verilator", seed: int = 0,
              p_stall: float = 0.0):
     """Run a workload on the RTL under cocotb (:class:`attenio.verify.runner.SimResult`:
@@ -202,5 +272,6 @@ def simulate(n: int | None = None, d: int = 64, *, nk: int | None = None, heads:
     from attenio.verify.runner import simulate as run
 
     hw = hardware(preset)
-    wl = _workload(hw, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k, window)
+    wl = _workload(hw, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k, window,
+                   page_size)
     return run(hw, wl, sim=sim, seed=seed, p_stall=p_stall, log=lambda *a: None)

@@ -293,3 +293,44 @@ def _check_page_size(wl) -> None:
     if isinstance(p, bool) or not isinstance(p, int) or p < 0 or p > MAX_PAGE or p & (p - 1):
         raise bad("page_size", p, f"must be 0 (a contiguous K/V cache) or a power of two in "
                   f"[1, {MAX_PAGE}] (keys per page)")
+
+
+def workload_from_options(hw: HardwareConfig | None, *, n=None, d: int, nk=None,
+                          heads: int = 1, kv_heads=None, batch=None, causal: bool = False,
+                          seqlens=None, seqlens_k=None, window=(-1, -1), page_size: int = 0,
+                          decode: bool = False, cache_lens=None,
+                          flag=lambda name: name) -> Workload | VarlenWorkload:
+    """The workload of the CLI's and the API's options, the one place they are chosen: one
+    shape (``n``, ``nk``, ``batch``), a varlen batch (``seqlens``, ``seqlens_k``) or a decode
+    batch (``decode`` with ``cache_lens``: ``n`` new queries a sequence, default 1, against
+    caches of these lengths, a varlen batch of ``[n]·B`` and ``cache_lens``); a mix of them
+    is refused, naming the option as ``flag(name)`` spells it (``--seqlens`` on the CLI)."""
+    common = {"d": d, "heads": heads, "kv_heads": kv_heads, "causal": causal, "window": window,
+              "page_size": page_size}
+    if decode or cache_lens is not None:
+        if not decode or cache_lens is None:
+            raise bad(flag("decode"), decode, f"give {flag('decode')} with "
+                      f"{flag('cache_lens')} (each sequence's cache length)")
+        for name, value in (("nk", nk), ("batch", batch), ("seqlens", seqlens),
+                            ("seqlens_k", seqlens_k)):
+            if value is not None:
+                raise bad(flag(name), value, f"leave it out with {flag('decode')}: "
+                          f"{flag('cache_lens')} gives each sequence's keys, {flag('n')} its "
+                          "new queries")
+        q = 1 if n is None else n
+        return VarlenWorkload.from_options(hw, seqlens=[q] * len(cache_lens), nk=cache_lens,
+                                           **common)
+    if seqlens is None:
+        if seqlens_k is not None:
+            raise bad(flag("seqlens_k"), seqlens_k, f"give it with {flag('seqlens')}")
+        if n is None:
+            raise bad(flag("n"), None, f"give {flag('n')} (one length), {flag('seqlens')} "
+                      f"(a varlen batch) or {flag('decode')} {flag('cache_lens')} (a decode "
+                      "batch)")
+        return Workload.from_options(hw, n=n, nk=nk, batch=1 if batch is None else batch,
+                                     **common)
+    for name, value in (("n", n), ("nk", nk), ("batch", batch)):
+        if value is not None:
+            raise bad(flag(name), value, f"leave it out with {flag('seqlens')}: the lengths "
+                      f"give each sequence ({flag('seqlens_k')} their keys)")
+    return VarlenWorkload.from_options(hw, seqlens=seqlens, nk=seqlens_k, **common)

@@ -22,11 +22,12 @@ Dataflows (brief §2):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
 from attenio.config import HardwareConfig, Workload
-from attenio.contract.rules import key_span, keys_seen
+from attenio.contract.rules import ENTRY_BYTES, key_span, keys_seen
 from attenio.errors import ConfigError, bad
 
 __all__ = [
@@ -285,43 +286,56 @@ def tile_keys(p0: int, rows: int, seq_q: int, seq_k: int, causal: bool, kv_block
 
 
 def tile_span(p0: int, rows: int, seq_q: int, seq_k: int, causal: bool, kv_block: int,
-              window=(-1, -1)) -> tuple[int, int]:
+              window=(-1, -1), page: int = 0) -> tuple[int, int]:
     """The keys ``[first, end)`` a query tile streams: those some row of it sees
     (``contract.rules.key_span``: causal, the sliding window) widened to whole K/V blocks of
-    the dataflow; ``(0, tile_keys(…))`` without a window. ``first == end`` when it sees none."""
+    the dataflow; ``(0, tile_keys(…))`` without a window. ``first == end`` when it sees none.
+    From a paged cache (``page`` keys a page) ``first`` is a page's first key."""
     if window == (-1, -1):
         return 0, tile_keys(p0, rows, seq_q, seq_k, causal, kv_block)
     first, end = key_span(p0, p0 + rows - 1, seq_k - seq_q, seq_k, causal, window)
     if first >= end:
         return 0, 0
     first -= first % kv_block
-    return first, min(seq_k, first + _cdiv(end - first, kv_block) * kv_block)
+    end = min(seq_k, first + _cdiv(end - first, kv_block) * kv_block)
+    return (first - first % page if page else first), end
 
 
 def _kv_reads(seq_q: int, seq_k: int, d: int, positions: int, causal: bool,
-              kv_block: int, window=(-1, -1)) -> int:
-    """K plus V elements read by a dataflow that streams K/V once per query tile."""
-    total = 0
+              kv_block: int, window=(-1, -1), page: int = 0, table0: int = 0,
+              per_word: int = 1) -> tuple[int, int]:
+    """K plus V elements read by a dataflow that streams K/V once per query tile, and from a
+    paged cache the block-table words (of ``per_word`` entries) its walks read, the
+    sequence's table starting ``table0`` entries into a word (``contract.rules.PageWalk``)."""
+    total = words = 0
     for p0, r in query_tiles(seq_q, positions, causal):
-        first, end = tile_span(p0, r, seq_q, seq_k, causal, kv_block, window)
+        first, end = tile_span(p0, r, seq_q, seq_k, causal, kv_block, window, page)
         total += 2 * d * (end - first)
-    return total
+        if page and end > first:
+            e0 = (table0 + first // page) % per_word
+            words += _cdiv(e0 + _cdiv(end - first, page), per_word)
+    return total, words
 
 
-def head_traffic(hw: HardwareConfig, wl: Workload, tiling: Tiling) -> Traffic:
-    """Traffic of one K/V head's work: ``heads_per_tile`` query heads (1 without GQA sharing)."""
+def head_traffic(hw: HardwareConfig, wl: Workload, tiling: Tiling, table0: int = 0) -> Traffic:
+    """Traffic of one K/V head's work: ``heads_per_tile`` query heads (1 without GQA sharing).
+    A paged cache adds the block-table words each ``LOAD_KV`` reads (its sequence's table at
+    entry ``table0`` of the tables, which start on a 4 KB line)."""
     nq, nk, d = wl.seq_q, wl.seq_k, wl.head_dim
     h = tiling.heads_per_tile
     if tiling.dataflow == "standard":
         return _standard(hw, nq, nk, d).scaled(h)
-    kv = _kv_reads(nq, nk, d, tiling.positions, causal_mask(wl), tiling.kv_block, wl.window)
+    per_word = max(1, hw.axi_data_bytes // ENTRY_BYTES)
+    kv, words = _kv_reads(nq, nk, d, tiling.positions, causal_mask(wl), tiling.kv_block,
+                          wl.window, wl.page_size, table0, per_word)
     reads = {"Q": h * nq * d, "K": kv // 2, "V": kv // 2}
     writes = {"O": h * nq * d}
     if tiling.dataflow == "flat" and "spills" in tiling.notes:
         # S for one row does not fit: the partial row goes out and comes back once.
         reads["S"] = nq * nk
         writes["S"] = nq * nk
-    return _make(hw, reads, writes)
+    t = _make(hw, reads, writes)
+    return dataclasses.replace(t, read_bytes=t.read_bytes + words * hw.axi_data_bytes)
 
 
 def _gemm_tile(m: int, n: int, mem: int) -> tuple[int, int]:
@@ -353,15 +367,22 @@ def workload_traffic(hw: HardwareConfig, wl, dataflow: str = "attenio",
     """Traffic of a whole workload: every batch, every K/V head and its query heads; of a
     varlen batch (``VarlenWorkload``), the sum of its sequences', each under its own tiling
     (``tiling``: one per sequence, or one for all)."""
-    if not isinstance(wl, Workload):
-        tilings = tiling if isinstance(tiling, list) else [tiling] * wl.sequences
-        total = Traffic()
+    tilings = tiling if isinstance(tiling, list) else [tiling] * wl.sequences
+    if not isinstance(wl, Workload) or (wl.page_size and wl.batch > 1):
+        # sequence by sequence (a paged cache: each with its own table, one after another)
+        total, table0 = Traffic(), 0
         for i, t in enumerate(tilings):
-            total = total + workload_traffic(hw, wl.sequence(i), dataflow, t)
+            one = wl.sequence(i)
+            total = total + _sequence_traffic(hw, one, dataflow, t, table0)
+            table0 += _cdiv(one.seq_k, wl.page_size) if wl.page_size else 0
         return total
+    return _sequence_traffic(hw, wl, dataflow, tilings[0])
+
+
+def _sequence_traffic(hw, wl: Workload, dataflow: str, tiling, table0: int = 0) -> Traffic:
     t = tiling or choose_tiling(hw, wl, dataflow)
     per_kv_head_units = wl.group_size // t.heads_per_tile
-    one = head_traffic(hw, wl, t)
+    one = head_traffic(hw, wl, t, table0)
     return one.scaled(wl.batch * wl.kv_heads * per_kv_head_units)
 
 

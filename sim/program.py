@@ -55,10 +55,9 @@ def program_tiles(wl: Workload | VarlenWorkload,
         for hk in range(wl.kv_heads):
             for h0 in range(hk * wl.group_size, (hk + 1) * wl.group_size, t.heads_per_tile):
                 for p0, rows in io.query_tiles(seg.seq_q, t.positions, causal):
+                    # (a paged LOAD_KV starts at a page's first key)
                     first, end = io.tile_span(p0, rows, seg.seq_q, seg.seq_k, causal,
-                                              t.kv_block, wl.window)
-                    if wl.page_size:        # a paged LOAD_KV starts at a page's first key
-                        first -= first % wl.page_size
+                                              t.kv_block, wl.window, wl.page_size)
                     tiles.append(Tile(seg, hk, h0, p0, rows, end - first, t, causal, first))
     return tiles
 

@@ -387,10 +387,13 @@ def test_varlen_batch_from_lengths_or_a_file(tmp_path):
 
 
 @pytest.mark.parametrize("args, says", [
-    (["--seqlens", "5,37", "--n", "4"], "n=4 is invalid with --seqlens"),
-    (["--seqlens", "5,37", "--batch", "2"], "batch=2 is invalid with --seqlens"),
-    (["--seqlens-k", "5,37", "--n", "4"], "seqlens_k is invalid without --seqlens"),
-    (["--d", "16"], "n is missing"),
+    (["--seqlens", "5,37", "--n", "4"], "--n=4 is invalid: leave it out with --seqlens"),
+    (["--seqlens", "5,37", "--batch", "2"], "--batch=2 is invalid: leave it out with --seqlens"),
+    (["--seqlens-k", "5,37", "--n", "4"], "--seqlens-k=[5, 37] is invalid: give it with"),
+    (["--d", "16"], "--n=None is invalid: give --n"),
+    (["--cache-lens", "5,37"], "--decode=False is invalid: give --decode with --cache-lens"),
+    (["--decode", "--cache-lens", "5,37", "--seqlens", "3"], "--seqlens=[3] is invalid: leave"),
+    (["--n", "64", "--page-size", "3"], "page_size=3 is invalid: must be 0"),
     (["--seqlens", "5,0"], r"seqlens_q[1]=0 is invalid"),
     (["--seqlens", "5,37", "--seqlens-k", "5"], "one per sequence"),
     (["--seqlens", "5,9000", "--preset", "tiny"], r"seqlens_q[1]=9000 is invalid"),
@@ -400,6 +403,16 @@ def test_varlen_bad_options_are_one_line(args, says):
     assert r.exit_code == 2, r.output
     lines = r.output.strip().splitlines()
     assert len(lines) == 1 and says in lines[0], r.output
+
+
+def test_decode_batch_on_a_paged_cache():
+    r = run("schedule", "--preset", "tiny", "--decode", "--cache-lens", "37,100,5", "--d", "8",
+            "--heads", "4", "--kv-heads", "2", "--page-size", "4")
+    assert r.exit_code == 0, r.output
+    assert "sequences=3 (3 tokens, 142 keys" in r.output and "page_size=4" in r.output
+    spec = run("schedule", "--preset", "tiny", "--decode", "--n", "2", "--cache-lens",
+               "37,100", "--d", "8", "--json", "-")
+    assert spec.exit_code == 0, spec.output
 
 
 def test_varlen_bad_lengths_are_usage_errors(tmp_path):

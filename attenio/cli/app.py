@@ -230,37 +230,34 @@ def _workload_options(fn):
         click.option("--seqlens-k", "seqlens_k", callback=_parse_lengths, default=None,
                      metavar="L,L,…|@FILE",
                      help="With --seqlens: each sequence's key length (default the same)."),
+        click.option("--decode", is_flag=True,
+                     help="A decode batch: --n new queries (default 1) per sequence against "
+                          "caches of --cache-lens keys."),
+        click.option("--cache-lens", "cache_lens", callback=_parse_lengths, default=None,
+                     metavar="L,L,…|@FILE", help="With --decode: each sequence's cache length."),
+        click.option("--page-size", "page_size", type=int, default=0, show_default=True,
+                     metavar="P", help="K/V in a paged cache of P keys a page, found through "
+                                       "a block table (0: contiguous)."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)
     return fn
 
 
-def _workload(hw, *, n, d, nk, heads, kv_heads, batch, causal, seqlens=None, seqlens_k=None,
-              window=(-1, -1)):
-    """The workload of ``_workload_options``: one shape (``--n``) or a varlen batch
-    (``--seqlens``), refused if ``hw`` cannot run it; a mix of the two is refused."""
-    if seqlens is None:
-        if seqlens_k is not None:
-            raise ConfigError("seqlens_k is invalid without --seqlens: give both")
-        if n is None:
-            raise ConfigError("n is missing: give --n (one length) or --seqlens (a varlen "
-                              "batch)")
-        return C.Workload.from_options(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads,
-                                       batch=1 if batch is None else batch, causal=causal,
-                                       window=window)
-    for name, value in (("n", n), ("nk", nk), ("batch", batch)):
-        if value is not None:
-            raise ConfigError(f"{name}={value} is invalid with --seqlens: the lengths give "
-                              "each sequence (--seqlens-k their keys)")
-    return C.VarlenWorkload.from_options(hw, seqlens=seqlens, nk=seqlens_k, d=d, heads=heads,
-                                         kv_heads=kv_heads, causal=causal, window=window)
+def _workload(hw, **opts):
+    """The workload of ``_workload_options`` and ``--window`` (one shape, a varlen batch or a
+    decode batch: :func:`attenio.workload.workload_from_options`), refused if ``hw`` cannot
+    run it; a mix of them is refused naming the options as typed."""
+    from attenio.workload import workload_from_options
+
+    return workload_from_options(hw, **opts, flag=lambda f: "--" + f.replace("_", "-"))
 
 
 def _describe(wl) -> str:
     """A workload's shape in a report's header line."""
     win = f" window={wl.window[0]},{wl.window[1]}" if wl.windowed else ""
-    return _shape(wl) + win
+    paged = f" page_size={wl.page_size}" if wl.page_size else ""
+    return _shape(wl) + win + paged
 
 
 def _shape(wl) -> str:

@@ -39,7 +39,7 @@ from attenio.errors import ConfigError
 @json_option
 @_friendly
 def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k,
-           dist, seed, stepwise, window, json_path):
+           decode, cache_lens, page_size, dist, seed, stepwise, window, json_path):
     """Run the bit-exact integer model against the float64 reference and print the errors
     (N = 1024 unless --n or --seqlens says otherwise).
 
@@ -48,10 +48,11 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
     """
     hw = _load_hw(preset, config_file)
     _outputs(json=json_path)
-    if n is None and seqlens is None:
+    if n is None and seqlens is None and not decode:
         n = 1024
     wl = _workload(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
-                   causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window)
+                   causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window,
+                   decode=decode, cache_lens=cache_lens, page_size=page_size)
     name = config_file or preset or "fpga"
     click.echo(f"golden check: preset={name} {_describe(wl)} data={dist} seed={seed}")
     from attenio.model.golden import MAX_REL_BOUND, MEAN_REL_BOUND, golden_check

@@ -67,7 +67,8 @@ def verilog_cmd(preset, config_file, output, sv):
 @json_option
 @_friendly
 def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens,
-                 seqlens_k, window, sim, waves, stall, seed, q_scales, k_block, json_path):
+                 seqlens_k, decode, cache_lens, page_size, window, sim, waves, stall, seed,
+                 q_scales, k_block, json_path):
     """Run a workload on the RTL (cocotb) and check it against the models.
 
     Prints correctness (bit-exact with the integer model, error against float64), the RTL's
@@ -86,7 +87,8 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     if k_block is not None and k_block < 1:
         raise ConfigError(f"k_block={k_block} is invalid: a positive number of keys")
     wl = _workload(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
-                   causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window)
+                   causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window,
+                   decode=decode, cache_lens=cache_lens, page_size=page_size)
     _outputs(json=json_path)
     name = config_file or preset
     rows = q_scales == "row"

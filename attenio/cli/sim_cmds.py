@@ -47,7 +47,8 @@ from attenio.errors import ConfigError
 @json_option
 @_friendly
 def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens,
-                 seqlens_k, window, dataflow, trace_path, plot_path, program_path, json_path):
+                 seqlens_k, decode, cache_lens, page_size, window, dataflow, trace_path,
+                 plot_path, program_path, json_path):
     """Tile a workload, emit its program and print the predicted timeline.
 
     Exits 1 if the schedule's DRAM bytes differ from the closed form (docs/dataflows.md).
@@ -62,7 +63,8 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
              json=json_path)
     # (a workload this hardware cannot run is refused here, before any work)
     wl = _workload(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
-                   causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window)
+                   causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window,
+                   decode=decode, cache_lens=cache_lens, page_size=page_size)
     if wl.windowed and dataflow in ("flat", "standard"):
         raise ConfigError(f"dataflow={dataflow!r} is invalid with --window: the phase models "
                           "have no windows (use attenio, fa2, fa2-uncapped)")

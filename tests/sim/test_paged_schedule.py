@@ -97,3 +97,23 @@ def test_block_tables_place_the_pages_and_are_validated():
         Layout.packed(TINY, wl, 0, block_tables=[[7, -1], [0, 1]])
     with pytest.raises(ConfigError, match="block_table"):
         Layout.packed(TINY, wl, 0, block_tables=[[7, 2]])
+
+
+@pytest.mark.parametrize("hw", [C.tiny(), C.fpga(), C.asplos26()], ids=["tiny", "fpga", "asplos26"])
+@pytest.mark.parametrize("shape", [
+    {"seqlens_q": [1, 1, 1], "seqlens_k": [37, 700, 64], "heads": 4, "kv_heads": 2},
+    {"seqlens_q": [30, 5, 64], "seqlens_k": [30, 50, 64], "heads": 2, "kv_heads": 1,
+     "causal": True, "window_left": 7},
+    {"seqlens_q": [300, 17], "seqlens_k": [300, 400], "causal": True},
+])
+def test_closed_form_counts_pages_and_table_words(hw, shape):
+    wl = C.VarlenWorkload(head_dim=32, page_size=8, element_bytes=hw.element_bytes, **shape)
+    s = schedule(hw, wl, keep_spans=False)
+    assert s.read_bytes == s.traffic.read_bytes
+
+
+def test_closed_form_of_a_paged_batch():
+    wl = C.Workload(seq_q=40, seq_k=90, head_dim=8, batch=3, causal=True, window_left=20,
+                    page_size=4, element_bytes=1)
+    s = schedule(TINY, wl, keep_spans=False)
+    assert s.read_bytes == s.traffic.read_bytes
