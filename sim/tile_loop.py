@@ -71,6 +71,11 @@ class TileLoop:
             self.walk = PageWalk(kv.table, self.keys, kv.page_log2, hw.axi_data_bytes)
             self.pages = [e << PAGE_ALIGN_LOG2 for e in entries(kv.table, self.walk.pages)]
             self.word_arrival: dict[int, int] = {}
+            w = self.walk
+            # the steady state repeats only where every page sits alike in its 4 KB line, and
+            # only before the K block of the last table word's first page (no word follows)
+            self.page_skip = len({a % 4096 for a in self.pages}) == 1
+            self.last_word_step = ((w.words - 1) * w.epb - w.e0) * w.page // self.b
 
     # ---- step geometry ----
     def gmin(self, s: int) -> int:
@@ -197,7 +202,15 @@ class TileLoop:
     def state_key(self, s: int, ref: int) -> tuple:
         """Everything the rest of the loop reads, relative to ``ref``."""
         ck, kv, b = self.ck, self.kv, self.b
-        return (tuple(self.qk_end[i] - ref for i in range(s - ck, s) if i >= 0),
+        paged = ()
+        if self.walk is not None:       # where the next K block is in its page and table word
+            w = self.walk
+            g = (s + 1) * b // w.page
+            j, i = w.entry(g)
+            arr = tuple(None if x not in self.word_arrival else self.word_arrival[x] - ref
+                        for x in (j, j + 1))
+            paged = ((s + 1) * b % w.page, i, arr)
+        return paged + (tuple(self.qk_end[i] - ref for i in range(s - ck, s) if i >= 0),
                 tuple(self.pv_end[i] - ref for i in range(s - 1 - ck, s - 1) if i >= 0),
                 self.arr_k[s] - ref, self.arr_v[s - 1] - ref, self.p_ready[s - 1] - ref,
                 self.exp_free - ref, self.rd.state(ref),
@@ -211,7 +224,10 @@ class TileLoop:
         ref = self.pe_free
         period, dt = s - s0, ref - ref0
         # step steps−2 loads the last K block, which may be short: simulate it, never skip it
-        k = (min(self.steps - 1, self.next_change(s)) - 1 - s) // period
+        end = min(self.steps - 1, self.next_change(s))
+        if self.walk is not None:       # ... and the K block of the last table word's first
+            end = min(end, self.last_word_step)    # page (step − 1 loads it) comes after
+        k = (end - 1 - s) // period
         if k <= 0:
             return s
         deltas = [x - y for x, y in zip(self.counts(), snap, strict=True)]
@@ -229,6 +245,9 @@ class TileLoop:
         shift, di = k * dt, k * period
         for name in ("qk_end", "pv_end", "arr_k", "arr_v", "p_ready"):
             setattr(self, name, {i + di: t + shift for i, t in getattr(self, name).items()})
+        if self.walk is not None:       # whole table words went by (the key's phase)
+            dw = di * self.b // (self.walk.page * self.walk.epb)
+            self.word_arrival = {j + dw: t + shift for j, t in self.word_arrival.items()}
         self.step_span("pe", f"steady state: steps {s}-{s + di - 1}", ref, ref + shift)
         self.pe_free += shift
         self.exp_free += shift
@@ -249,7 +268,8 @@ class TileLoop:
                 segment, skipped = self.gmin(s), False
                 seen.clear()
             # steady-state detection: skip whole periods once the relative state repeats
-            if STEADY_STATE_SKIP and not skipped and 1 <= s < steps - 1 and self.walk is None:
+            if (STEADY_STATE_SKIP and not skipped and 1 <= s < steps - 1
+                    and (self.walk is None or self.page_skip)):
                 key = self.state_key(s, self.pe_free)
                 if key in seen:
                     s = self.skip_periods(s, *seen[key])

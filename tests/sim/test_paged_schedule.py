@@ -117,3 +117,17 @@ def test_closed_form_of_a_paged_batch():
                     page_size=4, element_bytes=1)
     s = schedule(TINY, wl, keep_spans=False)
     assert s.read_bytes == s.traffic.read_bytes
+
+
+@pytest.mark.parametrize("lens, page", [((3000, 1500, 40), 16), ((5000, 700), 64)])
+def test_steady_state_skip_is_exact_for_paged_tiles(monkeypatch, lens, page):
+    from attenio.sim import tile_loop
+
+    hw = C.asplos26()        # 32 KiB page slots: every page alike in its 4 KB line
+    wl = C.VarlenWorkload.from_options(hw, seqlens=[1] * len(lens), nk=list(lens), d=128,
+                                       heads=8, kv_heads=2, page_size=page)
+    fast = schedule(hw, wl)
+    monkeypatch.setattr(tile_loop, "STEADY_STATE_SKIP", False)
+    slow = schedule(hw, wl)
+    assert (fast.total_cycles, fast.read_bytes, fast.busy, fast.stalls) == \
+        (slow.total_cycles, slow.read_bytes, slow.busy, slow.stalls)
