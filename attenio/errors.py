@@ -32,3 +32,4 @@ class ErrorCode(IntEnum):
     TIMEOUT = 10
     ABORTED = 11
     REGION_OVERLAP = 12
+    NO_WRITE_WINDOW = 13

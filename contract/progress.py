@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections import deque
 
 from attenio.contract.isa import NEXT, PREV, Op
+from attenio.contract.rules import ENTRY_BYTES
 from attenio.contract.timing import TIMING
 from attenio.errors import ErrorCode
 
@@ -223,6 +224,11 @@ def _spans(ins, hw, out_bytes: int):
     head or per K/V block: the hull of its rows."""
 
     eb = hw.element_bytes
+    if ins.op == Op.LOAD_KV and ins.args.get("paged", 0):
+        # a paged cache: the table is in the program's view; its pages are not (WIN checks
+        # them at run time)
+        pages = -(-ins.keys // (1 << ins.page_log2))
+        return [(False, ins.table, ins.table + ENTRY_BYTES * pages)]
     if ins.op == Op.LOAD_KV:
         # a K row with its factor's word; V rows then lie a word closer
         ks = bool(ins.args.get("key_scales", 0))

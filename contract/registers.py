@@ -28,7 +28,7 @@ __all__ = ["MAGIC", "VERSION", "ADDR_BITS", "Field", "Register", "COUNTERS", "re
            "markdown"]
 
 MAGIC = 0x4154494F  # "ATIO"
-VERSION = (0, 2)   # 0.2: the write window (WWIN_*)
+VERSION = (0, 3)   # 0.2: the write window (WWIN_*); 0.3: a run needs one (NO_WRITE_WINDOW)
 ADDR_BITS = 12
 
 
@@ -116,10 +116,11 @@ def registers(cfg: HardwareConfig) -> list[Register]:
         Register("PROG_LEN", 0x038, "rw", "program length in instructions (fetch limit)"),
     ]
     windows = [
-        ("WIN", 0x040, "DRAM window", "reads; writes too when WWIN_SIZE is 0",
+        ("WIN", 0x040, "DRAM window", "reads",
          "0: no check"),
         ("WWIN", 0x050, "write window", "STORE_O only",
-         "0: writes use WIN; START refuses one that overlaps WIN or the program"),
+         ("0: START refuses the run, NO_WRITE_WINDOW; and one that overlaps WIN or the "
+          "program, REGION_OVERLAP")),
     ]
     for name, off, what, base_note, size_note in windows:
         regs += [

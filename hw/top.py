@@ -20,7 +20,7 @@ ends a run that makes no progress for ``2**WATCHDOG_BITS`` cycles with ``TIMEOUT
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Elaboratable, Module, Mux, ResetInserter, Signal
+from amaranth import Cat, Const, Elaboratable, Module, ResetInserter, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -70,9 +70,10 @@ class _Engine(Elaboratable):
         self.prog_len = Signal(32)
         self.win_base = Signal(64)
         self.win_size = Signal(64)
-        self.wwin_base = Signal(64)          # the store engine's window (WIN when WWIN is 0)
+        self.wwin_base = Signal(64)          # the store engine's window
         self.wwin_size = Signal(64)
         self.overlap = Signal()              # the write window overlaps WIN or the program
+        self.no_wwin = Signal()              # no write window programmed (WWIN_SIZE = 0)
         self.finished = Signal()
         self.drained = Signal()
         self.err = Signal(4)
@@ -138,6 +139,7 @@ class _Engine(Elaboratable):
                 m.d.sync += err.eq(code)
 
         fail(self.abort & self.go, ErrorCode.ABORTED)
+        fail(self.no_wwin & self.go, ErrorCode.NO_WRITE_WINDOW)
         fail(self.overlap & self.go, ErrorCode.REGION_OVERLAP)
         for unit in (fetch, disp, load, issue, store, wdog):
             fail(unit.fail, unit.fail_code)
@@ -255,7 +257,7 @@ class AttenIOTop(wiring.Component):
                      pe.eq(pb + csr.prog_len * INSTR_BYTES), rb_r.eq(rb), wb_r.eq(wb), pb_r.eq(pb),
                      r_on.eq(rs != 0), p_on.eq(csr.prog_len != 0)]
         wbase, wsize = Signal(64), Signal(64)
-        m.d.sync += [wbase.eq(Mux(ws != 0, wb, rb)), wsize.eq(Mux(ws != 0, ws, rs)),
+        m.d.sync += [wbase.eq(wb), wsize.eq(ws), eng.no_wwin.eq(~own),
                      eng.overlap.eq(own & ((r_on & (rb_r < we) & (wb_r < re))
                                            | (p_on & (pb_r < we) & (wb_r < pe))))]
         m.d.comb += [eng.wwin_base.eq(wbase), eng.wwin_size.eq(wsize)]

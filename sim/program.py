@@ -141,7 +141,8 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
                                       "head_stride": q_head, "row_scales": rs},
                           pop_next=t > 0, push_next=True))
         if keys > 0:
-            kv = {"k_addr": layout.k + kv_off * dk, "v_addr": layout.v + kv_off * dp}
+            kv = {"k_addr": layout.k + kv_off * dk, "v_addr": layout.v + kv_off * dp,
+                  "paged": 0, "page_log2": 0, "table": 0}
             if page:
                 kv = _paged_fields(layout, seq_of[seg], hk, first, page, dk * eb, dp * eb)
             prog.append(Instr(Op.LOAD_KV, {"keys": keys, "d": d, "keys_per_step": kps, **kv,

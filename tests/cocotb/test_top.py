@@ -288,6 +288,16 @@ def test_output_over_inputs_is_stopped_by_the_write_window():
     assert r.extra["dram_bytes_written"] == 0 and r.stray_bytes == 0
 
 
+@pytest.mark.parametrize("read_window", [True, False])
+def test_no_write_window_is_refused_at_start(read_window):
+    # an unset write window (WWIN_SIZE = 0) would let a program write anywhere, inputs
+    # included: START refuses the run, nothing is fetched, read or written
+    lay = prepare(TINY, SMALL, seed=1).layout
+    r = _fault(ErrorCode.NO_WRITE_WINDOW, write_window=None,
+               window=(0, lay.o) if read_window else None)
+    assert r.extra["dram_bytes_written"] == 0 and r.extra["dram_insn_bytes"] == 0
+
+
 @pytest.mark.parametrize("what", ["read window", "program"])
 def test_write_window_overlapping_is_refused_at_start(what):
     lay = prepare(TINY, SMALL, seed=1).layout
@@ -398,14 +408,17 @@ def test_prog_base_aligned_anywhere_runs():
     assert r.axi_violations == 0, r.axi_report
 
 
+# a workload whose output lies past 32 KB: PROG_LEN = 1024 instructions reaches no write window
+LONG_KEYS = workload(TINY, 1, 8, nk=2100)
+
+
 def test_fetch_stops_at_end():
     # PROG_LEN far past the program: the same run, and nothing fetched after END's chunk
-    base = simulate(TINY, SMALL, seed=1, log=lambda *a: None)
-    # (the program's 32 KB would overlap the output's window: no windows here)
-    r = simulate(TINY, SMALL, seed=1, prog_len=1024, write_window=None, log=lambda *a: None)
+    base = simulate(TINY, LONG_KEYS, seed=1, log=lambda *a: None)
+    r = simulate(TINY, LONG_KEYS, seed=1, prog_len=1024, window=None, log=lambda *a: None)
     assert r.done and r.error == ErrorCode.NONE and r.bit_exact
     assert r.cycles == base.cycles
-    n = len(prepare(TINY, SMALL, seed=1).program) // INSTR_BYTES
+    n = len(prepare(TINY, LONG_KEYS, seed=1).program) // INSTR_BYTES
     # END's chunk, and at most the chunks the fetch buffer had requested ahead of it
     chunk = TIMING.fetch_chunk
     ahead = TIMING.fetch_buffer - chunk
@@ -414,8 +427,8 @@ def test_fetch_stops_at_end():
 
 def test_error_response_after_end_is_ignored():
     # the program's chunk runs into an erroring range after END: not the program's bytes
-    prog = prepare(TINY, SMALL, seed=1).program
+    prog = prepare(TINY, LONG_KEYS, seed=1).program
     n = len(prog)
-    r = simulate(TINY, SMALL, seed=1, prog_len=1024, errors=[(n, n + 4)], write_window=None,
+    r = simulate(TINY, LONG_KEYS, seed=1, prog_len=1024, errors=[(n, n + 4)], window=None,
                  log=lambda *a: None)
     assert r.done and r.error == ErrorCode.NONE and r.bit_exact
