@@ -420,3 +420,51 @@ def test_varlen_bad_lengths_are_usage_errors(tmp_path):
                                                          "cannot read it"), (" ", "no lengths")):
         r = run("schedule", "--seqlens", value)
         assert r.exit_code == 2 and says in r.output, r.output
+
+
+def _serving_json(tmp_path):
+    import json
+
+    def m(workload, backend, heads, ms, flops, status="ok"):
+        return {"workload": workload, "backend": backend, "heads": heads, "status": status,
+                "time_ms": ms, "flops": flops}
+
+    data = {"provenance": {"gpu": "test GPU", "date": "2026-12-02"}, "d": 8, "dtype": "bf16",
+            "traces": {"prefill_lengths": [5, 37], "decode_cache_lengths": [17, 40],
+                       "decode": {"heads": 4, "kv_heads": 2, "page_size": 4},
+                       "window": {"n": 64, "window": 8}},
+            "measurements": [
+                m("prefill", "a", 1, 0.5, 1e6), m("prefill", "b", 4, 0.8, 4e6),
+                m("window", "a", 4, 0.4, 4e6), m("window", "c", 4, 0.1, 4e6, "error-x"),
+                m("decode", "sdpa-gathered-attention-only", 4, 0.01, 1e5),
+                m("decode", "sdpa-gathered-pages", 4, 0.03, 1e5)]}
+    p = tmp_path / "serving.json"
+    p.write_text(json.dumps(data))
+    return p
+
+
+def test_compare_on_the_serving_workloads(tmp_path):
+    import json
+
+    p = _serving_json(tmp_path)
+    r = run("compare", "--preset", "tiny", "--gpu", str(p), "--json", str(tmp_path / "o.json"))
+    assert r.exit_code == 0, r.output
+    rows = {x["workload"]: x for x in json.loads((tmp_path / "o.json").read_text())["rows"]}
+    # prefill and window per head, from the shape that fills the GPU; decode from the fastest
+    # path that reads pages, the batch whole; failed rows never chosen
+    assert rows["prefill"]["gpu_backend"] == "b" and rows["prefill"]["gpu_ms"] == 0.2
+    assert rows["window"]["gpu_backend"] == "a"
+    assert rows["decode"]["gpu_backend"] == "sdpa-gathered-pages"
+    assert rows["decode"]["gpu_contiguous_ms"] == 0.01
+    for x in rows.values():
+        assert x["proj_equal_peak_speedup"] == pytest.approx(x["gpu_ms"] / x["proj_equal_peak_ms"])
+    assert "sdpa-gathered-pages" in r.output
+
+
+def test_compare_on_a_bad_serving_json_is_one_line(tmp_path):
+    bad = tmp_path / "x.json"
+    bad.write_text("{}")
+    r = run("compare", "--gpu", str(bad))
+    assert r.exit_code == 2 and "has no 'provenance'" in r.output, r.output
+    r = run("compare", "--gpu", str(tmp_path / "missing.json"))
+    assert r.exit_code == 2 and "file not found" in r.output, r.output

@@ -210,8 +210,10 @@ def dataflows_cmd(preset, config_file, ns, ds, causal, csv_path, bandwidth_sweep
 @main.command("compare")
 @preset_option_for("asplos26")
 @config_option
-@click.option("--gpu", "gpu_csv", required=True, metavar="CSV",
-              help="GPU measurements from scripts/gpu_baseline.py (see data/gpu/).")
+@click.option("--gpu", "gpu_csv", required=True, metavar="CSV|JSON",
+              help="GPU measurements from scripts/gpu_baseline.py (a CSV: attention shapes) "
+                   "or scripts/gpu_serving.py (a JSON: the serving workloads; --ns, --ds, "
+                   "--causal, --dtype do not apply) (see data/gpu/).")
 @click.option("--ns", default="1024,2048,4096,8192,16384,32768,65536,131072", show_default=True)
 @click.option("--ds", default="64,128", show_default=True)
 @click.option("--causal", type=click.Choice(["no", "yes", "both"]), default="both",
@@ -234,6 +236,10 @@ def compare_cmd(preset, config_file, gpu_csv, ns, ds, causal, dtype, gpu_peak_tf
     for name, v in (("gpu_peak_tflops", gpu_peak_tflops), ("gpu_bandwidth_tbs", gpu_bandwidth_tbs)):
         if not v > 0:
             raise ConfigError(f"{name}={v!r} is invalid: a positive number")
+    if gpu_csv.endswith(".json"):
+        _compare_serving(hw, gpu_csv, gpu_peak_tflops, gpu_bandwidth_tbs, csv_path, json_path,
+                         plot_path, config_file or preset or "asplos26")
+        return
     data = G.load_gpu_csv(gpu_csv)
     try:
         n_list = [int(x) for x in ns.split(",")]
@@ -371,3 +377,43 @@ def explore(preset, config_file, sets, n, nk, d, heads, kv_heads, causal, vs_fa2
         _write_json(json_path, {"base": base, "hw": hw_values, "wl": wl_values,
                                 "seconds": dt, "points": rows,
                                 "pareto_front": [r["key"] for r in front]})
+
+
+def _compare_serving(hw, path, gpu_peak_tflops, gpu_bandwidth_tbs, csv_path, json_path,
+                     plot_path, name):
+    """``attenio compare --gpu FILE.json``: the serving workloads (sim/serving.py)."""
+    from attenio.sim import serving as SV
+
+    if plot_path:
+        raise ConfigError("plot is invalid with a serving JSON: the roofline plot is for the "
+                          "attention shapes of a CSV")
+    data = SV.load_serving_json(path)
+    with _Bar("modeling the serving workloads") as bar:
+        rows = SV.compare_serving(hw, data, gpu_peak_tflops, gpu_bandwidth_tbs, progress=bar)
+    pv = data["provenance"]
+    click.echo(f"GPU (measured): {pv.get('gpu', '?')}, torch {pv.get('torch', '?')}, CUDA "
+               f"{pv.get('cuda', '?')}, {pv.get('date', '?')}, {data['dtype']}, d={data['d']}; "
+               f"dense peak {gpu_peak_tflops:g} TFLOP/s (datasheet)")
+    acc_peak = 2 * hw.macs * hw.clock_mhz / 1e6
+    click.echo(f"accelerator (modeled): {name}, {acc_peak:.3f} TFLOP/s peak, "
+               f"{hw.dram_bytes_per_cycle} B/cycle; projections as for the CSV (--help)\n")
+    click.echo(f"{'workload':>8} {'compared':>9} | {'GPU backend':>28} {'ms':>9} {'TFLOP/s':>8} | "
+               f"{'acc cycles':>13} {'%peak':>6} | {'[peak] ms':>9} {'speedup':>7} | "
+               f"{'[peak+bw] ms':>12} {'speedup':>7}")
+    for r in rows:
+        click.echo(f"{r['workload']:>8} {r['compared']:>9} | {r['gpu_backend']:>28} "
+                   f"{r['gpu_ms']:>9.3f} {r['gpu_tflops']:>8.1f} | {r['acc_cycles']:>13,} "
+                   f"{r['acc_pct_peak']:>5.1f}% | {r['proj_equal_peak_ms']:>9.3f} "
+                   f"{r['proj_equal_peak_speedup']:>6.2f}x | {r['proj_equal_peak_bw_ms']:>12.3f} "
+                   f"{r['proj_equal_peak_bw_speedup']:>6.2f}x")
+    dec = next(r for r in rows if r["workload"] == "decode")
+    click.echo(f"\ndecode: the GPU reads its pages through a gather ({dec['gpu_backend']}); on "
+               f"contiguous caches its fastest is {dec['gpu_contiguous_backend']}, "
+               f"{dec['gpu_contiguous_ms']:.3f} ms. It is memory-bound: [peak+bw] is the "
+               "projection that applies.")
+    if csv_path:
+        _write_csv(csv_path, rows)
+    if json_path:
+        _write_json(json_path, {"hardware": hw.to_dict(), "gpu": pv,
+                                "gpu_peak_tflops": gpu_peak_tflops,
+                                "gpu_bandwidth_tbs": gpu_bandwidth_tbs, "rows": rows})
