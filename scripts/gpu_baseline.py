@@ -19,9 +19,12 @@ import argparse
 import datetime as dt
 import os
 import platform
-import statistics
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_common import cuda_torch, time_calls  # noqa: E402
 
 COLUMNS = ["backend", "dtype", "d", "n", "causal", "batch", "heads", "time_ms", "time_ms_min",
            "repeats", "tflops", "sm_clock_mhz", "status"]
@@ -43,15 +46,8 @@ def main() -> int:
     ap.add_argument("--deadline-s", type=float, default=480.0,
                     help="stop starting new configurations after this many seconds")
     args = ap.parse_args()
-    try:
-        import torch
-    except ImportError:
-        print("gpu_baseline: PyTorch is not installed; run this on a CUDA machine with torch",
-              file=sys.stderr)
-        return 1
-    if not torch.cuda.is_available():
-        print("gpu_baseline: CUDA is not available on this machine; run it on a GPU host",
-              file=sys.stderr)
+    torch = cuda_torch("gpu_baseline")
+    if torch is None:
         return 1
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -127,7 +123,7 @@ def main() -> int:
                                         with sdpa_kernel(backends[name]):
                                             return F.scaled_dot_product_attention(
                                                 q, kk, vv, is_causal=causal)
-                                ms, ms_min, reps = _time(torch, fn, quick=args.quick)
+                                ms, ms_min, reps = time_calls(torch, fn, quick=args.quick)
                                 clock = _sm_clock(nvml)
                                 fl = attention_flops(n, d, causal, batch, heads)
                                 emit({**base, "time_ms": f"{ms:.6f}",
@@ -148,27 +144,6 @@ def main() -> int:
     ok = sum(r["status"] == "ok" for r in rows)
     print(f"wrote {args.output}: {len(rows)} rows, {ok} measured", flush=True)
     return 0
-
-
-def _time(torch, fn, quick: bool):
-    for _ in range(2):
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    torch.cuda.synchronize()
-    est = start.elapsed_time(end)
-    reps = 3 if quick else max(5, min(50, int(600 / max(est, 1e-3))))
-    times = []
-    for _ in range(reps):
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times), min(times), reps
 
 
 def _gemm_rate(torch, dtype) -> float:

@@ -21,13 +21,13 @@ import argparse
 import datetime as dt
 import json
 import platform
-import statistics
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import serving_traces as traces  # noqa: E402
+from gpu_common import cuda_torch, time_calls  # noqa: E402
 
 D = 128
 
@@ -41,15 +41,8 @@ def main() -> int:
     ap.add_argument("--only", default=None,
                     help="comma-separated backends to measure (default: all)")
     a = ap.parse_args()
-    try:
-        import torch
-    except ImportError:
-        print("gpu_serving: PyTorch is not installed; run this on a CUDA machine with torch",
-              file=sys.stderr)
-        return 1
-    if not torch.cuda.is_available():
-        print("gpu_serving: CUDA is not available on this machine; run it on a GPU host",
-              file=sys.stderr)
+    torch = cuda_torch("gpu_serving")
+    if torch is None:
         return 1
     t0 = time.perf_counter()
     props = torch.cuda.get_device_properties(0)
@@ -96,7 +89,7 @@ def main() -> int:
             continue
         try:
             fn, info = BUILDERS[workload](torch, backend, heads, prefill, decode, win)
-            ms, ms_min, reps = _time(torch, fn)
+            ms, ms_min, reps = time_calls(torch, fn, warmup=3, budget_ms=400, most=30)
             record({**entry, **info, "status": "ok", "time_ms": ms, "time_ms_min": ms_min,
                     "repeats": reps, "tflops": info["flops"] / (ms * 1e-3) / 1e12})
         except Exception as e:  # an unsupported path or out of memory: recorded, not fatal
@@ -277,27 +270,6 @@ def _cumsum(xs):
 
 
 BUILDERS = {"prefill": _prefill, "window": _window, "decode": _decode}
-
-
-def _time(torch, fn):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    fn()
-    e.record()
-    torch.cuda.synchronize()
-    est = s.elapsed_time(e)
-    reps = max(5, min(30, int(400 / max(est, 1e-3))))
-    times = []
-    for _ in range(reps):
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times), min(times), reps
 
 
 if __name__ == "__main__":

@@ -92,17 +92,23 @@ def attention_flops(n: int, d: int, causal: bool) -> float:
     return 4.0 * n * n * d / (2 if causal else 1)
 
 
+def projection(hw: HardwareConfig, gpu_peak_tflops: float, gpu_bandwidth_tbs: float):
+    """What the projections need: the accelerator's peak (TFLOP/s), the factor that scales it
+    to the GPU's peak, and the accelerator with the GPU's bytes per FLOP (DRAM bytes per cycle
+    for its MAC count; that config and the bytes per cycle)."""
+    acc_flops_per_cycle = 2 * hw.macs
+    acc_peak_tflops = acc_flops_per_cycle * hw.clock_mhz * 1e6 / 1e12
+    bw_bpc = max(1, round(acc_flops_per_cycle * gpu_bandwidth_tbs / gpu_peak_tflops))
+    return (acc_peak_tflops, acc_peak_tflops / gpu_peak_tflops,
+            dataclasses.replace(hw, dram_bytes_per_cycle=bw_bpc), bw_bpc)
+
+
 def compare(hw: HardwareConfig, data: GpuData, ns: list[int], ds: list[int],
             causals: list[bool], dtype: str = "bf16", gpu_peak_tflops: float = H200_PEAK_TFLOPS,
             gpu_bandwidth_tbs: float = H200_BANDWIDTH_TBS, progress=None) -> list[dict]:
     """One row per (N, d, causal): measured GPU, modeled accelerator, two projections;
     ``progress(fraction)`` after each row, if given."""
-    acc_flops_per_cycle = 2 * hw.macs
-    acc_peak_tflops = acc_flops_per_cycle * hw.clock_mhz * 1e6 / 1e12
-    scale = acc_peak_tflops / gpu_peak_tflops
-    # The accelerator with the GPU's bytes per FLOP: DRAM bytes per cycle for its MAC count.
-    bw_bpc = max(1, round(acc_flops_per_cycle * gpu_bandwidth_tbs / gpu_peak_tflops))
-    hw_bw = dataclasses.replace(hw, dram_bytes_per_cycle=bw_bpc)
+    acc_peak_tflops, scale, hw_bw, bw_bpc = projection(hw, gpu_peak_tflops, gpu_bandwidth_tbs)
     out = []
     for d in ds:
         for n in ns:

@@ -6,13 +6,12 @@ the GPU's peak; and to its peak and bytes per FLOP). docs/gpu-comparison.md expl
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
 from attenio.config import HardwareConfig, VarlenWorkload, Workload
 from attenio.errors import ConfigError, bad
-from attenio.sim.gpu import H200_BANDWIDTH_TBS, H200_PEAK_TFLOPS
+from attenio.sim.gpu import H200_BANDWIDTH_TBS, H200_PEAK_TFLOPS, projection
 from attenio.sim.schedule import schedule
 
 __all__ = ["load_serving_json", "compare_serving", "PAGED_BACKENDS"]
@@ -73,11 +72,7 @@ def compare_serving(hw: HardwareConfig, data: dict, gpu_peak_tflops: float = H20
     GPU's time over its heads, as :func:`attenio.sim.gpu.compare` does; the accelerator runs
     heads one after another), the decode batch whole (its GQA groups share K/V).
     ``progress(fraction)`` after each schedule."""
-    acc_flops_per_cycle = 2 * hw.macs
-    acc_peak = acc_flops_per_cycle * hw.clock_mhz * 1e6 / 1e12
-    scale = acc_peak / gpu_peak_tflops
-    bw_bpc = max(1, round(acc_flops_per_cycle * gpu_bandwidth_tbs / gpu_peak_tflops))
-    hw_bw = dataclasses.replace(hw, dram_bytes_per_cycle=bw_bpc)
+    acc_peak, scale, hw_bw, bw_bpc = projection(hw, gpu_peak_tflops, gpu_bandwidth_tbs)
     out = []
     for i, name in enumerate(WORKLOADS):
         gpu = _best(data, name, paged_only=name == "decode")
