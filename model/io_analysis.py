@@ -185,6 +185,8 @@ def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *
         # fewer rows than lines takes several keys per step to keep the lines busy.
         lines = hw.mac_lines
         cap = min(hw.ring_rows, hw.max_keys_per_step)
+        if wl.page_size:            # a block lies in one page of a paged cache
+            cap = min(cap, wl.page_size)
         b = keys_per_step(lines, a, cap)
         if b > 1 and hw.sram_bytes is not None:
             a2 = min(a, attenio_rows_eq14(m, d, b))

@@ -77,9 +77,10 @@ def schedule(hw: HardwareConfig, wl: Workload | VarlenWorkload, dataflow: str = 
         raise bad("head_dim", wl.head_dim, f"must be in [1, {hw.max_head_dim}] (max_head_dim)")
     varlen = isinstance(wl, VarlenWorkload)
     if dataflow in ("flat", "standard"):
-        if varlen:
-            raise bad("dataflow", dataflow, "varlen batches run on the dataflows with a "
-                      "program: attenio, fa2, fa2-uncapped")
+        if varlen or wl.page_size:
+            what = "varlen batches" if varlen else "paged K/V caches"
+            raise bad("dataflow", dataflow, f"{what} run on the dataflows with a program: "
+                      "attenio, fa2, fa2-uncapped")
         return phase_model(hw, wl, tiling or io.choose_tiling(hw, wl, dataflow), timing)
     if scale is None:
         qmax = (1 << (hw.data_bits - 1)) - 1

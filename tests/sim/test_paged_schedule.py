@@ -131,3 +131,13 @@ def test_steady_state_skip_is_exact_for_paged_tiles(monkeypatch, lens, page):
     slow = schedule(hw, wl)
     assert (fast.total_cycles, fast.read_bytes, fast.busy, fast.stalls) == \
         (slow.total_cycles, slow.read_bytes, slow.busy, slow.stalls)
+
+
+def test_dataflows_that_cannot_page_say_so():
+    wl = C.Workload(seq_q=64, seq_k=64, head_dim=8, page_size=4, element_bytes=1)
+    for flow in ("flat", "standard"):
+        with pytest.raises(ConfigError, match="paged K/V caches run on the dataflows"):
+            schedule(TINY, wl, flow)
+    with pytest.raises(ConfigError, match="pages must hold at least one block"):
+        schedule(C.asplos26(), C.Workload(seq_q=4096, seq_k=4096, head_dim=128, page_size=16,
+                                          element_bytes=2), "fa2")
