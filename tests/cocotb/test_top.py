@@ -173,6 +173,15 @@ def test_page_outside_the_read_window_is_refused():
     assert r.extra["dram_bytes_written"] < prepare(TINY, PAGED_FAULT, seed=1).o_bytes
 
 
+def test_paged_load_of_no_keys_is_refused():
+    # a sequence of length 0 has no LOAD_KV; one written anyway is a decode error
+    prog = list(prepare(TINY, PAGED_FAULT, seed=1).schedule.program)
+    k = next(i for i, x in enumerate(prog) if x.op == Op.LOAD_KV)
+    prog[k] = Instr(Op.LOAD_KV, {**prog[k].args, "keys": 0})
+    r = _paged_fault(ErrorCode.FIELD_RANGE, program=encode(prog))
+    assert r.extra["dram_bytes_written"] == 0
+
+
 def test_block_table_outside_the_read_window_is_refused():
     lay = prepare(TINY, PAGED_FAULT, seed=1).layout
     r = _paged_fault(ErrorCode.ADDRESS_RANGE, window=(0, lay.tables))
