@@ -9,6 +9,7 @@ schedule generator's prediction.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -115,7 +116,9 @@ def _build_locked(text: str, sim: str, waves: bool, bdir: Path, stamp: Path, log
 
     src = bdir / f"{TOP}.sv"
     src.write_text(text)
-    log(f"building {sim} model of {TOP} ({len(text) // 1024} KB of Verilog) in {bdir} ...")
+    build_log = bdir / "build.log"
+    log(f"building {sim} model of {TOP} ({len(text) // 1024} KB of Verilog); its output: "
+        f"{build_log} ...")
     t0 = time.perf_counter()
     args = ["-Wno-fatal", "-O2"] if sim == "verilator" else []
     sources = [src]
@@ -132,8 +135,13 @@ def _build_locked(text: str, sim: str, waves: bool, bdir: Path, stamp: Path, log
     extra = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O2"
     os.environ["MAKEFLAGS"] = f"{old_makeflags or ''} {extra}".strip()
     try:
-        runner.build(sources=sources, hdl_toplevel=TOP, build_dir=bdir, always=True,
-                     timescale=("1ns", "1ps"), build_args=args, waves=waves)
+        with _output_to(build_log):
+            runner.build(sources=sources, hdl_toplevel=TOP, build_dir=bdir, always=True,
+                         timescale=("1ns", "1ps"), build_args=args, waves=waves)
+    except Exception as e:
+        tail = build_log.read_text(errors="replace").splitlines()[-20:]
+        raise RuntimeError(f"the {sim} build failed ({type(e).__name__}); the last lines of "
+                           f"{build_log}:\n" + "\n".join(tail)) from e
     finally:
         if old_makeflags is None:
             os.environ.pop("MAKEFLAGS", None)
@@ -142,6 +150,27 @@ def _build_locked(text: str, sim: str, waves: bool, bdir: Path, stamp: Path, log
     stamp.write_text(f"{time.perf_counter() - t0:.1f} s\n")
     log(f"built in {time.perf_counter() - t0:.1f} s")
     return bdir
+
+
+@contextlib.contextmanager
+def _output_to(path: Path):
+    """Send this process's stdout and stderr, and so the compiler commands and warnings of
+    the build's subprocesses, to ``path`` (file descriptors 1 and 2, restored after)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    with open(path, "w") as fh:
+        os.dup2(fh.fileno(), 1)
+        os.dup2(fh.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
 
 
 @dataclass
