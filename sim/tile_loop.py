@@ -14,6 +14,9 @@ __all__ = ["tile_loop", "tile_loop_memo"]
 
 # Skip whole steady-state periods of the key loop (exact; tests turn it off to prove it).
 STEADY_STATE_SKIP = True
+# a causal tile's rest, from a change of its skipped row groups, repeats another tile's when
+# their states and diagonals match (exact; tests turn it off to prove it)
+SUFFIX_MEMO = True
 # causal tiles skip, step by step, the row groups that see none of the step's keys (the RTL's
 # StepSequencer does the same)
 ROW_GROUP_SKIP = True
@@ -25,7 +28,8 @@ class TileLoop:
 
     def __init__(self, hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
                  kv_start: int, pe_start: int, ring_rows: int, eb: int,
-                 step_spans: list | None = None, tile: int = 0, entries=None):
+                 step_spans: list | None = None, tile: int = 0, entries=None,
+                 suffix: dict | None = None):
         self.timing, self.rd, self.stats, self.kv, self.comp = timing, rd, stats, kv, comp
         self.step_spans, self.tile = step_spans, tile
         self.rows = comp.rows * comp.heads
@@ -63,6 +67,9 @@ class TileLoop:
         kblk, vblk = b * self.k_bytes, b * self.v_bytes
         self.no_4k = (self.contiguous and 4096 % kblk == 0 and 4096 % vblk == 0
                       and kv.k_addr % kblk == 0 and kv.v_addr % vblk == 0)
+        # the rests of causal tiles remembered across tiles (not with spans or a paged cache)
+        self.suffix = (suffix if SUFFIX_MEMO and step_spans is None and stats.activity is None
+                       and self.skip and not kv.args.get("paged", 0) else None)
         # a paged cache: the block table's walk (contract.rules.PageWalk) and its pages
         self.walk = None
         if kv.args.get("paged", 0):
@@ -254,11 +261,53 @@ class TileLoop:
         rd.shift(shift)
         return s + di
 
+    # ---- the rest of a tile, remembered across tiles ----
+    def suffix_key(self, s: int) -> tuple:
+        """What the loop from step s to the tile's end depends on: its state (relative to the
+        PE array's time), the keys left, where the causal diagonal lies from here and the
+        step geometry."""
+        c, kv = self.comp, self.kv
+        return (self.state_key(s, self.pe_free), self.keys - s * self.b,
+                s * self.b - c.q_pos - c.diag, self.rows, self.b, self.groups, self.skip,
+                c.d, kv.row_stride, kv.args.get("key_scales", 0))
+
+    def finish(self, starts: list, hit=None):
+        """The tile's end: a remembered suffix applied (``hit``), the suffixes this tile
+        began stored, the stalls counted. Returns what :meth:`run` returns."""
+        if hit is not None:
+            deltas, (issue, done, pe, exp, rd_state) = hit
+            ref = self.pe_free
+            st, rd = self.stats, self.rd
+            st.busy["pe"] += deltas[0]
+            st.busy["exp"] += deltas[1]
+            rd.busy += deltas[2]
+            rd.nbytes += deltas[3]
+            self.mem_stall += deltas[4]
+            self.exp_stall += deltas[5]
+            self.pad += deltas[6]
+            rd.free, rd.last_req = ref + rd_state[0], ref + rd_state[1]
+            rd.done = deque(ref + x for x in rd_state[2])
+            self.pe_free, self.exp_free = ref + pe, ref + exp
+            kv_done = ref + done
+            issue_end = ref + issue
+        else:
+            kv_done, issue_end = self.arr_v[self.steps - 1], self.rd.last_req
+        counts = self.counts()
+        for key, ref, snap in starts:
+            self.suffix[key] = (tuple(a - b for a, b in zip(counts, snap, strict=True)),
+                                (issue_end - ref, kv_done - ref, self.pe_free - ref,
+                                 self.exp_free - ref, self.rd.state(ref)))
+        self.stats.stall("pe: waiting for K/V (DRAM)", self.mem_stall)
+        self.stats.stall("pe: waiting for softmax (EXP)", self.exp_stall)
+        self.stats.stall("pe: padding short steps", self.pad)
+        return issue_end, kv_done, self.pe_free, (self.exp_first, self.exp_free)
+
     def run(self):
         """Returns (kv issue end, kv done, pe end, exp span)."""
         _, self.arr_k[0] = self.load(0, "K", self.rd_floor)
         steps = self.steps
         seen: dict[tuple, tuple] = {}
+        starts: list = []       # suffixes this tile simulates (to remember at its end)
         s = 0
         skipped = False
         segment = self.gmin(0)
@@ -267,6 +316,12 @@ class TileLoop:
                 # the skipped groups changed: a new steady state may follow (one skip each)
                 segment, skipped = self.gmin(s), False
                 seen.clear()
+                # the rest of the tile as another tile had it from the same state
+                if self.suffix is not None and self.ck < s < steps - 1:
+                    key = self.suffix_key(s)
+                    if key in self.suffix:
+                        return self.finish(starts, self.suffix[key])
+                    starts.append((key, self.pe_free, self.counts()))
             # steady-state detection: skip whole periods once the relative state repeats
             if (STEADY_STATE_SKIP and not skipped and 1 <= s < steps - 1
                     and (self.walk is None or self.page_skip)):
@@ -279,27 +334,26 @@ class TileLoop:
             self.do_step(s)
             s += 1
         self.do_pv(steps - 1)
-        self.stats.stall("pe: waiting for K/V (DRAM)", self.mem_stall)
-        self.stats.stall("pe: waiting for softmax (EXP)", self.exp_stall)
-        self.stats.stall("pe: padding short steps", self.pad)
-        return self.rd.last_req, self.arr_v[steps - 1], self.pe_free, \
-            (self.exp_first, self.exp_free)
+        return self.finish(starts)
 
 
 def tile_loop(hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
               kv_start: int, pe_start: int, ring_rows: int, eb: int,
-              step_spans: list | None = None, tile: int = 0, entries=None):
+              step_spans: list | None = None, tile: int = 0, entries=None,
+              suffix: dict | None = None):
     """Co-simulate one LOAD_KV with its COMPUTE. Returns (kv issue end, kv done, pe end,
     exp span). ``entries(table, n)``: a paged cache's block-table entries. With
-    ``step_spans``, each step the loop simulates appends its spans there:
+    ``step_spans``, each step the loop simulates appends its spans there (``suffix``: the
+    rests of causal tiles, remembered across the tiles of one program):
     ``QK s`` and ``PV s`` on the PE array, ``K s`` and ``V s`` (the block's data on the read
     channel), and one ``steady state`` span for the periods it skips."""
     return TileLoop(hw, timing, rd, stats, kv, comp, kv_start, pe_start, ring_rows, eb,
-                    step_spans, tile, entries).run()
+                    step_spans, tile, entries, suffix).run()
 
 
 def tile_loop_memo(memo: dict, hw, timing, rd: Channel, stats: Stats, kv: Instr, comp: Instr,
-                    kv_start: int, pe_start: int, ring_rows: int, eb: int, entries=None):
+                    kv_start: int, pe_start: int, ring_rows: int, eb: int, entries=None,
+                    suffix: dict | None = None):
     """:func:`tile_loop` without spans, remembered: a tile's timeline depends only on its
     K/V and COMPUTE fields (addresses within a 4 KB line), when its K/V stream may start and
     the read channel's state, all relative to its first PE cycle. A tile seen before in the
@@ -323,7 +377,7 @@ def tile_loop_memo(memo: dict, hw, timing, rd: Channel, stats: Stats, kv: Instr,
     if hit is None:
         before = (dict(stats.busy), dict(stats.stalls), rd.busy, rd.nbytes)
         out = tile_loop(hw, timing, rd, stats, kv, comp, kv_start, pe_start, ring_rows, eb,
-                        entries=entries)
+                        entries=entries, suffix=suffix)
         issue_end, kv_done, pe_end, (e0, e1) = out
         hit = ((issue_end - ref, kv_done - ref, pe_end - ref, e0 - ref, e1 - ref),
                {k: v - before[0].get(k, 0) for k, v in stats.busy.items()},

@@ -172,6 +172,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
     last_pe_end = 0
     core_idle = 0          # the previous tile's end: the core's ring credits are its own again
     memo: dict = {}        # tiles already simulated, by everything their timeline depends on
+    suffix: dict = {}      # causal tiles' rests, likewise
     last_store_resp = 0
     pe_activity_end = 0
     tile = 0
@@ -230,7 +231,8 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
                     spans if len(spans) < STEP_SPAN_LIMIT else None, tile, entries)
             else:
                 issue_end, kv_done, pe_end, exp_span = tile_loop_memo(
-                    memo, hw, timing, rd, stats, kv, ins, kv_ready, pe0, ring, eb, entries)
+                    memo, hw, timing, rd, stats, kv, ins, kv_ready, pe0, ring, eb, entries,
+                    suffix)
             q_end["load"] = max(q_end["load"], issue_end + 1)
             # the compute queue sees the last step end in cycle pe_end and moves on after it
             q_end[q] = pe_end + 1

@@ -72,6 +72,27 @@ def test_steady_state_skip_is_exact(monkeypatch, hw, wl, flow):
 
 
 @pytest.mark.parametrize("hw,wl", [
+    (ASP, C.Workload.square(32768, 64, causal=True, element_bytes=2)),
+    (C.replace(ASP, dram_bytes_per_cycle=4), C.Workload.square(6000, 128, causal=True,
+                                                                element_bytes=2)),
+    (FPGA, C.Workload(seq_q=3000, seq_k=3500, head_dim=64, heads=4, kv_heads=2, causal=True)),
+    (FPGA, C.Workload(seq_q=3000, seq_k=3000, head_dim=64, causal=True, window_left=700)),
+    (TINY, C.Workload(seq_q=1000, seq_k=1000, head_dim=16, causal=True, batch=2)),
+    (ASP, C.VarlenWorkload(seqlens_q=[4000, 2500, 4000], seqlens_k=[4000, 2600, 4000],
+                           head_dim=128, causal=True, element_bytes=2)),
+])
+def test_causal_tile_suffix_memo_is_exact(monkeypatch, hw, wl):
+    fast = S.schedule(hw, wl, keep_spans=False)
+    monkeypatch.setattr(tile_loop, "SUFFIX_MEMO", False)
+    slow = S.schedule(hw, wl, keep_spans=False)
+    assert fast.total_cycles == slow.total_cycles
+    assert fast.busy == slow.busy and fast.stalls == slow.stalls
+    assert (fast.read_bytes, fast.write_bytes) == (slow.read_bytes, slow.write_bytes)
+    # and the same as the schedule with spans, which never uses the memos
+    assert fast.total_cycles == S.schedule(hw, wl).total_cycles
+
+
+@pytest.mark.parametrize("hw,wl", [
     (TINY, C.Workload.square(200, 32)),
     (TINY, C.Workload(seq_q=70, seq_k=50, head_dim=12, heads=3, kv_heads=1, causal=True)),
     (TINY, C.Workload(seq_q=1, seq_k=239, head_dim=64, heads=4, kv_heads=1, causal=True)),
