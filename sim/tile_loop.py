@@ -52,6 +52,8 @@ class TileLoop:
         # only by rows ρ ≥ k − q_pos − diag, so the groups below skip its Q Kᵀ and P V
         self.skip = bool(ROW_GROUP_SKIP and comp.causal and comp.heads == 1 and b == 1
                          and self.groups > 1)
+        self.q_pos, self.diag = comp.q_pos, comp.diag
+        self._gmin: dict[int, int] = {}
         # rolling histories (times), indexed by step
         self.qk_end: dict[int, int] = {}
         self.pv_end: dict[int, int] = {}
@@ -86,9 +88,13 @@ class TileLoop:
 
     # ---- step geometry ----
     def gmin(self, s: int) -> int:
-        c = self.comp
-        return skipped_groups(s * self.b, c.q_pos, c.diag, self.p, self.groups) \
-            if self.skip else 0
+        if not self.skip:
+            return 0
+        got = self._gmin.get(s)
+        if got is None:
+            got = self._gmin[s] = skipped_groups(s * self.b, self.q_pos, self.diag, self.p,
+                                                 self.groups)
+        return got
 
     def next_change(self, s: int) -> int:
         """The first step after s whose skipped groups differ (steps when none does)."""
