@@ -40,6 +40,10 @@ def main() -> int:
                     help="stop starting new measurements after this many seconds")
     ap.add_argument("--only", default=None,
                     help="comma-separated backends to measure (default: all)")
+    ap.add_argument("--prefill-lengths", default=None, metavar="L,L,…|@FILE",
+                    help="your prompts' lengths (default: the seeded log-normal trace)")
+    ap.add_argument("--cache-lengths", default=None, metavar="L,L,…|@FILE",
+                    help="your decode batch's cache lengths (default: the seeded uniform trace)")
     a = ap.parse_args()
     torch = cuda_torch("gpu_serving")
     if torch is None:
@@ -52,8 +56,10 @@ def main() -> int:
             "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "timing": "CUDA events around repeated calls after warm-up; median per call",
             "script": "scripts/gpu_serving.py" + (" --quick" if a.quick else "")}
-    prefill = traces.prefill_lengths(cap=1 << 17)
-    decode = traces.decode_cache_lengths()
+    prefill = (traces.read_lengths(a.prefill_lengths) if a.prefill_lengths
+               else traces.prefill_lengths(cap=1 << 17))
+    decode = (traces.read_lengths(a.cache_lengths) if a.cache_lengths
+              else traces.decode_cache_lengths())
     win = dict(traces.WINDOW)
     if a.quick:
         prefill, decode, win = prefill[:8], [n // 8 for n in decode[:16]], {"n": 8192,

@@ -33,3 +33,16 @@ def prefill_lengths(cap: int = 1 << 20, **over) -> list[int]:
 def decode_cache_lengths(**over) -> list[int]:
     p = {**DECODE, **over}
     return uniform_lengths(p["sequences"], p["low"], p["high"], p["seed"])
+
+
+def read_lengths(spec: str) -> list[int]:
+    """``37,512,4096`` or ``@FILE`` (integers separated by commas, spaces or lines; ``#``
+    starts a comment), as the CLI's ``--seqlens`` takes them."""
+    text = spec
+    if spec.startswith("@"):
+        with open(spec[1:]) as fh:
+            text = "\n".join(line.split("#")[0] for line in fh)
+    lengths = [int(x) for x in text.replace(",", " ").split()]
+    if not lengths or min(lengths) < 1:
+        raise SystemExit(f"lengths {spec!r}: give positive integers such as 37,512,4096")
+    return lengths
