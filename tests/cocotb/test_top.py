@@ -417,14 +417,14 @@ def test_prog_base_aligned_anywhere_runs():
     assert r.axi_violations == 0, r.axi_report
 
 
-# a workload whose output lies past 32 KB: PROG_LEN = 1024 instructions reaches no write window
-LONG_KEYS = workload(TINY, 1, 8, nk=2100)
+# a workload whose output lies past 16 KB: PROG_LEN = 512 instructions reaches no write window
+LONG_KEYS = workload(TINY, 1, 8, nk=600)
 
 
 def test_fetch_stops_at_end():
     # PROG_LEN far past the program: the same run, and nothing fetched after END's chunk
     base = simulate(TINY, LONG_KEYS, seed=1, log=lambda *a: None)
-    r = simulate(TINY, LONG_KEYS, seed=1, prog_len=1024, window=None, log=lambda *a: None)
+    r = simulate(TINY, LONG_KEYS, seed=1, prog_len=512, window=None, log=lambda *a: None)
     assert r.done and r.error == ErrorCode.NONE and r.bit_exact
     assert r.cycles == base.cycles
     n = len(prepare(TINY, LONG_KEYS, seed=1).program) // INSTR_BYTES
@@ -438,6 +438,6 @@ def test_error_response_after_end_is_ignored():
     # the program's chunk runs into an erroring range after END: not the program's bytes
     prog = prepare(TINY, LONG_KEYS, seed=1).program
     n = len(prog)
-    r = simulate(TINY, LONG_KEYS, seed=1, prog_len=1024, errors=[(n, n + 4)], window=None,
+    r = simulate(TINY, LONG_KEYS, seed=1, prog_len=512, errors=[(n, n + 4)], window=None,
                  log=lambda *a: None)
     assert r.done and r.error == ErrorCode.NONE and r.bit_exact
