@@ -15,7 +15,6 @@ Exits 1 with one line when CUDA is not available.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import os
 import platform
@@ -24,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_common import cuda_torch, time_calls  # noqa: E402
+from gpu_common import cuda_torch, parser, time_calls  # noqa: E402
 
 COLUMNS = ["backend", "dtype", "d", "n", "causal", "batch", "heads", "time_ms", "time_ms_min",
            "repeats", "tflops", "sm_clock_mhz", "status"]
@@ -40,11 +39,7 @@ def attention_flops(n: int, d: int, causal: bool, batch: int, heads: int) -> flo
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-o", "--output", required=True)
-    ap.add_argument("--quick", action="store_true", help="N ≤ 8K, fewer repeats (a smoke run)")
-    ap.add_argument("--deadline-s", type=float, default=480.0,
-                    help="stop starting new configurations after this many seconds")
+    ap = parser(__doc__, "N ≤ 8K, fewer repeats", 480.0)
     args = ap.parse_args()
     torch = cuda_torch("gpu_baseline")
     if torch is None:

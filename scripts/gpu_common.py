@@ -1,9 +1,22 @@
-"""What the GPU measurement scripts share: finding CUDA PyTorch and timing a call."""
+"""What the GPU measurement scripts share: their common options, finding CUDA PyTorch and
+timing a call."""
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import sys
+
+
+def parser(doc: str, quick: str, deadline_s: float) -> argparse.ArgumentParser:
+    """A measurement script's options: ``-o`` (required), ``--quick`` (``quick`` says what it
+    shrinks) and ``--deadline-s``."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("--quick", action="store_true", help=f"{quick} (a smoke run)")
+    ap.add_argument("--deadline-s", type=float, default=deadline_s,
+                    help="start nothing new after this many seconds")
+    return ap
 
 
 def cuda_torch(script: str):

@@ -17,7 +17,6 @@ Exits 1 with one line when CUDA is not available.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import json
 import platform
@@ -27,17 +26,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import serving_traces as traces  # noqa: E402
-from gpu_common import cuda_torch, time_calls  # noqa: E402
+from gpu_common import cuda_torch, parser, time_calls  # noqa: E402
 
 D = 128
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("-o", "--output", required=True)
-    ap.add_argument("--quick", action="store_true", help="small traces (a smoke run)")
-    ap.add_argument("--deadline-s", type=float, default=420.0,
-                    help="stop starting new measurements after this many seconds")
+    ap = parser(__doc__, "small traces", 420.0)
     ap.add_argument("--only", default=None,
                     help="comma-separated backends to measure (default: all)")
     ap.add_argument("--prefill-lengths", default=None, metavar="L,L,…|@FILE",
