@@ -23,29 +23,54 @@ def hardware(preset: str | C.HardwareConfig = "fpga") -> C.HardwareConfig:
     return preset if isinstance(preset, C.HardwareConfig) else C.preset(preset)
 
 
-def _as4d(x, name: str) -> np.ndarray:
+LAYOUTS = {"bhsd": "[batch, heads, seq, d] (SDPA's)",
+           "bshd": "[batch, seq, heads, d] (FlashAttention's)"}
+
+
+def _as4d(x, name: str, layout: str | None = None) -> np.ndarray:
+    """``x`` as ``[batch, heads, seq, d]`` float64. A 4-D tensor needs its ``layout`` (SDPA's
+    and FlashAttention's cannot be told apart by shape); 3-D is ``[heads, seq, d]``, or
+    ``[seq, heads, d]`` with ``layout="bshd"``; 2-D ``[seq, d]``."""
+    if layout is not None and layout not in LAYOUTS:
+        raise bad("layout", layout, "choose " + " or ".join(f"{k!r}: {v}"
+                                                           for k, v in LAYOUTS.items()))
     x = np.asarray(x, dtype=np.float64)
+    if x.ndim == 4 and layout is None:
+        raise bad("layout", None, f"a 4-D {name} is " + " or ".join(
+            f"{v} (layout={k!r})" for k, v in LAYOUTS.items()) + ": say which")
     if x.ndim == 2:
         return x[None, None]
     if x.ndim == 3:
-        return x[None]
+        return (x.transpose(1, 0, 2) if layout == "bshd" else x)[None]
     if x.ndim == 4:
-        return x
-    raise bad(name, f"an array of shape {x.shape}", "[seq, d], [heads, seq, d] or "
-              "[batch, heads, seq, d]")
+        return x.transpose(0, 2, 1, 3) if layout == "bshd" else x
+    raise bad(name, f"an array of shape {x.shape}", "[seq, d], [heads, seq, d] or a 4-D "
+              "tensor with its layout=")
+
+
+def _like_q(o4: np.ndarray, q, layout: str | None) -> np.ndarray:
+    """``[batch, heads, seq, d]`` back in ``q``'s shape, layout and float dtype."""
+    q = np.asarray(q)
+    if layout == "bshd":
+        o4 = o4.transpose(0, 2, 1, 3)
+    out = o4.reshape(q.shape)
+    return out.astype(q.dtype) if np.issubdtype(q.dtype, np.floating) else out
 
 
 def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig = "fpga",
               scheme: str = "tensor", q_scales: str = "tensor", k_block: int | None = None,
-              window=(-1, -1)):
+              window=(-1, -1), layout: str | None = None):
     """``softmax(Q Kᵀ/√d) V`` as the accelerator computes it: Q, K, V quantized to the
     preset's ``data_bits`` by the host ``scheme`` (``tensor``: one scale each; ``smooth`` or
     ``rotate``: exact transforms first, docs/numerics.md "End to end"), Q with one scale per
     row if ``q_scales="row"``, K with one per block of ``k_block`` keys if given; then the
     bit-exact integer model of the datapath (the RTL's output), dequantized. Shapes ``[seq,
-    d]``, ``[heads, seq, d]`` or ``[batch, heads, seq, d]`` (K and V may have fewer heads:
-    GQA); the result has Q's shape. For real (outlier-heavy) activations on an int8 preset,
-    ``scheme="rotate", q_scales="row", k_block=16`` is the measured best. ``window = (left,
+    d]``, ``[heads, seq, d]``, or 4-D with ``layout="bhsd"`` (SDPA's ``[batch, heads, seq,
+    d]``) or ``layout="bshd"`` (FlashAttention's ``[batch, seq, heads, d]``; a 4-D tensor
+    without a layout is refused: the two cannot be told apart by shape). K and V may have
+    fewer heads (GQA); the result has Q's shape, layout and float dtype. For real
+    (outlier-heavy) activations on an int8 preset, ``scheme="rotate", q_scales="row",
+    k_block=16`` is the measured best. ``window = (left,
     right)`` is a sliding window as FlashAttention's ``window_size`` (−1: unbounded; query
     row i sees keys ``i + nk − nq − left … i + nk − nq + right``, and with ``causal`` none
     past the diagonal; a row that sees no key gives 0). ``causal`` is aligned at the bottom
@@ -58,8 +83,7 @@ def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig =
         unknown scheme or Q scale granularity, a ``k_block`` below 1.
     """
     hw = hardware(preset)
-    shape = np.shape(q)
-    q4, k4, v4 = _as4d(q, "q"), _as4d(k, "k"), _as4d(v, "v")
+    q4, k4, v4 = _as4d(q, "q", layout), _as4d(k, "k", layout), _as4d(v, "v", layout)
     if k4.shape != v4.shape:
         raise bad("v", f"shape {np.shape(v)}", f"the shape of k, {np.shape(k)}")
     b, h, nq, d = q4.shape
@@ -72,7 +96,7 @@ def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig =
     wl = C.Workload(seq_q=nq, seq_k=nk, head_dim=d, heads=h, kv_heads=hk, batch=b,
                     causal=causal, element_bytes=hw.element_bytes, window_left=left,
                     window_right=right)
-    return _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block).reshape(shape)
+    return _like_q(_run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block), q, layout)
 
 
 def _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block) -> np.ndarray:
@@ -224,14 +248,15 @@ def reference_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k,
     return attention_of(wl, q4, k4, v4)[0].transpose(1, 0, 2)
 
 
-def reference_attention(q, k, v, *, causal: bool = False, window=(-1, -1)) -> np.ndarray:
+def reference_attention(q, k, v, *, causal: bool = False, window=(-1, -1),
+                        layout: str | None = None) -> np.ndarray:
     """Exact float64 attention (the reference the integer model is measured against); the
-    shapes and the mask arguments of :func:`attention`."""
+    shapes, ``layout`` and the mask arguments of :func:`attention`. Returns float64."""
     from attenio.model.reference import attention as ref
 
-    shape = np.shape(q)
-    return ref(_as4d(q, "q"), _as4d(k, "k"), _as4d(v, "v"), causal=causal,
-               window=check_window(window)).reshape(shape)
+    o4 = ref(_as4d(q, "q", layout), _as4d(k, "k", layout), _as4d(v, "v", layout),
+             causal=causal, window=check_window(window))
+    return _like_q(o4, np.asarray(q, dtype=np.float64), layout)
 
 
 def _workload(hw, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k, window,

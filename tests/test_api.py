@@ -28,13 +28,13 @@ def test_attention_is_the_integer_model():
     rng = np.random.default_rng(1)
     q, k, v = (rng.standard_normal((2, 4, 33, 16)) for _ in range(3))
     k, v = k[:, :2], v[:, :2]                                  # GQA, 2 K/V heads
-    o = attenio.attention(q, k, v, preset="tiny")
+    o = attenio.attention(q, k, v, preset="tiny", layout="bhsd")
     hw = C.tiny()
     (qi, sq), (ki, sk), (vi, sv) = (quantize(x, hw.data_bits) for x in (q, k, v))
     wl = C.Workload(seq_q=33, seq_k=33, head_dim=16, heads=4, kv_heads=2, batch=2)
     np.testing.assert_array_equal(o, dequantize_output(hw, attention_int(hw, wl, qi, ki, vi,
                                                                           sq, sk), sv))
-    assert np.max(np.abs(o - attenio.reference_attention(q, k, v))) < 0.05
+    assert np.max(np.abs(o - attenio.reference_attention(q, k, v, layout="bhsd"))) < 0.05
 
 
 def test_attention_with_finer_scales_on_outlier_activations():
@@ -79,3 +79,24 @@ def test_schedule_of_a_varlen_batch():
         attenio.schedule(100, seqlens=[3, 4])
     with pytest.raises(ConfigError, match="n=None"):
         attenio.schedule()
+
+
+def test_a_4d_tensor_needs_its_layout_and_both_layouts_agree():
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((2, 40, 4, 16)).astype(np.float32) for _ in range(3))
+    # FlashAttention's [batch, seq, heads, d] once read silently as 40 heads of 4 tokens
+    with pytest.raises(ConfigError, match=r"layout=None is invalid: a 4-D q is"):
+        attenio.attention(q, k, v)
+    with pytest.raises(ConfigError, match=r"layout='bsdh' is invalid"):
+        attenio.attention(q, k, v, layout="bsdh")
+    fa = attenio.attention(q, k, v, layout="bshd", preset="tiny", causal=True)
+    sdpa = attenio.attention(*(x.transpose(0, 2, 1, 3) for x in (q, k, v)), layout="bhsd",
+                             preset="tiny", causal=True)
+    assert fa.shape == q.shape and fa.dtype == np.float32       # q's layout and dtype kept
+    np.testing.assert_array_equal(fa, sdpa.transpose(0, 2, 1, 3))
+    ref = attenio.reference_attention(q, k, v, layout="bshd", causal=True)
+    assert ref.dtype == np.float64 and np.abs(ref - fa).max() < 0.05
+    # unbatched FlashAttention layout [seq, heads, d] (one scale a tensor: batch 0's own)
+    one = attenio.attention(q[0], k[0], v[0], layout="bshd", preset="tiny", causal=True)
+    first = attenio.attention(q[:1], k[:1], v[:1], layout="bshd", preset="tiny", causal=True)
+    np.testing.assert_array_equal(one, first[0])

@@ -115,9 +115,9 @@ def test_api_and_cli_take_windows():
 
     rng = np.random.default_rng(5)
     q, k, v = (rng.standard_normal((1, 2, 96, 16)) for _ in range(3))
-    exact = attenio.reference_attention(q, k, v, causal=True, window=(10, 0))
-    got = attenio.attention(q, k, v, causal=True, window=(10, 0), preset="fpga")
-    full = attenio.reference_attention(q, k, v, causal=True)
+    exact = attenio.reference_attention(q, k, v, causal=True, window=(10, 0), layout="bhsd")
+    got = attenio.attention(q, k, v, causal=True, window=(10, 0), preset="fpga", layout="bhsd")
+    full = attenio.reference_attention(q, k, v, causal=True, layout="bhsd")
     # int8 inputs: the error is quantization's, far below the window's effect
     err = np.abs(got - exact).max()
     assert err < 0.05 and err < np.abs(got - full).max() / 10
