@@ -31,6 +31,8 @@ HW_FIELDS = ("mac_lines", "macs_per_line", "sram_kb", "tile_rows", "exp_lanes", 
              "max_head_dim")
 WL_FIELDS = ("n", "nk", "d", "heads", "kv_heads", "batch", "causal")
 _FLOAT_FIELDS = ("clock_mhz",)
+MAX_VALUES = 10_000      # values one --set range may expand to
+MAX_POINTS = 1_000_000   # points a grid may hold
 
 
 def parse_values(field: str, text: str) -> list:
@@ -66,12 +68,30 @@ def parse_values(field: str, text: str) -> list:
         if hi < lo:
             raise bad(field, text, f"an inverted range ({hi} < {lo})")
         n = int(math.floor((hi - lo) / step + 1e-9)) + 1
+        if n > MAX_VALUES:
+            raise bad(field, text, f"a range of {n:,} values; at most {MAX_VALUES:,} (a "
+                      "coarser step)")
         vals = [kind(lo + i * step) for i in range(n)]
     else:
         vals = [conv(x) for x in text.split(",") if x.strip()]
     if not vals:
         raise bad(field, text, "an empty list of values")
     return vals
+
+
+def check_values(base: str | dict, hw_values: dict[str, list]) -> None:
+    """Refuse a swept value that no point could use: one the base configuration refuses on
+    its own field (out of the field's range), before any point runs. A value that fails only
+    with others (a tile the memory cannot hold) stays a point, reported infeasible."""
+    for f, vals in hw_values.items():
+        names = {f, "sram_bytes" if f == "sram_kb" else f,
+                 "exp_lanes" if f == "mac_lines" else f}
+        for v in dict.fromkeys(vals):
+            try:
+                _hardware({"base": base, "hw": {f: v}, "wl": {}})
+            except ConfigError as e:
+                if str(e).split("=", 1)[0] in names:
+                    raise bad(f, v, f"out of its range ({e})") from None
 
 
 def parse_sets(sets) -> dict[str, list]:
@@ -100,6 +120,9 @@ def grid(base: str | dict, hw_values: dict[str, list], wl_values: dict[str, list
             raise bad("field", f, f"workload fields: {', '.join(WL_FIELDS)}")
     wl_values = {"n": [4096], "d": [64], **wl_values}
     hk, wk = list(hw_values), list(wl_values)
+    total = math.prod(len(v) for v in [*hw_values.values(), *wl_values.values()])
+    if total > MAX_POINTS:
+        raise bad("grid", f"{total:,} points", f"at most {MAX_POINTS:,}: sweep fewer values")
     pts = []
     for hv in itertools.product(*(hw_values[k] for k in hk)):
         for wv in itertools.product(*(wl_values[k] for k in wk)):
@@ -124,7 +147,7 @@ def _hardware(pt: dict) -> C.HardwareConfig:
         # keys per step are bounded by the lines and the ring: follow them down
         lines = changes.get("mac_lines", hw.mac_lines)
         ring = max(1, changes.get("kv_ring_depth", hw.kv_ring_depth) // 2)
-        cap = 1 << (min(lines, ring).bit_length() - 1)
+        cap = 1 << max(0, min(lines, ring).bit_length() - 1)
         if hw.max_keys_per_step > cap:
             changes["max_keys_per_step"] = cap
     return C.replace(hw, **changes)

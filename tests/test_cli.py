@@ -468,3 +468,30 @@ def test_compare_on_a_bad_serving_json_is_one_line(tmp_path):
     assert r.exit_code == 2 and "has no 'provenance'" in r.output, r.output
     r = run("compare", "--gpu", str(tmp_path / "missing.json"))
     assert r.exit_code == 2 and "file not found" in r.output, r.output
+
+
+@pytest.mark.parametrize("args, says", [
+    (["golden", "--seed", "-1", "--n", "16", "--d", "8"], "-1 is not in the range x>=0"),
+    (["explore", "--workers", "0", "--n", "1024"], "0 is not in the range x>=1"),
+    (["explore", "--set", "mac_lines=0", "--n", "1024"], "mac_lines=0 is invalid: out of its"),
+    (["explore", "--set", "sram_kb=1:100000000:1", "--n", "1024"], "at most 10,000"),
+    (["schedule", "--n", "64", "--json", "/proc/attenio-x/y.json"], "does not exist"),
+])
+def test_bad_values_are_refused_before_any_work(args, says):
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    assert says in r.output, r.output
+    assert "Traceback" not in r.output
+
+
+def test_an_unwritable_output_is_refused_before_any_work(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    (ro / "taken.json").mkdir()          # a name that cannot be opened as a file
+    r = run("schedule", "--n", "64", "--json", str(ro / "taken.json"))
+    assert r.exit_code == 2 and "a folder" in r.output, r.output
+    r = run("schedule", "--n", "64", "--json", "/proc/version")   # exists, not writable
+    assert r.exit_code == 2 and "cannot write it" in r.output, r.output
+    ok = tmp_path / "fresh.json"
+    r = run("schedule", "--preset", "tiny", "--n", "64", "--d", "8", "--json", str(ok))
+    assert r.exit_code == 0 and ok.exists(), r.output

@@ -85,9 +85,24 @@ def _outputs(plots=(), **paths) -> None:
                               "exist")
         if Path(path).is_dir():
             raise ConfigError(f"{opt}={path!r} is invalid: a folder; give a file name")
+        _check_writable(opt, Path(path))
         if opt in plots and Path(path).suffix.lower() not in PLOT_SUFFIXES:
             raise ConfigError(f"{opt}={path!r} is invalid: a plot is written as "
                               f"{', '.join(PLOT_SUFFIXES)}")
+
+
+def _check_writable(opt: str, path: Path) -> None:
+    """Open ``path`` for appending (and remove it again if this made it): a file the command
+    could not write at its end is refused before any work."""
+    existed = path.exists()
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as e:
+        raise ConfigError(f"{opt}={str(path)!r} is invalid: cannot write it "
+                          f"({e.strerror or type(e).__name__})") from None
+    if not existed:
+        path.unlink(missing_ok=True)
 
 
 def _write_json(path: str, obj) -> None:

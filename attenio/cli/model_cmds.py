@@ -33,7 +33,7 @@ from attenio.errors import ConfigError
 @_workload_options
 @click.option("--dist", type=click.Choice(["gaussian", "uniform"]), default="gaussian",
               show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--stepwise", is_flag=True, help="Use the block-by-block model (slower, same bits).")
 @window_option
 @json_option
@@ -109,7 +109,7 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
 @click.option("--heads", type=int, default=1, show_default=True)
 @click.option("--kv-heads", type=int, default=None, help="K/V heads (GQA); default = heads.")
 @click.option("--causal", is_flag=True, help="Causal mask (bottom-right aligned).")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @json_option
 @_friendly
 def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, q_scales, k_scales,

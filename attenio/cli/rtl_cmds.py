@@ -57,7 +57,7 @@ def verilog_cmd(preset, config_file, output, sv):
               help="Dump waveforms into build/waves/ (VCD from Verilator, FST from Icarus).")
 @click.option("--stall", type=float, default=0.0, show_default=True,
               help="Probability per cycle that each AXI ready/valid of the DRAM drops.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--q-scales", "q_scales", type=click.Choice(["tensor", "row"]), default="tensor",
               show_default=True, help="Q quantized with one scale, or one per row (each row "
               "carries its multiplier: LOAD_Q.row_scales, one more word a row).")
@@ -213,7 +213,7 @@ def synth_cmd(preset, config_file, target, freq, speed, no_place, json_path, out
 @click.option("--n", type=int, default=16, show_default=True, help="Sequence length of the "
               "self-test (queries = keys).")
 @click.option("--d", type=int, default=8, show_default=True, help="Head dimension.")
-@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True)
 @click.option("--clock-mhz", type=float, default=12.5, show_default=True,
               help="Self-test clock made by the board's PLL (the tiny preset meets 12.5 MHz).")
 @click.option("--router", type=click.Choice(["router1", "router2"]), default="router2",

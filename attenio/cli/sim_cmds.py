@@ -310,7 +310,8 @@ def compare_cmd(preset, config_file, gpu_csv, ns, ds, causal, dtype, gpu_peak_tf
 @click.option("--kv-heads", default=None, help="K/V heads (list); default = heads.")
 @click.option("--causal", default="false", show_default=True, help="false, true or both.")
 @click.option("--vs-fa2", is_flag=True, help="Also run FA-2 on each point's hardware.")
-@click.option("--workers", type=int, default=None, help="Local processes (default: CPUs).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Local processes (default: CPUs).")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Run on Dask: a scheduler address (tcp://host:8786), or local[:N] for a "
                    "local Dask cluster of N workers.")
@@ -334,6 +335,7 @@ def explore(preset, config_file, sets, n, nk, d, heads, kv_heads, causal, vs_fa2
     _outputs(plots=("plot",), csv=csv_path, plot=plot_path, json=json_path, results=results)
     base = _load_hw(None, config_file).to_dict() if config_file else (preset or "asplos26")
     hw_values = E.parse_sets(sets)
+    E.check_values(base, hw_values)
     wl_values = {"n": E.parse_values("n", n), "d": E.parse_values("d", d),
                  "heads": E.parse_values("heads", heads),
                  "causal": E.parse_values("causal", causal)}
