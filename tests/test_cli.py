@@ -495,3 +495,14 @@ def test_an_unwritable_output_is_refused_before_any_work(tmp_path):
     ok = tmp_path / "fresh.json"
     r = run("schedule", "--preset", "tiny", "--n", "64", "--d", "8", "--json", str(ok))
     assert r.exit_code == 0 and ok.exists(), r.output
+
+
+def test_json_reports_carry_the_version(tmp_path):
+    import json
+
+    import attenio
+
+    out = tmp_path / "s.json"
+    r = run("schedule", "--preset", "tiny", "--n", "16", "--d", "8", "--json", str(out))
+    assert r.exit_code == 0, r.output
+    assert json.loads(out.read_text())["attenio_version"] == attenio.__version__

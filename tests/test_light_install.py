@@ -56,3 +56,16 @@ def test_a_command_that_needs_them_names_the_extra(tmp_path):
     """)
     assert r.returncode == 1, (r.stdout, r.stderr)
     assert "pip install 'attenio[rtl]'" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_the_api_simulate_names_the_extra():
+    r = _run("""
+        import attenio
+        from attenio.errors import ConfigError
+        try:
+            attenio.simulate(16, 8)
+        except ConfigError as e:
+            print("refused:", e)
+    """)
+    assert r.returncode == 0, r.stderr
+    assert "refused: simulate is unavailable" in r.stdout and "attenio[rtl]" in r.stdout

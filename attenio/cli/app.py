@@ -120,6 +120,10 @@ def _write_json(path: str, obj) -> None:
             return o.name
         return str(o)
 
+    if isinstance(obj, dict) and "attenio_version" not in obj:
+        from attenio import __version__
+
+        obj = {"attenio_version": __version__, **obj}
     text = json.dumps(obj, indent=1, default=plain)
     if path == "-":
         out = _JSON_OUT[-1] if _JSON_OUT else sys.stdout

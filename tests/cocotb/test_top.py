@@ -441,3 +441,12 @@ def test_error_response_after_end_is_ignored():
     r = simulate(TINY, LONG_KEYS, seed=1, prog_len=512, errors=[(n, n + 4)], window=None,
                  log=lambda *a: None)
     assert r.done and r.error == ErrorCode.NONE and r.bit_exact
+
+
+def test_the_api_runs_finer_scales_on_the_rtl():
+    import attenio
+
+    r = attenio.simulate(7, 8, preset="tiny", q_scales="row", k_block=4)
+    assert r.failures() == []
+    assert any(i.args.get("row_scales") and i.op == Op.LOAD_Q for i in r.schedule.program)
+    assert any(i.args.get("key_scales") and i.op == Op.LOAD_KV for i in r.schedule.program)
