@@ -472,6 +472,8 @@ def test_compare_on_a_bad_serving_json_is_one_line(tmp_path):
 
 @pytest.mark.parametrize("args, says", [
     (["golden", "--seed", "-1", "--n", "16", "--d", "8"], "-1 is not in the range x>=0"),
+    (["schedule", "--bogus"], "error: No such option '--bogus'. (see "),
+    (["nothing"], "error: No such command 'nothing'."),
     (["explore", "--workers", "0", "--n", "1024"], "0 is not in the range x>=1"),
     (["explore", "--set", "mac_lines=0", "--n", "1024"], "mac_lines=0 is invalid: out of its"),
     (["explore", "--set", "sram_kb=1:100000000:1", "--n", "1024"], "at most 10,000"),
@@ -482,6 +484,7 @@ def test_bad_values_are_refused_before_any_work(args, says):
     assert r.exit_code == 2, r.output
     assert says in r.output, r.output
     assert "Traceback" not in r.output
+    assert len(r.output.strip().splitlines()) == 1, r.output       # one line, not click's 4
 
 
 def test_an_unwritable_output_is_refused_before_any_work(tmp_path):

@@ -180,7 +180,31 @@ config_option = click.option(
     help="TOML file with a [hardware] table (overrides --preset).")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _OneLineGroup(click.Group):
+    """Click's own usage errors (a bad option value, an unknown option or command) as one line
+    on stderr and exit status 2, as every other refusal here (``_friendly``); click prints
+    four."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
+             **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except click.UsageError as e:
+            hint = f" (see {e.ctx.command_path} --help)" if e.ctx else ""
+            click.echo(f"error: {e.format_message()}{hint}", err=True)
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            e.show()
+            sys.exit(e.exit_code)
+        except click.exceptions.Abort:
+            click.echo("aborted", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+@click.group(cls=_OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="attenio")
 def main():
     """attenio: an I/O-optimal accelerator for exact long-sequence attention."""
