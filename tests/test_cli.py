@@ -23,6 +23,12 @@ def test_config_save_then_load(tmp_path):
     assert run("config", "save", "--preset", "tiny", "-o", str(path)).exit_code == 0
     r = run("config", "show", "--config", str(path), "--toml")
     assert r.exit_code == 0 and "tile_rows = 64" in r.output
+    # the preset plus overrides, as the README describes: uncomment a field to change it
+    text = path.read_text()
+    assert text.startswith('[hardware]\npreset = "tiny"\n') and "\n# tile_rows = 64\n" in text
+    path.write_text(text.replace("# tile_rows = 64", "tile_rows = 32"))
+    r = run("config", "show", "--config", str(path), "--toml")
+    assert r.exit_code == 0 and "tile_rows = 32" in r.output and "mac_lines = 4" in r.output
 
 
 def test_golden_passes_and_prints_errors():

@@ -56,9 +56,19 @@ def config_show(preset, config_file, as_toml):
 @click.option("-o", "--output", required=True, metavar="FILE", help="Where to write the TOML.")
 @_friendly
 def config_save(preset, config_file, output):
-    """Write a configuration as TOML (edit it, then pass it with --config)."""
+    """Write a configuration as TOML (edit it, then pass it with --config): a preset as
+    ``preset = "NAME"`` with every field below it commented out, to override by uncommenting;
+    a --config file resolved, every field."""
     _outputs(output=output)
-    C.save_toml(output, _load_hw(preset, config_file))
+    hw = _load_hw(preset, config_file)
+    if config_file:
+        C.save_toml(output, hw)
+    else:
+        fields = C.dumps_toml({"hardware": hw.to_dict()}).splitlines()
+        lines = ["[hardware]", f'preset = "{preset or "fpga"}"',
+                 "# overrides: uncomment a field and change it (every field is the preset's)"]
+        lines += ["# " + x if x and not x.startswith("[hardware]") else x for x in fields[1:]]
+        Path(output).write_text("\n".join(lines) + "\n")
     click.echo(f"wrote {output}")
 
 
