@@ -450,3 +450,16 @@ def test_the_api_runs_finer_scales_on_the_rtl():
     assert r.failures() == []
     assert any(i.args.get("row_scales") and i.op == Op.LOAD_Q for i in r.schedule.program)
     assert any(i.args.get("key_scales") and i.op == Op.LOAD_KV for i in r.schedule.program)
+
+
+def test_fpga_preset_varlen_window_and_pages():
+    # the fpga preset's whole accelerator in the default suite (its bigger runs: -m slow): a
+    # varlen batch, a sliding window and a paged cache in one program, several tiles
+    hw = C.fpga()
+    wl = C.VarlenWorkload(seqlens_q=[40, 300], seqlens_k=[40, 330], head_dim=32, heads=2,
+                          kv_heads=1, causal=True, window_left=60, page_size=8,
+                          element_bytes=1)
+    r = simulate(hw, wl, seed=29, log=lambda *a: None)
+    assert r.failures() == []
+    assert r.cycles == r.predicted_cycles
+    assert sum(i.op == Op.LOAD_KV for i in r.schedule.program) >= 3
