@@ -48,8 +48,43 @@ class Segment(NamedTuple):
         return self.seq_k - self.seq_q
 
 
+class _HeadsAndMasks:
+    """What both workloads say alike: their heads (GQA groups), window and paging."""
+
+    @property
+    def group_size(self) -> int:
+        """Query heads per K/V head (1 for multi-head, ``heads`` for MQA)."""
+        return self.heads // self.kv_heads
+
+    @property
+    def window(self) -> tuple[int, int]:
+        """The sliding window ``(left, right)``: query row i sees keys
+        ``i + seq_k − seq_q − left … i + seq_k − seq_q + right`` (FlashAttention's
+        ``window_size``; −1 unbounded; with ``causal`` also none past the diagonal)."""
+        return self.window_left, self.window_right
+
+    @property
+    def windowed(self) -> bool:
+        return self.window != (-1, -1)
+
+
+def _check_heads_and_masks(wl) -> None:
+    """The fields both workloads share: head dim, heads, K/V heads dividing them, causal,
+    element size, the window's sides (≥ −1) and the page size."""
+    check_int(wl, "head_dim", 1, 1024)
+    check_int(wl, "heads", 1, 1 << 12)
+    check_int(wl, "kv_heads", 1, 1 << 12)
+    check_bool(wl, "causal")
+    check_int(wl, "element_bytes", 1, 8)
+    if wl.heads % wl.kv_heads:
+        raise bad("kv_heads", wl.kv_heads, f"must divide heads={wl.heads}")
+    for side in ("window_left", "window_right"):
+        check_int(wl, side, -1, MAX_LEN)
+    _check_page_size(wl)
+
+
 @dataclass(frozen=True, kw_only=True)
-class Workload(Serializable):
+class Workload(_HeadsAndMasks, Serializable):
     """One attention problem: ``O = softmax(Q Kᵀ/√d) V`` per (batch, head).
 
     Q is ``[batch, heads, seq_q, head_dim]``; K and V are ``[batch, kv_heads, seq_k,
@@ -72,28 +107,8 @@ class Workload(Serializable):
     def __post_init__(self):
         check_int(self, "seq_q", 1, MAX_LEN)
         check_int(self, "seq_k", 1, MAX_LEN)
-        check_int(self, "head_dim", 1, 1024)
-        check_int(self, "heads", 1, 1 << 12)
-        check_int(self, "kv_heads", 1, 1 << 12)
         check_int(self, "batch", 1, 1 << 16)
-        check_bool(self, "causal")
-        check_int(self, "element_bytes", 1, 8)
-        if self.heads % self.kv_heads:
-            raise bad("kv_heads", self.kv_heads, f"must divide heads={self.heads}")
-        for side in ("window_left", "window_right"):
-            check_int(self, side, -1, 1 << 24)
-        _check_page_size(self)
-
-    @property
-    def window(self) -> tuple[int, int]:
-        """The sliding window ``(left, right)``: query row i sees keys
-        ``i + seq_k − seq_q − left … i + seq_k − seq_q + right`` (FlashAttention's
-        ``window_size``; −1 unbounded; with ``causal`` also none past the diagonal)."""
-        return self.window_left, self.window_right
-
-    @property
-    def windowed(self) -> bool:
-        return self.window != (-1, -1)
+        _check_heads_and_masks(self)
 
     @classmethod
     def from_options(cls, hw: HardwareConfig | None, *, n: int, d: int, nk: int | None = None,
@@ -118,11 +133,6 @@ class Workload(Serializable):
         return cls(seq_q=n, seq_k=n, head_dim=d, **kw)
 
     @property
-    def group_size(self) -> int:
-        """Query heads per K/V head (1 for multi-head, ``heads`` for MQA)."""
-        return self.heads // self.kv_heads
-
-    @property
     def sequences(self) -> int:
         """Independent sequences: the batch."""
         return self.batch
@@ -138,7 +148,7 @@ class Workload(Serializable):
 
 
 @dataclass(frozen=True, kw_only=True)
-class VarlenWorkload(Serializable):
+class VarlenWorkload(_HeadsAndMasks, Serializable):
     """A batch of sequences of different lengths packed together, as FlashAttention's
     ``flash_attn_varlen_func`` takes them: sequence i has ``seqlens_q[i]`` query rows and
     ``seqlens_k[i]`` keys; the masks (``causal``, the window) apply per sequence, aligned at
@@ -177,16 +187,7 @@ class VarlenWorkload(Serializable):
                 if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_LEN:
                     raise bad(f"{name}[{i}]", n, f"must be an integer in [1, {MAX_LEN}] "
                               "(drop empty sequences)")
-        check_int(self, "head_dim", 1, 1024)
-        check_int(self, "heads", 1, 1 << 12)
-        check_int(self, "kv_heads", 1, 1 << 12)
-        check_bool(self, "causal")
-        check_int(self, "element_bytes", 1, 8)
-        if self.heads % self.kv_heads:
-            raise bad("kv_heads", self.kv_heads, f"must divide heads={self.heads}")
-        for side in ("window_left", "window_right"):
-            check_int(self, side, -1, MAX_LEN)
-        _check_page_size(self)
+        _check_heads_and_masks(self)
 
     @classmethod
     def from_cu_seqlens(cls, cu_seqlens_q, cu_seqlens_k, **kw) -> VarlenWorkload:
@@ -257,18 +258,6 @@ class VarlenWorkload(Serializable):
     def seq_k(self) -> int:
         """Keys of the packed tensors: the sum of the sequences'."""
         return sum(self.seqlens_k)
-
-    @property
-    def group_size(self) -> int:
-        return self.heads // self.kv_heads
-
-    @property
-    def window(self) -> tuple[int, int]:
-        return self.window_left, self.window_right
-
-    @property
-    def windowed(self) -> bool:
-        return self.window != (-1, -1)
 
     def segments(self) -> list[Segment]:
         cq, ck = self.cu_seqlens_q, self.cu_seqlens_k
