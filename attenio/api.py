@@ -214,26 +214,20 @@ def _gather_cache(k_cache, v_cache, cache_seqlens, block_table, batch: int):
     span = kc.shape[1] if block_table is None else None
     if block_table is None and kc.shape[0] != batch:
         raise bad("k_cache", f"{kc.shape[0]} sequences", f"q's batch, {batch}")
-    keys, values = [], []
     for i, n in enumerate(lens):
         if n < 1 or (span is not None and n > span):
             raise bad(f"cache_seqlens[{i}]", int(n), f"must be in [1, {span or 'pages·size'}]")
-        if block_table is None:
-            keys.append(kc[i, :n])
-            values.append(vc[i, :n])
-            continue
-        row = np.asarray(block_table[i]) if i < len(block_table) else np.zeros(0)
-        need = -(-int(n) // page)
-        if len(row) < need:
-            raise bad(f"block_table[{i}]", f"{len(row)} pages", f"cache_seqlens[{i}] = {n} "
-                      f"needs {need} of {page} keys")
-        for g, x in enumerate(row[:need]):
-            if not 0 <= x < kc.shape[0]:
-                raise bad(f"block_table[{i}][{g}]", int(x), f"a page of k_cache: [0, "
-                          f"{kc.shape[0]})")
-        pages = row[:need].astype(np.int64)
-        keys.append(kc[pages].reshape(-1, *kc.shape[2:])[:n])
-        values.append(vc[pages].reshape(-1, *vc.shape[2:])[:n])
+    if block_table is None:
+        keys = [kc[i, :n] for i, n in enumerate(lens)]
+        values = [vc[i, :n] for i, n in enumerate(lens)]
+    else:
+        from attenio.sim.layout import check_block_tables
+
+        rows = check_block_tables(block_table, [-(-int(n) // page) for n in lens],
+                                  kc.shape[0], "a page of k_cache")
+        keys = [kc[list(r)].reshape(-1, *kc.shape[2:])[:n] for r, n in zip(rows, lens, strict=True)]
+        values = [vc[list(r)].reshape(-1, *vc.shape[2:])[:n]
+                  for r, n in zip(rows, lens, strict=True)]
     return np.concatenate(keys), np.concatenate(values), lens.tolist(), page
 
 

@@ -12,7 +12,7 @@ from attenio.config import HardwareConfig, Workload
 from attenio.contract.rules import ENTRY_BYTES, PAGE_ALIGN_LOG2
 from attenio.errors import bad
 
-__all__ = ["Layout", "PagedCache"]
+__all__ = ["Layout", "PagedCache", "check_block_tables"]
 
 
 def _up(x: int, to: int = 4096) -> int:
@@ -56,7 +56,7 @@ class PagedCache:
                           for a, b in zip(starts[:-1], starts[1:], strict=True))
             n_slots = starts[-1]
         else:
-            slots = _check_tables(block_tables, need)
+            slots = check_block_tables(block_tables, need)
             n_slots = 1 + max(max(t) for t in slots)
         return cls(p, pitch, slots, tuple(starts[:-1]), n_slots)
 
@@ -70,7 +70,11 @@ class PagedCache:
         return ENTRY_BYTES * sum(len(t) for t in self.slots)
 
 
-def _check_tables(tables, need: list[int]) -> tuple[tuple[int, ...], ...]:
+def check_block_tables(tables, need: list[int], pages: int = 1 << 24,
+                       what: str = "a page index") -> tuple[tuple[int, ...], ...]:
+    """FlashAttention's ``block_table`` (a row of page indices per sequence) checked against
+    the pages each sequence ``need``s and the ``pages`` there are: each row's first
+    ``need[i]`` entries. Raises ConfigError naming the row or the entry."""
     if len(tables) != len(need):
         raise bad("block_table", f"{len(tables)} rows", f"one per sequence: {len(need)}")
     out = []
@@ -79,8 +83,8 @@ def _check_tables(tables, need: list[int]) -> tuple[tuple[int, ...], ...]:
         if len(row) < n:
             raise bad(f"block_table[{i}]", f"{len(row)} pages", f"the sequence needs {n}")
         for g, x in enumerate(row[:n]):
-            if not 0 <= x < 1 << 24:
-                raise bad(f"block_table[{i}][{g}]", x, "must be a page index in [0, 2^24)")
+            if not 0 <= x < pages:
+                raise bad(f"block_table[{i}][{g}]", x, f"must be {what} in [0, {pages})")
         out.append(tuple(row[:n]))
     return tuple(out)
 
