@@ -55,6 +55,12 @@ SUPPORTED_AXI_BITS = (32, 64, 128, 256, 512, 1024)
 _INT64_BITS = 63
 # A scale word's exponent field (c_sh of a Q row, k_e of a K row): shifts up to 62 fit in 6 bits.
 SCALE_EXP_BITS = 6
+# A K row's factor k_m keeps this many significant bits (its top bits; the rest are zero), so
+# the datapath multiplies c_m by it exactly: c_m·k_m has CM + KEY_MANT_BITS bits and no
+# rounding (docs/numerics.md, "Per-key K scales"; a rounded product broke the contract on
+# large logits, issue #33). Five bits keep the product off the DSPs (a 4-bit piece and the
+# implicit leading one).
+KEY_MANT_BITS = 5
 _FLOAT_EXACT_BITS = 53
 
 
@@ -282,6 +288,13 @@ class HardwareConfig(Serializable):
         return self.numerics.scale_mult_bits + SCALE_EXP_BITS
 
     @property
+    def scale_factor_bits(self) -> int:
+        """Bits of the multiplier that meets a score: ``c_m`` (``scale_mult_bits``), or with
+        per-key factors possible ``c_m·k_hi``, exact (:data:`KEY_MANT_BITS` more)."""
+        cm = self.numerics.scale_mult_bits
+        return cm + KEY_MANT_BITS if self.key_scales_supported else cm
+
+    @property
     def element_bytes(self) -> int:
         return self.data_bits // 8
 
@@ -337,13 +350,15 @@ class HardwareConfig(Serializable):
 
     @property
     def logit_product_bits(self) -> int:
-        # s · c_m with c_m < 2**CM unsigned: |s·c_m| < 2**(score_bits-1) · 2**CM.
-        return self.score_bits + self.numerics.scale_mult_bits
+        # s · c with c < 2**scale_factor_bits unsigned: |s·c| < 2**(score_bits-1) · 2**bits.
+        return self.score_bits + self.scale_factor_bits
 
     @property
     def logit_bits(self) -> int:
-        # t = round(s·c_m / 2**c_sh) with c_sh ≥ 0, so t is never wider than the product.
-        return self.logit_product_bits
+        # t = round(s·c_m / 2**c_sh) with c_sh ≥ 0, so t is never wider than s·c_m; with a
+        # key's factor, c_m·k_hi < 2**(CM + KEY_MANT_BITS) meets a shift of at least
+        # KEY_MANT_BITS, so the same bound holds.
+        return self.score_bits + self.numerics.scale_mult_bits
 
     @property
     def max_bits(self) -> int:

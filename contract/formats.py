@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from attenio.config import SCALE_EXP_BITS, HardwareConfig
+from attenio.config import KEY_MANT_BITS, SCALE_EXP_BITS, HardwareConfig
 
-__all__ = ["MAX_SHIFT", "SCALE_SHIFT_MAX", "SCALE_EXP_BITS", "scale_word", "scale_word_bytes"]
+__all__ = ["MAX_SHIFT", "SCALE_SHIFT_MAX", "SCALE_EXP_BITS", "KEY_MANT_BITS", "scale_word",
+           "scale_word_bytes"]
 
 # The largest shift any rescale of ℓ and O applies. ℓ and O are at most 53 bits wide (config),
 # so a shift of 62 already clears them (or leaves -1 for a negative O, as a hardware arithmetic

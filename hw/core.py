@@ -29,10 +29,11 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
+from attenio.contract.formats import KEY_MANT_BITS
 from attenio.contract.formats import SCALE_SHIFT_MAX as MAX_SCALE_SHIFT
 from attenio.contract.rules import causal_visible, window_visible
 from attenio.contract.timing import TIMING
-from attenio.hw.arith import memory_banks
+from attenio.hw.arith import memory_banks, shift_add_product
 from attenio.hw.finalize import Finalize, out_word_layout
 from attenio.hw.kvring import KVRing
 from attenio.hw.layouts import (
@@ -399,29 +400,30 @@ class ComputeCore(wiring.Component):
     def _multipliers(self, m: Module, s: SimpleNamespace):
         """Each lane's softmax multiplier, with its scores in c4: the tile's (``c_m``,
         ``c_sh``) or the row's own (``row_scales``: the Q buffer's table, read in c1b), and
-        with ``key_scales`` times the lane's key factor: ``round(c_m·k_m / 2**CM)`` and the
-        shift ``min(c_sh + k_e, SCALE_SHIFT_MAX)`` (model.numerics.scale). Two register
-        stages: c2 → c3 the product, c3 → c4 the rounding."""
+        with ``key_scales`` times the lane's key factor: ``c_m·k_hi`` exactly (``k_hi``: the
+        top ``KEY_MANT_BITS`` bits of ``k_m``; shift-and-add rows, no DSP) and the shift
+        ``min(c_sh + k_e + KEY_MANT_BITS, SCALE_SHIFT_MAX)`` (model.numerics.scale). Two
+        register stages: c2 → c3 the product and the shift, c3 → c4 the choice and the cap."""
         cfg, p, c = s.cfg, s.p, s.c
         cmb = cfg.numerics.scale_mult_bits
         sc = s.qbuf.sc_data
-        c_m4 = [Signal(unsigned(cmb), name=f"cm4_{i}") for i in range(p)]
+        c_m4 = [Signal(unsigned(cfg.scale_factor_bits), name=f"cm4_{i}") for i in range(p)]
         c_sh4 = [Signal(unsigned(6), name=f"csh4_{i}") for i in range(p)]
         for i in range(p):
             cm2 = Mux(c.row_scales, sc[i].c_m, c.c_m)
             sh2 = Mux(c.row_scales, sc[i].c_sh, c.c_sh)
             cm3 = Signal(unsigned(cmb), name=f"cm3_{i}")
-            sh3 = Signal(unsigned(7), name=f"csh3_{i}")
+            sh3 = Signal(unsigned(8), name=f"csh3_{i}")
             m.d.sync += cm3.eq(cm2)
             if not cfg.key_scales_supported:
                 m.d.sync += [sh3.eq(sh2), c_m4[i].eq(cm3), c_sh4[i].eq(sh3)]
                 continue
             kf = s.kf2[i]
-            prod3 = Signal(unsigned(2 * cmb), name=f"cmk3_{i}")
-            m.d.sync += [prod3.eq(cm2 * kf.c_m),
-                         sh3.eq(sh2 + Mux(c.key_scales, kf.c_sh, 0))]
-            rounded = (prod3 + (1 << (cmb - 1))) >> cmb
-            m.d.sync += [c_m4[i].eq(Mux(c.key_scales, rounded, cm3)),
+            k_hi = kf.c_m[cmb - KEY_MANT_BITS:]
+            prod3 = Signal(unsigned(cfg.scale_factor_bits), name=f"cmk3_{i}")
+            m.d.sync += [prod3.eq(shift_add_product(cm2, k_hi)),
+                         sh3.eq(sh2 + Mux(c.key_scales, kf.c_sh + KEY_MANT_BITS, 0))]
+            m.d.sync += [c_m4[i].eq(Mux(c.key_scales, prod3, cm3)),
                          c_sh4[i].eq(Mux(sh3 > MAX_SCALE_SHIFT, MAX_SCALE_SHIFT, sh3))]
         return c_m4, c_sh4
 

@@ -74,7 +74,7 @@ class SoftmaxUnit(wiring.Component):
         super().__init__({
             "i": In(stream.Signature(softmax_in_layout(cfg), always_ready=True)),
             "o": Out(stream.Signature(softmax_out_layout(cfg), always_ready=True)),
-            "c_m": In(data.ArrayLayout(unsigned(cfg.numerics.scale_mult_bits), cfg.mac_lines)),
+            "c_m": In(data.ArrayLayout(unsigned(cfg.scale_factor_bits), cfg.mac_lines)),
             "c_sh": In(data.ArrayLayout(unsigned(6), cfg.mac_lines)),
             "chain_log2": In(range(max(2, cfg.mac_lines.bit_length()))),
         })

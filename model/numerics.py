@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from attenio.config import HardwareConfig, VarlenWorkload, Workload
-from attenio.contract.formats import MAX_SHIFT, SCALE_SHIFT_MAX
+from attenio.contract.formats import KEY_MANT_BITS, MAX_SHIFT, SCALE_SHIFT_MAX
 from attenio.contract.rules import visible
 from attenio.contract.tables import exp_table, recip_table
 from attenio.errors import bad
@@ -84,19 +84,24 @@ def m_init(cfg: HardwareConfig) -> int:
 def scale(cfg: HardwareConfig, s, sp: ScaleParams) -> np.ndarray:
     """Scale block: integer score ``s`` (score_bits) to base-2 logit ``t`` (logit_bits, F frac).
 
-    ``t = (s·c_m + 2**(c_sh-1)) >> c_sh``: round half up. Latency in hardware: one multiplier
-    and one adder stage.
+    ``t = (s·c_m + 2**(c_sh-1)) >> c_sh``: round half up. With per-key factors the multiplier
+    of row i and key j is ``c_m_i·k_hi_j`` (``k_hi`` = the top ``KEY_MANT_BITS`` bits of
+    ``k_m``), exact, with the shift ``c_sh_i + k_e_j + KEY_MANT_BITS`` (capped at
+    ``SCALE_SHIFT_MAX``, where the result is 0 either way): ``t`` is the rounded product of the
+    exact factors, so a key's logit carries no error of its own however large it is. Latency in
+    hardware: one multiplier and one adder stage.
     """
     s = np.asarray(s, dtype=np.int64)
-    if sp.k_m is not None:  # per (row, key): round(c_m·k_m / 2**CM), shift c_sh + k_e
-        cmb = cfg.numerics.scale_mult_bits
+    if sp.k_m is not None:  # per (row, key): c_m·k_hi exactly, shift c_sh + k_e + KB
+        kb = KEY_MANT_BITS
         cm = np.asarray(sp.c_m, dtype=np.int64)
         sh = np.asarray(sp.c_sh, dtype=np.int64)
         if sp.per_row:
             cm, sh = cm[:, None], sh[:, None]
-        c_eff = (cm * np.asarray(sp.k_m, dtype=np.int64)[None, :]
-                 + (np.int64(1) << (cmb - 1))) >> cmb
-        sh = np.minimum(sh + np.asarray(sp.k_e, dtype=np.int64)[None, :], SCALE_SHIFT_MAX)
+        k_hi = np.asarray(sp.k_m, dtype=np.int64) >> (cfg.numerics.scale_mult_bits - kb)
+        c_eff = cm * k_hi[None, :]
+        sh = np.minimum(sh + np.asarray(sp.k_e, dtype=np.int64)[None, :] + kb,
+                        SCALE_SHIFT_MAX)
         return (s * c_eff + ((np.int64(1) << sh) >> 1)) >> sh
     if sp.per_row:          # one multiplier per row of s (rows, keys)
         cm = np.asarray(sp.c_m, dtype=np.int64)[:, None]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attenio.config import HardwareConfig
-from attenio.contract.formats import SCALE_SHIFT_MAX
+from attenio.contract.formats import KEY_MANT_BITS, SCALE_SHIFT_MAX
 from attenio.errors import ConfigError, bad
 
 __all__ = ["ScaleParams", "softmax_scale", "softmax_scale_rows", "key_factors", "key_reference",
@@ -33,9 +33,11 @@ class ScaleParams:
     c_m: int | np.ndarray
     c_sh: int | np.ndarray
     # per-key K scales: key j's factor f_j = k_m[j]·2**-(CM + k_e[j]) (K's scale of key j
-    # over the reference scale the multiplier folds in; k_m normalized in [2**(CM-1), 2**CM),
-    # 0 ≤ k_e ≤ 62); row i's multiplier for key j is then round(c_m_i·k_m_j / 2**CM) with the
-    # shift c_sh_i + k_e_j (:func:`scale`; the hardware carries (k_m, k_e) with the K row)
+    # over the reference scale the multiplier folds in; k_m normalized in [2**(CM-1), 2**CM)
+    # with only its top KEY_MANT_BITS bits set, 0 ≤ k_e ≤ 62); row i's multiplier for key j is
+    # then c_m_i·k_hi_j exactly (k_hi = k_m >> (CM − KEY_MANT_BITS)) with the shift
+    # c_sh_i + k_e_j + KEY_MANT_BITS (:func:`scale`; the hardware carries (k_m, k_e) with the
+    # K row)
     k_m: np.ndarray | None = None
     k_e: np.ndarray | None = None
 
@@ -132,8 +134,10 @@ def key_factors(cfg: HardwareConfig, k_scales,
                 ref: float) -> tuple[np.ndarray, np.ndarray]:
     """Per-key K scales as the hardware takes them: each key's factor ``sk_j / ref`` (at most
     1/2: ``ref`` is at least twice the largest scale) as a mantissa ``k_m`` in
-    ``[2**(CM-1), 2**CM)`` and an exponent ``k_e ≥ 0``, ``sk_j / ref = k_m·2**-(CM + k_e)``
-    (exact for the scales of :func:`quantize_keys`, else rounded to nearest).
+    ``[2**(CM-1), 2**CM)`` of :data:`KEY_MANT_BITS` significant bits and an exponent
+    ``k_e ≥ 0``, ``sk_j / ref = k_m·2**-(CM + k_e)`` (exact for the scales of
+    :func:`quantize_keys`; other scales are rounded to nearest, a relative change of up to
+    ``2**-KEY_MANT_BITS``: quantize K with those scales to keep the contract).
 
     Raises ConfigError for a scale that is not positive and finite, above ``ref/2`` or below
     ``ref·2**-64`` (naming the key)."""
@@ -145,7 +149,14 @@ def key_factors(cfg: HardwareConfig, k_scales,
         j = int(np.argmax(~ok))
         raise bad(f"k_scale of key {j}", float(ks[j]),
                   f"must be positive, finite and within [ref·2**-64, ref/2] (ref = {ref:.6g})")
-    return _mant_exp(r, cmb, np.rint)
+    return _key_mant_exp(r, cmb, np.rint)
+
+
+def _key_mant_exp(r, cmb: int, rounding) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_mant_exp` with :data:`KEY_MANT_BITS` significant bits, placed at the top of a
+    ``cmb``-bit ``k_m`` (the low bits zero)."""
+    k_m, k_e = _mant_exp(r, KEY_MANT_BITS, rounding)
+    return k_m << (cmb - KEY_MANT_BITS), k_e
 
 
 def _mant_exp(r, cmb: int, rounding) -> tuple[np.ndarray, np.ndarray]:
@@ -224,7 +235,9 @@ def quantize_keys(cfg: HardwareConfig, k, block: int) -> tuple[np.ndarray, np.nd
     """K ``[batch, kv_heads, seq_k, d]`` quantized with one scale per block of ``block`` keys
     (blocks aligned to key 0), each a scale the hardware represents exactly: ``ref·k_m·2**-(CM
     + k_e)`` with ``ref`` twice the largest block's ``max|K|/(2**(B−1)−1)``, ``k_m`` in
-    ``[2**(CM-1), 2**CM)`` rounded up (so no element clips) and ``0 ≤ k_e ≤ KEY_EXP_MAX``. An
+    ``[2**(CM-1), 2**CM)`` of :data:`KEY_MANT_BITS` significant bits, rounded up (so no element
+    clips; the block's scale grows by at most ``2**(1-KEY_MANT_BITS)``), and
+    ``0 ≤ k_e ≤ KEY_EXP_MAX``. An
     all-zero block gets ``ref/2`` (its integers are 0). Returns ``(ki, scales)``, ``scales`` of
     shape ``[batch, kv_heads, seq_k, 1]`` (one per key, equal within a block), as
     :func:`attention_int` takes them."""
@@ -244,7 +257,7 @@ def quantize_keys(cfg: HardwareConfig, k, block: int) -> tuple[np.ndarray, np.nd
     top = float(amax.max(initial=0.0))
     ref = 2.0 * top if top > 0 else 2.0
     r = np.where(amax > 0, amax / ref, 0.5)
-    k_m, k_e = _mant_exp(np.maximum(r, 2.0 ** -(KEY_EXP_MAX + 1)), cmb, np.ceil)
+    k_m, k_e = _key_mant_exp(np.maximum(r, 2.0 ** -(KEY_EXP_MAX + 1)), cmb, np.ceil)
     blk = ref * k_m * np.exp2(-(k_e + cmb))
     per_key = np.repeat(blk, block, axis=2)[:, :, :nk, None]
     ki = np.clip(np.rint(k / per_key), -qmax - 1, qmax).astype(np.int64)

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attenio import config as C
+from attenio.contract.formats import KEY_MANT_BITS
 from attenio.errors import ConfigError
 from attenio.model import numerics as nm
 from attenio.model import reference as ref
@@ -404,8 +405,9 @@ def test_per_key_scales_stepwise_equals_vectorized(q_rows):
 
 def test_quantize_keys_scales_are_exact_and_never_clip():
     """Each block's scale is the reference times k_m·2**-(CM+k_e) exactly (what the K row's
-    word carries), at least the block's max|K|/127 (nothing clips) and within 2**-15 of it;
-    an all-zero block has a defined scale (ref/2) and integers 0."""
+    word carries, with KEY_MANT_BITS significant bits), at least the block's max|K|/127
+    (nothing clips) and within 2**(1-KEY_MANT_BITS) of it; an all-zero block has a defined
+    scale (ref/2) and integers 0."""
     _, _, k, _ = _keyed(nk=37, block=5)
     k[0, 0, 10:15] = 0.0                                # block 2 is all zero
     ki, sk = nm.quantize_keys(FPGA, k, 5)
@@ -415,13 +417,14 @@ def test_quantize_keys_scales_are_exact_and_never_clip():
     blk_scale = sk[0, 0, ::5, 0]
     live = blk_max > 0
     assert np.all(blk_scale[live] >= blk_max[live])
-    assert np.all(blk_scale[live] <= blk_max[live] * (1 + 2.0 ** -14))
+    assert np.all(blk_scale[live] <= blk_max[live] * (1 + 2.0 ** (1 - KEY_MANT_BITS)))
     assert np.all(np.abs(ki) <= 127) and np.all(ki[0, 0, 10:15] == 0)
     ref = 2.0 * blk_max.max()
     assert blk_scale[2] == ref / 2
     k_m, k_e = nm.key_factors(FPGA, sk, ref)
     cm = FPGA.numerics.scale_mult_bits
     assert np.all((k_m >= 1 << (cm - 1)) & (k_m < 1 << cm) & (k_e >= 0))
+    assert np.all(k_m % (1 << (cm - KEY_MANT_BITS)) == 0)      # only the top bits are set
     assert np.array_equal(k_m * np.exp2(-(cm + k_e)) * ref, sk.reshape(-1))   # exact
     with pytest.raises(ConfigError, match=r"^k_block=0"):
         nm.quantize_keys(FPGA, k, 0)
