@@ -72,36 +72,41 @@ LLM_SIGMA = 3.0
 PEAKY_SIGMA = 64.0
 
 
-def make_inputs(wl: Workload, dist: str, seed: int = 0) -> list[np.ndarray]:
+def make_inputs(wl: Workload, dist: str, seed: int = 0,
+                sigma: float | None = None) -> list[np.ndarray]:
     """Float Q, K, V of ``wl`` (shapes ``[batch, heads, seq_q, d]``, ``[batch, kv_heads, seq_k,
     d]``) from a built-in distribution (``DISTRIBUTIONS``). V is N(0, 1) except for
     ``uniform`` (U[-1, 1] throughout).
 
     ``llm-outliers``: Gaussian Q and K whose 4 outlier channels (the same in Q and K, as in
     LLM activations) are 20 to 50 times larger, scaled so the logits have σ ≈ 3. ``peaky``:
-    Gaussian Q and K scaled so the logits have σ ≈ 64 (a near one-hot softmax).
+    Gaussian Q and K scaled so the logits have σ ≈ 64 (a near one-hot softmax). ``sigma``:
+    Q and K of any class scaled by one common factor so the logits (``q·k/√d``, measured on
+    the first 256 rows and keys) have that standard deviation instead.
     """
     if dist not in DISTRIBUTIONS:
         raise bad("dist", dist, f"choose one of: {', '.join(DISTRIBUTIONS)}")
-    if dist == "uniform":
-        return ref.random_inputs(wl, "uniform", seed)
-    q, k, v = ref.random_inputs(wl, "gaussian", seed)
+    if sigma is not None and not (isinstance(sigma, (int, float)) and math.isfinite(sigma)
+                                  and sigma > 0):
+        raise bad("logit_sigma", sigma, "must be a positive finite number")
+    q, k, v = ref.random_inputs(wl, "uniform" if dist == "uniform" else "gaussian", seed)
     d = wl.head_dim
+    target = sigma
     if dist == "llm-outliers":
         rng = np.random.default_rng(seed + 1)
         ch = rng.choice(d, min(OUTLIER_CHANNELS, d), replace=False)
         gain = rng.uniform(*OUTLIER_GAIN, len(ch))
         q[..., ch] *= gain
         k[..., ch] *= gain
-        target = LLM_SIGMA
+        target = target or LLM_SIGMA
     elif dist == "peaky":
-        target = PEAKY_SIGMA
-    else:
+        target = target or PEAKY_SIGMA
+    if target is None:
         return [q, k, v]
     # logit σ of the inputs as drawn (from a sample of rows), then one common factor
     qs, ks = q[0, 0, :256], k[0, 0, :256]
-    sigma = float(np.std(qs @ ks.T / math.sqrt(d))) or 1.0
-    f = math.sqrt(target / sigma)
+    drawn = float(np.std(qs @ ks.T / math.sqrt(d))) or 1.0
+    f = math.sqrt(target / drawn)
     return [q * f, k * f, v]
 
 

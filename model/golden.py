@@ -16,7 +16,7 @@ from attenio.model import numerics as nm
 from attenio.model import reference as ref
 
 __all__ = ["MAX_REL_BOUND", "MEAN_REL_BOUND", "GoldenInputs", "quantized_inputs",
-           "golden_output", "error_vs_float", "within_bounds", "golden_check"]
+           "golden_output", "error_vs_float", "logit_sigma", "within_bounds", "golden_check"]
 
 # the accuracy contract: error against float64 attention of the quantized inputs, as a
 # fraction of V's range
@@ -36,25 +36,29 @@ class GoldenInputs:
     v: np.ndarray
     sq: float | np.ndarray
     sk: float | np.ndarray
-    sv: float
+    sv: float | np.ndarray      # per tensor, or per K/V head and channel [b, hk, 1, d]
 
 
 def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
-                     seed: int = 0, q_rows: bool = False,
-                     k_block: int | None = None) -> GoldenInputs:
-    """Random Q, K, V of ``wl`` (``dist``, ``seed``) quantized to ``hw.data_bits`` per tensor,
-    or with ``q_rows`` Q per row, with ``k_block`` K per block of that many keys
-    (:func:`numerics.quantize_keys`).
+                     seed: int = 0, q_rows: bool = False, k_block: int | None = None,
+                     scheme: str = "tensor", floats=None,
+                     sigma: float | None = None) -> GoldenInputs:
+    """Float Q, K, V of ``wl`` quantized to ``hw.data_bits`` the way the host does it: the
+    built-in class ``dist`` with ``seed`` (:data:`accuracy.DISTRIBUTIONS`: ``gaussian``,
+    ``uniform``, ``llm-outliers``, ``peaky``) or the user's ``floats`` (``[q, k, v]``), under
+    the host ``scheme`` (``tensor``, ``smooth``, ``rotate``), Q per row with ``q_rows``, K per
+    block of ``k_block`` keys if given (:func:`accuracy.quantize_scheme`); ``sigma``: the
+    built-in inputs scaled to that logit standard deviation (:func:`accuracy.make_inputs`).
 
-    Raises ConfigError for a workload the hardware cannot run or an unknown ``dist``.
+    Raises ConfigError for a workload the hardware cannot run, an unknown ``dist`` or
+    ``scheme``.
     """
+    from attenio.model.accuracy import make_inputs, quantize_scheme
+
     hw.check_workload(wl)
-    q, k, v = ref.random_inputs(wl, dist, seed)
-    qi, sq = nm.quantize(q, hw.data_bits, axis=3 if q_rows else None)
-    (ki, sk), (vi, sv) = (nm.quantize(x, hw.data_bits) for x in (k, v))
-    if k_block is not None:
-        ki, sk = nm.quantize_keys(hw, k, k_block)
-    return GoldenInputs(qi, ki, vi, sq, sk, sv)
+    q, k, v = floats if floats is not None else make_inputs(wl, dist, seed, sigma)
+    h = quantize_scheme(hw, q, k, v, scheme, q_rows=q_rows, k_block=k_block)
+    return GoldenInputs(h.q, h.k, h.v, h.sq, h.sk, h.sv)
 
 
 def golden_output(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, *,
@@ -69,7 +73,21 @@ def error_vs_float(hw: HardwareConfig, wl: Workload, out: np.ndarray,
     """Error of the integer output ``out`` against float64 attention of the quantized inputs
     (``max_abs``, ``max_rel``, ``mean_rel`` … as :func:`reference.error_metrics`)."""
     exact = ref.attention_of(wl, inp.q * inp.sq, inp.k * inp.sk, inp.v * inp.sv)
-    return ref.error_metrics(nm.dequantize_output(hw, out, inp.sv), exact, inp.v * inp.sv)
+    sv = inp.sv
+    if isinstance(sv, np.ndarray):          # per K/V head and channel → per query head
+        sv = np.repeat(sv, wl.heads // wl.kv_heads, axis=1)
+    return ref.error_metrics(nm.dequantize_output(hw, out, sv), exact, inp.v * inp.sv)
+
+
+def logit_sigma(wl: Workload, inp: GoldenInputs, rows: int = 256) -> float:
+    """The standard deviation of the logits ``q·k/√d`` of the quantized inputs (natural units;
+    the first ``rows`` queries and keys of batch 0, head 0): how far the softmax's inputs
+    spread, which is what the datapath's errors grow with."""
+    sq = inp.sq[0, 0, :rows] if isinstance(inp.sq, np.ndarray) else inp.sq
+    sk = inp.sk[0, 0, :rows] if isinstance(inp.sk, np.ndarray) else inp.sk
+    q = inp.q[0, 0, :rows] * sq
+    k = inp.k[0, 0, :rows] * sk
+    return float(np.std(q @ k.T / np.sqrt(wl.head_dim)))
 
 
 def within_bounds(metrics: dict) -> bool:
@@ -79,16 +97,23 @@ def within_bounds(metrics: dict) -> bool:
 
 
 def golden_check(hw: HardwareConfig, wl: Workload, dist: str = "gaussian", seed: int = 0,
-                 stepwise: bool = False, progress=None) -> dict:
-    """The whole sequence on random inputs: the metrics, the two models' times (``t_int``,
-    ``t_ref``), the softmax ``scale`` and ``ok`` (within the bounds)."""
-    inp = quantized_inputs(hw, wl, dist, seed)
+                 stepwise: bool = False, progress=None, *, scheme: str = "tensor",
+                 q_rows: bool = False, k_block: int | None = None, floats=None,
+                 sigma: float | None = None) -> dict:
+    """The whole sequence on the inputs of :func:`quantized_inputs` (the same arguments): the
+    metrics, the two models' times (``t_int``, ``t_ref``), the softmax ``scale`` (``None``
+    with per-row or per-key scales), the logits' ``logit_sigma`` and ``ok`` (within the
+    bounds)."""
+    inp = quantized_inputs(hw, wl, dist, seed, q_rows=q_rows, k_block=k_block, scheme=scheme,
+                           floats=floats, sigma=sigma)
     t0 = time.perf_counter()
     out = golden_output(hw, wl, inp, stepwise=stepwise, progress=progress)
     t_int = time.perf_counter() - t0
     t0 = time.perf_counter()
     m = error_vs_float(hw, wl, out, inp)
     t_ref = time.perf_counter() - t0
-    m.update(t_int=t_int, t_ref=t_ref, scale=nm.softmax_scale(hw, inp.sq, inp.sk, wl.head_dim),
+    per_tensor = not (isinstance(inp.sq, np.ndarray) or isinstance(inp.sk, np.ndarray))
+    m.update(t_int=t_int, t_ref=t_ref, logit_sigma=logit_sigma(wl, inp),
+             scale=nm.softmax_scale(hw, inp.sq, inp.sk, wl.head_dim) if per_tensor else None,
              ok=within_bounds(m))
     return m

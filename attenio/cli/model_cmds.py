@@ -31,37 +31,70 @@ from attenio.errors import ConfigError
 @preset_option
 @config_option
 @_workload_options
-@click.option("--dist", type=click.Choice(["gaussian", "uniform"]), default="gaussian",
-              show_default=True)
+@click.option("--dist", type=click.Choice(["gaussian", "uniform", "llm-outliers", "peaky"]),
+              default="gaussian", show_default=True,
+              help="Built-in inputs, the accuracy command's classes (docs/numerics.md).")
+@click.option("--logit-sigma", "sigma", type=click.FloatRange(min=0, min_open=True),
+              default=None, help="Scale the built-in Q and K so the logits have this standard "
+                                 "deviation (default: the class's own).")
+@click.option("--inputs", "npz", default=None, metavar="FILE.npz",
+              help="Your own float Q, K, V (an .npz with arrays q, k, v); the workload is "
+                   "their shape.")
+@click.option("--scheme", type=click.Choice(["tensor", "smooth", "rotate"]), default="tensor",
+              show_default=True, help="Host quantization scheme (docs/numerics.md).")
+@click.option("--q-scales", "q_scales", type=click.Choice(["tensor", "row"]), default="tensor",
+              show_default=True, help="Q with one scale, or one per row (LOAD_Q.row_scales).")
+@click.option("--k-block", "k_block", type=click.IntRange(min=1), default=None,
+              help="K with one scale per block of this many keys (LOAD_KV.key_scales).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--stepwise", is_flag=True, help="Use the block-by-block model (slower, same bits).")
 @window_option
 @json_option
 @_friendly
 def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k,
-           decode, cache_lens, page_size, dist, seed, stepwise, window, json_path):
-    """Run the bit-exact integer model against the float64 reference and print the errors
-    (N = 1024 unless --n or --seqlens says otherwise).
+           decode, cache_lens, page_size, dist, sigma, npz, scheme, q_scales, k_block, seed,
+           stepwise, window, json_path):
+    """Run the bit-exact integer model against float64 attention of the same quantized inputs
+    and print the errors (N = 1024 unless --n or --seqlens says otherwise).
 
     Exits 1 if the error exceeds the contract of docs/numerics.md (max 1e-3 and mean 1e-4 of
     V's value range).
     """
     hw = _load_hw(preset, config_file)
     _outputs(json=json_path)
+    floats = None
+    if npz is not None:
+        from attenio.model.accuracy import load_qkv
+
+        floats, dist = load_qkv(npz)
+        q0, k0 = floats[0], floats[1]
+        n, nk, d = q0.shape[2], k0.shape[2], q0.shape[3]
+        heads, kv_heads, batch = q0.shape[1], k0.shape[1], q0.shape[0]
     if n is None and seqlens is None and not decode:
         n = 1024
     wl = _workload(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
                    causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window,
                    decode=decode, cache_lens=cache_lens, page_size=page_size)
     name = config_file or preset or "fpga"
-    click.echo(f"golden check: preset={name} {_describe(wl)} data={dist} seed={seed}")
+    host = scheme + ("+rows" if q_scales == "row" else "") + (f"+kblk{k_block}" if k_block
+                                                               else "")
+    click.echo(f"golden check: preset={name} {_describe(wl)} data={dist} scheme={host} "
+               f"seed={seed}")
     from attenio.model.golden import MAX_REL_BOUND, MEAN_REL_BOUND, golden_check
 
     with _Bar("integer model") as bar:
-        m = golden_check(hw, wl, dist, seed, stepwise, progress=bar)
+        m = golden_check(hw, wl, dist, seed, stepwise, progress=bar, scheme=scheme,
+                         q_rows=q_scales == "row", k_block=k_block, floats=floats,
+                         sigma=sigma)
     sp = m["scale"]
     ok = m["ok"]
-    click.echo(f"  softmax multiplier   c_m={sp.c_m} c_sh={sp.c_sh}")
+    if sp is not None:
+        click.echo(f"  softmax multiplier   c_m={sp.c_m} c_sh={sp.c_sh}")
+    else:
+        click.echo("  softmax multiplier   one per " + ("Q row" if q_scales == "row" else "")
+                   + (" and " if q_scales == "row" and k_block else "")
+                   + ("K row" if k_block else ""))
+    click.echo(f"  logit σ              {m['logit_sigma']:.4g}")
     click.echo(f"  V value range        {m['v_range']:.6g}")
     click.echo(f"  max abs error        {m['max_abs']:.3e}  ({m['max_rel']:.2e} of range, "
                f"bound {MAX_REL_BOUND:.0e})")
@@ -72,9 +105,11 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
     click.echo(f"  result               {'PASS' if ok else 'FAIL'}")
     if json_path:
         _write_json(json_path, {"hardware": hw.to_dict(), "workload": wl.to_dict(),
-                                "dist": dist, "seed": seed,
+                                "dist": dist, "seed": seed, "scheme": scheme,
+                                "q_scales": q_scales, "k_block": k_block,
+                                "logit_sigma_target": sigma,
                                 **{k: v for k, v in m.items() if k != "scale"},
-                                "c_m": sp.c_m, "c_sh": sp.c_sh})
+                                "c_m": sp.c_m if sp else None, "c_sh": sp.c_sh if sp else None})
     sys.exit(0 if ok else 1)
 
 

@@ -126,6 +126,21 @@ def test_per_row_q_and_per_key_k_scales_under_backpressure(k_block):
     assert r.cycles >= r.predicted_cycles and r.axi_violations == 0
 
 
+@pytest.mark.parametrize("scheme", ["tensor", "rotate"])
+def test_per_key_scales_on_large_logits_hold_the_contract_on_the_rtl(scheme):
+    """Issue #33's case on the RTL: outlier-heavy inputs with logits of σ = 300, Q per row and
+    K per block of 4 keys: bit-exact with the integer model and within the contract (the RTL
+    multiplies c_m by each key's factor exactly, as the model does)."""
+    from attenio.model.golden import quantized_inputs
+
+    wl = workload(TINY, 40, 32, nk=64)
+    inp = quantized_inputs(TINY, wl, "llm-outliers", 3, q_rows=True, k_block=4, scheme=scheme,
+                           sigma=300.0)
+    r = _run(TINY, wl, inputs=inp)
+    check_run(TINY, wl, r)
+    assert r.errors and r.errors["max_rel"] < 2e-4 and r.errors["mean_rel"] < 1e-4, r.errors
+
+
 @pytest.mark.parametrize("option,shown,bytes_note", [
     (["--q-scales", "row"], "q-scales=row", "multiplier's word"),
     (["--k-block", "4"], "k-block=4", "each K row with its factor's word"),
