@@ -314,6 +314,49 @@ def test_accuracy_k_block_option(tmp_path):
         assert r.exit_code == 2 and r.output.startswith("error: k_block="), r.output
 
 
+def test_accuracy_seeds_give_median_and_worst(tmp_path):
+    """--seeds N: one row per datapath and scheme with the median and the worst ratio over bf16
+    of the N draws (the JSON keeps every draw with its seed)."""
+    import json
+
+    import numpy as np
+
+    out = tmp_path / "acc.json"
+    r = run("accuracy", "--preset", "tiny", "--n", "32", "--d", "8", "--dist", "llm-outliers",
+            "--scheme", "rotate", "--q-scales", "row", "--k-scales", "block", "--seeds", "3",
+            "--json", str(out))
+    assert r.exit_code == 0, r.output
+    assert "seeds=0..2 (median and worst)" in r.output and "/ bf16 median" in r.output
+    rows = json.loads(out.read_text())["rows"]
+    ints = [x for x in rows if x["kind"] == "int"]
+    assert sorted(x["seed"] for x in ints) == [0, 1, 2]
+    ratios = [x["over_bf16"] for x in ints]
+    line = next(ln for ln in r.output.splitlines() if "rotate+rows+kblk" in ln).split()
+    assert line[-2] == f"{float(np.median(ratios)):.2f}x" and line[-1] == f"{max(ratios):.2f}x"
+    f = tmp_path / "qkv.npz"
+    rng = np.random.default_rng(0)
+    np.savez(f, q=rng.standard_normal((8, 8)), k=rng.standard_normal((8, 8)),
+             v=rng.standard_normal((8, 8)))
+    r = run("accuracy", "--preset", "tiny", "--inputs", str(f), "--seeds", "2")
+    assert r.exit_code == 2 and r.output.startswith("error: seeds=2"), r.output
+
+
+def test_golden_runs_the_host_schemes_at_a_logit_spread(tmp_path):
+    """golden takes the accuracy command's classes, schemes and scales (issue #33)."""
+    import json
+
+    out = tmp_path / "g.json"
+    r = run("golden", "--preset", "tiny", "--n", "64", "--d", "16", "--dist", "llm-outliers",
+            "--logit-sigma", "200", "--scheme", "rotate", "--q-scales", "row", "--k-block", "4",
+            "--json", str(out))
+    assert r.exit_code == 0, r.output
+    assert "scheme=rotate+rows+kblk4" in r.output and "one per Q row and K row" in r.output
+    got = json.loads(out.read_text())
+    assert got["k_block"] == 4 and got["ok"] and 100 < got["logit_sigma"] < 400
+    r = run("golden", "--preset", "tiny", "--n", "8", "--d", "8", "--logit-sigma", "0")
+    assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
+
+
 def test_accuracy_bad_files_are_one_line_and_status_2(tmp_path):
     import numpy as np
 

@@ -145,10 +145,13 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
 @click.option("--kv-heads", type=int, default=None, help="K/V heads (GQA); default = heads.")
 @click.option("--causal", is_flag=True, help="Causal mask (bottom-right aligned).")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--seeds", type=click.IntRange(min=1, max=100), default=1, show_default=True,
+              help="Built-in inputs drawn with this many seeds (--seed, --seed + 1, …); "
+                   "each row then shows the median and the worst over them.")
 @json_option
 @_friendly
 def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, q_scales, k_scales,
-             k_block, n, d, nk, heads, kv_heads, causal, seed, json_path):
+             k_block, n, d, nk, heads, kv_heads, causal, seed, seeds, json_path):
     """End-to-end error against float64 attention of the float inputs (input quantization
     included), for each preset and host scheme, with fp16 and bf16 attention beside it.
 
@@ -170,6 +173,9 @@ def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, q_sc
     if own and dists:
         raise ConfigError("dist is invalid with your own inputs: give --dist or --inputs/--q/"
                           "--k/--v, not both")
+    if own and seeds > 1:
+        raise ConfigError(f"seeds={seeds} is invalid with your own inputs: seeds draw the "
+                          "built-in ones")
     cases = []
     if own:
         (q, k, v), label = A.load_qkv(npz, q_path, k_path, v_path)
@@ -180,17 +186,19 @@ def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, q_sc
         wl = C.Workload.from_options(None, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads,
                                      causal=causal)
         for dist in dists or A.DISTRIBUTIONS:
-            cases.append((dist, wl, A.make_inputs(wl, dist, seed)))
+            for sd in range(seed, seed + seeds):
+                cases.append((dist, wl, (dist, sd)))
     for hw in hws.values():      # refuse a workload a preset cannot run, before any work
         hw.check_workload(C.replace(wl, element_bytes=hw.element_bytes))
     click.echo(f"accuracy: N={wl.seq_q}x{wl.seq_k} d={wl.head_dim} heads={wl.heads}/"
-               f"{wl.kv_heads} batch={wl.batch} causal={wl.causal} seed={seed}; error against "
-               "float64 attention of the float inputs")
-    click.echo(f"  {'inputs':<16} {'datapath':<20} {'scheme':<17} {'max abs':>9} "
-               f"{'rel Frob':>9} {'/ bf16':>7}")
+               f"{wl.kv_heads} batch={wl.batch} causal={wl.causal} "
+               + (f"seed={seed}" if seeds == 1 else f"seeds={seed}..{seed + seeds - 1} "
+                  "(median and worst)") + "; error against float64 attention of the float inputs")
     results = []
     with _Bar("integer model") as bar:
-        for i, (label, wl_c, (q, k, v)) in enumerate(cases):
+        for i, (label, wl_c, inputs) in enumerate(cases):
+            q, k, v = A.make_inputs(wl_c, *inputs) if isinstance(inputs[0], str) else inputs
+            sd = inputs[1] if isinstance(inputs[0], str) else None
             rows = A.compare(hws, wl_c, q, k, v, schemes,
                              progress=lambda f, i=i: bar((i + f) / len(cases)),
                              q_scales=q_scales or A.Q_SCALES,
@@ -198,13 +206,40 @@ def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, q_sc
             ref_bf16 = next(r["rel_frobenius"] for r in rows if r["name"] == "bf16")
             for r in rows:
                 r["inputs"] = label
+                r["seed"] = sd
                 r["over_bf16"] = r["rel_frobenius"] / ref_bf16 if ref_bf16 else float("inf")
             results += rows
-    for r in results:
-        what = f"int{r['bits']} ({r['name']})" if r["kind"] == "int" else r["name"]
-        click.echo(f"  {r['inputs'][:16]:<16} {what:<20} {r['scheme'] or '-':<17} "
-                   f"{r['max_abs']:>9.2e} {r['rel_frobenius']:>9.2e} {r['over_bf16']:>6.2f}x")
+    _accuracy_table(results, seeds)
     if json_path:
-        _write_json(json_path, {"workload": wl.to_dict(), "seed": seed,
+        _write_json(json_path, {"workload": wl.to_dict(), "seed": seed, "seeds": seeds,
                                 "hardware": {k_: h.to_dict() for k_, h in hws.items()},
                                 "rows": results})
+
+
+def _accuracy_table(results: list[dict], seeds: int) -> None:
+    """The accuracy rows: one per (inputs, datapath, scheme), with several seeds the median and
+    the worst of the max abs error, the relative Frobenius error and its ratio to bf16's."""
+    import numpy as np
+
+    groups: dict[tuple, list[dict]] = {}
+    for r in results:
+        groups.setdefault((r["inputs"], r["kind"], r["name"], r["bits"], r["scheme"]),
+                          []).append(r)
+    if seeds == 1:
+        click.echo(f"  {'inputs':<16} {'datapath':<20} {'scheme':<17} {'max abs':>9} "
+                   f"{'rel Frob':>9} {'/ bf16':>7}")
+    else:
+        click.echo(f"  {'inputs':<16} {'datapath':<20} {'scheme':<17} {'max abs':>9} "
+                   f"{'rel Frob':>9} {'/ bf16 median':>14} {'worst':>7}")
+    for (label, kind, name, bits, scheme), rows in groups.items():
+        what = f"int{bits} ({name})" if kind == "int" else name
+        head = f"  {label[:16]:<16} {what:<20} {scheme or '-':<17} "
+        ratio = [r["over_bf16"] for r in rows]
+        if seeds == 1:
+            r = rows[0]
+            click.echo(head + f"{r['max_abs']:>9.2e} {r['rel_frobenius']:>9.2e} "
+                       f"{r['over_bf16']:>6.2f}x")
+        else:
+            click.echo(head + f"{max(r['max_abs'] for r in rows):>9.2e} "
+                       f"{float(np.median([r['rel_frobenius'] for r in rows])):>9.2e} "
+                       f"{float(np.median(ratio)):>13.2f}x {max(ratio):>6.2f}x")
