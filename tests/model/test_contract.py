@@ -59,3 +59,16 @@ def test_make_inputs_sigma_is_checked():
     with pytest.raises(C.ConfigError if hasattr(C, "ConfigError") else Exception,
                        match="logit_sigma"):
         A.make_inputs(wl, "gaussian", 0, sigma=-1.0)
+
+
+@pytest.mark.parametrize("hw, n, d", [(FPGA, 4096, 64), (ASPLOS, 1024, 128), (ASPLOS, 2048, 64)],
+                         ids=["fpga-4096", "asplos26-1024", "asplos26-2048"])
+def test_contract_at_size(hw, n, d):
+    """The contract at the sizes the docs quote (issue #34 item 6: it was tested up to
+    N = 1024 on int8 and N = 200 on int16): Gaussian and outlier-heavy inputs, causal, with the
+    finest host scales."""
+    wl = C.Workload(seq_q=n, seq_k=n, head_dim=d, causal=True, element_bytes=hw.element_bytes)
+    for dist, kw in (("gaussian", {}), ("llm-outliers",
+                                        {"scheme": "rotate", "q_rows": True, "k_block": 16})):
+        m = G.golden_check(hw, wl, dist, 1, **kw)
+        assert m["ok"], (dist, m["max_rel"], m["mean_rel"])
