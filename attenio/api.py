@@ -8,6 +8,8 @@ line offers the same three jobs with printed reports.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from attenio import config as C
@@ -59,7 +61,7 @@ def _like_q(o4: np.ndarray, q, layout: str | None) -> np.ndarray:
 
 def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig = "fpga",
               scheme: str = "tensor", q_scales: str = "tensor", k_block: int | None = None,
-              window=(-1, -1), layout: str | None = None):
+              window=(-1, -1), layout: str | None = None, softmax_scale: float | None = None):
     """``softmax(Q Kᵀ/√d) V`` as the accelerator computes it: Q, K, V quantized to the
     preset's ``data_bits`` by the host ``scheme`` (``tensor``: one scale each; ``smooth`` or
     ``rotate``: exact transforms first, docs/numerics.md "End to end"), Q with one scale per
@@ -75,12 +77,15 @@ def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig =
     row i sees keys ``i + nk − nq − left … i + nk − nq + right``, and with ``causal`` none
     past the diagonal; a row that sees no key gives 0). ``causal`` is aligned at the bottom
     right, as FlashAttention's (SDPA's ``is_causal`` is top-left: they agree when nq = nk).
+    ``softmax_scale`` replaces ``1/√d`` (FlashAttention's name; SDPA's ``scale``): the host
+    folds it into the softmax multiplier, as it folds Q's and K's scales.
 
     Raises
     ------
     ConfigError
         Shapes that disagree or that the hardware cannot hold (head dim, sequence length), an
-        unknown scheme or Q scale granularity, a ``k_block`` below 1.
+        unknown scheme or Q scale granularity, a ``k_block`` below 1, a ``softmax_scale``
+        that is not positive and finite.
     """
     hw = hardware(preset)
     q4, k4, v4 = _as4d(q, "q", layout), _as4d(k, "k", layout), _as4d(v, "v", layout)
@@ -96,15 +101,24 @@ def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig =
     wl = C.Workload(seq_q=nq, seq_k=nk, head_dim=d, heads=h, kv_heads=hk, batch=b,
                     causal=causal, element_bytes=hw.element_bytes, window_left=left,
                     window_right=right)
-    return _like_q(_run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block), q, layout)
+    return _like_q(_run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale), q,
+                   layout)
 
 
-def _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block) -> np.ndarray:
+def _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale=None) -> np.ndarray:
     from attenio.model.accuracy import Q_SCALES, quantize_scheme, run_int
 
     if q_scales not in Q_SCALES:
         raise bad("q_scales", q_scales, f"choose one of: {', '.join(Q_SCALES)}")
     hw.check_workload(wl)
+    if softmax_scale is not None:
+        # softmax(s·Q Kᵀ) = softmax((s·√d·Q) Kᵀ/√d): the factor rides on Q's scale, so the
+        # integers are those of Q and the multiplier folds it in (model.scales.softmax_scale)
+        if not (isinstance(softmax_scale, (int, float, np.floating))
+                and not isinstance(softmax_scale, bool) and math.isfinite(softmax_scale)
+                and softmax_scale > 0):
+            raise bad("softmax_scale", softmax_scale, "a positive finite number (default 1/√d)")
+        q4 = q4 * (float(softmax_scale) * math.sqrt(wl.head_dim))
     host = quantize_scheme(hw, q4, k4, v4, scheme, q_rows=q_scales == "row", k_block=k_block)
     return run_int(hw, wl, host)
 
@@ -145,7 +159,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int | No
                      max_seqlen_k: int | None = None, *, causal: bool = False, window=(-1, -1),
                      preset: str | C.HardwareConfig = "fpga", scheme: str = "tensor",
                      q_scales: str = "tensor", k_block: int | None = None,
-                     page_size: int = 0) -> np.ndarray:
+                     page_size: int = 0, softmax_scale: float | None = None) -> np.ndarray:
     """:func:`attention` on a batch of sequences of different lengths packed together, with
     FlashAttention's ``flash_attn_varlen_func`` layout and arguments: ``q`` is ``[total_q,
     heads, d]``, ``k`` and ``v`` ``[total_k, kv_heads, d]``, sequence i's tokens at
@@ -153,7 +167,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int | No
     ``window`` apply per sequence, aligned at its bottom right. Returns ``[total_q, heads,
     d]``. The tensors are quantized as one (as the accelerator's host would, one DRAM image).
     ``page_size``: the keys of a page when K and V come from a paged cache (the workload's;
-    the result does not depend on it).
+    the result does not depend on it). ``softmax_scale`` as :func:`attention`'s.
 
     Raises
     ------
@@ -164,13 +178,15 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int | No
     hw = hardware(preset)
     (q4, k4, v4), wl = _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                max_seqlen_k, causal, window, hw.element_bytes, page_size)
-    return _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block)[0].transpose(1, 0, 2)
+    return _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block,
+                    softmax_scale)[0].transpose(1, 0, 2)
 
 
 def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None, *,
                            causal: bool = False, window=(-1, -1),
                            preset: str | C.HardwareConfig = "fpga", scheme: str = "tensor",
-                           q_scales: str = "tensor", k_block: int | None = None) -> np.ndarray:
+                           q_scales: str = "tensor", k_block: int | None = None,
+                           softmax_scale: float | None = None) -> np.ndarray:
     """:func:`attention` of new queries against K/V caches, with FlashAttention's
     ``flash_attn_with_kvcache`` layout and arguments: ``q`` is ``[batch, seqlen_q, heads,
     d]``; sequence b sees the first ``cache_seqlens[b]`` keys of its cache. Without
@@ -178,7 +194,8 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
     pages]`` of page indices) they are ``[num_pages, page_size, kv_heads, d]`` and sequence
     b's key j lies in page ``block_table[b][j // page_size]``, as the accelerator reads a paged
     cache (docs/isa.md, "Paged K/V"). ``causal`` is aligned at each sequence's bottom right
-    (the new queries are the cache's last positions), ``window`` as :func:`attention`'s.
+    (the new queries are the cache's last positions), ``window`` and ``softmax_scale`` as
+    :func:`attention`'s.
     Returns ``[batch, seqlen_q, heads, d]``.
 
     Raises
@@ -198,7 +215,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
     out = attention_varlen(q4.reshape(b * sq, h, d), k, v, [i * sq for i in range(b + 1)],
                            [0, *np.cumsum(lens).tolist()], causal=causal, window=window,
                            preset=hw, scheme=scheme, q_scales=q_scales, k_block=k_block,
-                           page_size=page)
+                           page_size=page, softmax_scale=softmax_scale)
     return out.reshape(b, sq, h, d)
 
 

@@ -100,3 +100,35 @@ def test_a_4d_tensor_needs_its_layout_and_both_layouts_agree():
     one = attenio.attention(q[0], k[0], v[0], layout="bshd", preset="tiny", causal=True)
     first = attenio.attention(q[:1], k[:1], v[:1], layout="bshd", preset="tiny", causal=True)
     np.testing.assert_array_equal(one, first[0])
+
+
+def test_softmax_scale_is_flashattentions():
+    """``softmax_scale`` replaces 1/√d (FlashAttention's argument): against a softmax written
+    out with that scale, on every entry point; 1/√d itself gives the default bit for bit; a
+    bad value is refused by name."""
+    rng = np.random.default_rng(7)
+    q, k, v = (rng.standard_normal((1, 2, 24, 16)) for _ in range(3))
+    s = 0.05
+    want = np.einsum("bhqk,bhkd->bhqd", _softmax(np.einsum("bhqd,bhkd->bhqk", q, k) * s), v)
+    got = attenio.attention(q, k, v, preset="asplos26", layout="bhsd", softmax_scale=s)
+    assert np.max(np.abs(got - want)) < 2e-3
+    default = attenio.attention(q, k, v, preset="tiny", layout="bhsd")
+    same = attenio.attention(q, k, v, preset="tiny", layout="bhsd", softmax_scale=16 ** -0.5)
+    np.testing.assert_array_equal(default, same)
+    qv = q[0].transpose(1, 0, 2)                                       # [total, heads, d]
+    kv_, vv = k[0].transpose(1, 0, 2), v[0].transpose(1, 0, 2)
+    got_v = attenio.attention_varlen(qv, kv_, vv, [0, 24], [0, 24], preset="asplos26",
+                                     softmax_scale=s)
+    np.testing.assert_array_equal(got_v, got[0].transpose(1, 0, 2))
+    got_c = attenio.attention_with_kvcache(q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3),
+                                           v.transpose(0, 2, 1, 3), [24], preset="asplos26",
+                                           softmax_scale=s)
+    np.testing.assert_array_equal(got_c, got.transpose(0, 2, 1, 3))
+    for bad_scale in (0.0, -1.0, float("nan"), True):
+        with pytest.raises(ConfigError, match=r"^softmax_scale="):
+            attenio.attention(q, k, v, preset="tiny", layout="bhsd", softmax_scale=bad_scale)
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
