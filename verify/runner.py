@@ -42,7 +42,19 @@ from attenio.sim.schedule import Schedule
 SIMULATORS = ("verilator", "icarus")
 TOP = "attenio_top"
 BUILD_FLAGS = "O2-ports-quiet"  # part of the build key: change it to force a rebuild
-BUILD_ROOT = Path(os.environ.get("ATTENIO_BUILD", "build")) / "sim"
+
+
+def build_root() -> Path:
+    """Where compiled simulation models are cached: ``$ATTENIO_BUILD/sim`` if set, else the
+    user's cache directory (``$XDG_CACHE_HOME/attenio/sim``, ``~/.cache/attenio/sim``), so a
+    model built once serves every working directory."""
+    if os.environ.get("ATTENIO_BUILD"):
+        return Path(os.environ["ATTENIO_BUILD"]) / "sim"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "attenio" / "sim"
+
+
+BUILD_ROOT = build_root()
 # Verilator: only the top's ports are visible to cocotb (all the testbench touches). cocotb's
 # runner makes every signal public (--public-flat-rw), which keeps Verilator from optimizing
 # the design: measured on the fpga top, 111k cycles/s with every signal public against
@@ -409,7 +421,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
             dumps = [p for p in list(tmpd.iterdir()) + list(bdir.iterdir())
                      if p.suffix in (".fst", ".vcd")]
             if dumps:
-                wdir = BUILD_ROOT.parent / "waves"
+                wdir = Path("build") / "waves"          # beside the user, not in the cache
                 wdir.mkdir(parents=True, exist_ok=True)
                 dest = wdir / f"{TOP}-{sim}-seed{seed}{dumps[0].suffix}"
                 shutil.copy(max(dumps, key=lambda p: p.stat().st_mtime), dest)
