@@ -25,6 +25,33 @@ H200_BANDWIDTH_TBS = 4.8
 _UNIT_SUFFIXES = ("_s", "_us", "_ns", "_ms", "_mhz", "_ghz", "_hz")
 
 
+# The measurements shipped with the package (data/gpu/ in the source tree, attenio/gpu_data/
+# in an installed wheel): the attention shapes and the serving workloads on an H200.
+BUNDLED = {"h200": "h200-sdpa-2026-11-29.csv", "h200-serving": "h200-serving-2026-12-02.json"}
+
+
+def bundled_dir() -> Path:
+    """The folder of the bundled GPU measurements, installed or in the source tree."""
+    here = Path(__file__).resolve().parents[1]
+    for d in (here / "gpu_data", here / "data" / "gpu"):
+        if (d / BUNDLED["h200"]).is_file():
+            return d
+    raise ConfigError("the bundled GPU measurements are missing from this installation "
+                      "(reinstall attenio, or give --gpu FILE)")
+
+
+def resolve_gpu_file(arg: str | None) -> str:
+    """``--gpu``: a file path, a bundled measurement's name (``h200``: attention shapes,
+    ``h200-serving``: the serving workloads; ``None`` is ``h200``), or its file name."""
+    name = arg or "h200"
+    if arg and Path(arg).exists():
+        return arg
+    files = set(BUNDLED.values())
+    if name in BUNDLED or name in files:
+        return str(bundled_dir() / BUNDLED.get(name, name))
+    raise bad("gpu", arg, f"no such file; or a bundled measurement: {', '.join(BUNDLED)}")
+
+
 @dataclasses.dataclass(frozen=True)
 class GpuData:
     provenance: dict[str, str]

@@ -210,10 +210,11 @@ def dataflows_cmd(preset, config_file, ns, ds, causal, csv_path, bandwidth_sweep
 @main.command("compare")
 @preset_option_for("asplos26")
 @config_option
-@click.option("--gpu", "gpu_csv", required=True, metavar="CSV|JSON",
-              help="GPU measurements from scripts/gpu_baseline.py (a CSV: attention shapes) "
-                   "or scripts/gpu_serving.py (a JSON: the serving workloads; --ns, --ds, "
-                   "--causal, --dtype do not apply) (see data/gpu/).")
+@click.option("--gpu", "gpu_csv", default=None, metavar="NAME|CSV|JSON",
+              help="GPU measurements: a bundled one (h200: attention shapes, the default; "
+                   "h200-serving: the serving workloads) or a file from scripts/gpu_baseline.py "
+                   "(a CSV: attention shapes) or scripts/gpu_serving.py (a JSON: the serving "
+                   "workloads; --ns, --ds, --causal, --dtype do not apply).")
 @click.option("--ns", default="1024,2048,4096,8192,16384,32768,65536,131072", show_default=True)
 @click.option("--ds", default="64,128", show_default=True)
 @click.option("--causal", type=click.Choice(["no", "yes", "both"]), default="both",
@@ -236,6 +237,7 @@ def compare_cmd(preset, config_file, gpu_csv, ns, ds, causal, dtype, gpu_peak_tf
     for name, v in (("gpu_peak_tflops", gpu_peak_tflops), ("gpu_bandwidth_tbs", gpu_bandwidth_tbs)):
         if not v > 0:
             raise ConfigError(f"{name}={v!r} is invalid: a positive number")
+    gpu_csv = G.resolve_gpu_file(gpu_csv)
     if gpu_csv.endswith(".json"):
         _compare_serving(hw, gpu_csv, gpu_peak_tflops, gpu_bandwidth_tbs, csv_path, json_path,
                          plot_path, config_file or preset or "asplos26")

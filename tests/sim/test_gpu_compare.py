@@ -89,3 +89,33 @@ def test_committed_h200_data_loads():
     data = G.load_gpu_csv(csvs[0])
     assert data.provenance["gpu"].startswith("NVIDIA")
     assert {r["n"] for r in data.rows} >= {1024, 131072}
+
+
+def test_bundled_measurements_are_package_data_and_the_default(tmp_path):
+    """The H200 measurements ship with the package (pip install attenio can run compare):
+    pyproject maps data/gpu to attenio.gpu_data with the files as package data; --gpu names
+    them, and without --gpu compare reads the attention shapes'."""
+    from pathlib import Path
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:        # Python 3.10
+        import tomli as tomllib
+
+    from click.testing import CliRunner
+
+    from attenio.cli import main
+
+    root = Path(__file__).resolve().parents[2]
+    st = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert st["package-dir"]["attenio.gpu_data"] == "data/gpu"
+    assert "attenio.gpu_data" in st["packages"]
+    for name, file in G.BUNDLED.items():
+        path = Path(G.resolve_gpu_file(name))
+        assert path.is_file() and path.name == file and path.suffix[1:] in " ".join(
+            st["package-data"]["attenio.gpu_data"])
+    assert G.resolve_gpu_file(None) == G.resolve_gpu_file("h200")
+    r = CliRunner().invoke(main, ["compare", "--ns", "1024", "--ds", "64", "--causal", "no"])
+    assert r.exit_code == 0 and "GPU (measured): NVIDIA H200" in r.output, r.output
+    r = CliRunner().invoke(main, ["compare", "--gpu", "h100"])
+    assert r.exit_code == 2 and r.output.startswith("error: gpu='h100'"), r.output
