@@ -55,6 +55,7 @@ SUPPORTED_AXI_BITS = (32, 64, 128, 256, 512, 1024)
 _INT64_BITS = 63
 # A scale word's exponent field (c_sh of a Q row, k_e of a K row): shifts up to 62 fit in 6 bits.
 SCALE_EXP_BITS = 6
+TABLE_RAMS = ("lut", "block")     # HardwareConfig.table_ram
 # A K row's factor k_m keeps this many significant bits (its top bits; the rest are zero), so
 # the datapath multiplies c_m by it exactly: c_m·k_m has CM + KEY_MANT_BITS bits and no
 # rounding (docs/numerics.md, "Per-key K scales"; a rounded product broke the contract on
@@ -161,6 +162,11 @@ class HardwareConfig(Serializable):
     sram_bytes
         Unified on-chip memory budget M in bytes as the paper's Eq. 14 counts it, for
         model-only presets; ``None`` means the physical buffers above define the memory.
+    table_ram
+        Where the small per-row tables live (the m/ℓ table, the P buffer, the Q scale table):
+        ``"lut"`` asks synthesis for distributed RAM (keeps block RAM for the O and Q buffers),
+        ``"block"`` for block RAM (gives the LUTs back to routing). Behaviour and cycles are
+        the same either way; only the FPGA mapping differs (docs/fpga.md).
     numerics
         Fixed-point formats, see :class:`Numerics`.
     """
@@ -180,6 +186,7 @@ class HardwareConfig(Serializable):
     softmax_block: int = 1
     max_keys_per_step: int = 1
     sram_bytes: int | None = None
+    table_ram: str = "lut"
     numerics: Numerics = field(default_factory=Numerics)
 
     NESTED: ClassVar[dict[str, type]] = {"numerics": Numerics}
@@ -210,6 +217,8 @@ class HardwareConfig(Serializable):
                       f"must be a power of two ≤ min(mac_lines, kv_ring_depth/2) = {kmax}")
         if self.sram_bytes is not None:
             check_int(self, "sram_bytes", 1, 1 << 40)
+        if self.table_ram not in TABLE_RAMS:
+            raise bad("table_ram", self.table_ram, f"choose one of: {', '.join(TABLE_RAMS)}")
         if not isinstance(self.numerics, Numerics):
             raise bad("numerics", self.numerics, "must be a Numerics instance")
         # Widths the integer model (int64, float64-exact products) and the RTL can carry.

@@ -49,7 +49,7 @@ def resolve_gpu_file(arg: str | None) -> str:
     files = set(BUNDLED.values())
     if name in BUNDLED or name in files:
         return str(bundled_dir() / BUNDLED.get(name, name))
-    raise bad("gpu", arg, f"no such file; or a bundled measurement: {', '.join(BUNDLED)}")
+    raise bad("gpu", arg, f"file not found (or name a bundled measurement: {', '.join(BUNDLED)})")
 
 
 @dataclasses.dataclass(frozen=True)

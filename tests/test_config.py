@@ -203,3 +203,17 @@ def test_workload_from_options_refuses_rather_than_defaults(opts, field):
 def test_workload_from_options_defaults():
     wl = C.Workload.from_options(C.asplos26(), n=64, d=32, heads=4)
     assert (wl.seq_k, wl.kv_heads, wl.element_bytes) == (64, 4, 2)
+
+
+def test_table_ram_is_checked_and_reaches_the_verilog():
+    """table_ram puts the small per-row tables in distributed ("lut") or block RAM: a bad value
+    is refused by name; the Verilog asks synthesis for distributed RAM only with "lut"."""
+    from attenio.hw.build import to_verilog
+    from attenio.hw.top import AttenIOTop
+
+    with pytest.raises(ConfigError, match=r"^table_ram='bram' is invalid"):
+        C.replace(C.tiny(), table_ram="bram")
+    lut = to_verilog(AttenIOTop(C.tiny()), "attenio_top")
+    block = to_verilog(AttenIOTop(C.replace(C.tiny(), table_ram="block")), "attenio_top")
+    assert lut.count('ram_style = "distributed"') >= 3
+    assert block.count('ram_style = "distributed"') == 0
