@@ -6,7 +6,11 @@ import gzip
 import json
 from pathlib import Path
 
+from attenio.errors import ConfigError
 from attenio.sim.schedule import ENGINES, Schedule
+
+# the Gantt's zoom shows this many PE steps of a tile (the step-level view of the overlap)
+ZOOM_STEPS = 24
 
 TRACK_NAMES = {"dma_read": "DMA read", "dma_write": "DMA write", "pe": "PE array",
                "exp": "EXP (softmax)", "finalize": "finalize"}
@@ -103,17 +107,24 @@ def busy_density(records, lo: float, hi: float, bins: int):
     return np.clip(np.diff(cum) / np.diff(edges), 0.0, 1.0)
 
 
-def write_plot(sched: Schedule, path: str | Path) -> None:
-    """A PNG: each engine's busy fraction over the run (binned), the same for one tile zoomed
-    in, and each engine's utilization; time in µs or ms of the preset's clock."""
+def write_plot(sched: Schedule, path: str | Path, label: str = "") -> dict:
+    """A PNG: each engine's busy fraction over the run (binned, a linear scale with its colour
+    bar), the first steps of the second tile zoomed in (the step-level view), and each engine's
+    utilization; time in µs or ms of the preset's clock; the title names ``label`` (the preset)
+    and the workload. Returns what it drew (panel titles, each panel's mean busy fraction per
+    engine, the zoom window in cycles), so a test can check the figure's data."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.colors import LinearSegmentedColormap, PowerNorm
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import LinearSegmentedColormap, Normalize
 
     colors = {"dma_read": "#4c72b0", "dma_write": "#55a868", "pe": "#c44e52",
               "exp": "#8172b2", "finalize": "#ccb974"}
+    if sched.dataflow in ("flat", "standard"):
+        raise ConfigError(f"dataflow={sched.dataflow!r} has no timeline to plot: flat and "
+                          "standard are phase models (use attenio, fa2, fa2-uncapped)")
     total = sched.total_cycles
     us = total / sched.hw.clock_mhz
     unit, per_cycle = ("ms", 1e-3 / sched.hw.clock_mhz) if us > 2000 else \
@@ -122,40 +133,55 @@ def write_plot(sched: Schedule, path: str | Path) -> None:
                                  if sp.engine == e] for e in ENGINES}
     fig, (whole, zoom, bars) = plt.subplots(3, 1, figsize=(11, 8.5),
                                             gridspec_kw={"height_ratios": [3, 3, 1.6]})
+    drawn: dict = {"panels": []}
 
     def strips(ax, lo, hi, bins, title):
+        means = {}
         for row, eng in enumerate(ENGINES):
             dens = busy_density(act[eng], lo, hi, bins)
             cmap = LinearSegmentedColormap.from_list(eng, ["#ffffff", colors[eng]])
-            # a square-root scale, so that an engine busy a few percent still shows
-            ax.imshow(dens[None, :], aspect="auto", cmap=cmap, norm=PowerNorm(0.5, 0, 1),
+            ax.imshow(dens[None, :], aspect="auto", cmap=cmap, norm=Normalize(0, 1),
                       extent=(lo * per_cycle, hi * per_cycle, row + 0.4, row - 0.4),
                       interpolation="nearest")
-            mean = busy_density(act[eng], lo, hi, 1)[0]
-            ax.text(hi * per_cycle, row, f" {mean:.1%}", va="center", fontsize=7)
+            means[eng] = float(busy_density(act[eng], lo, hi, 1)[0])
+            ax.text(hi * per_cycle, row, f" {means[eng]:.1%}", va="center", fontsize=7)
         ax.set_ylim(len(ENGINES) - 0.5, -0.5)
         ax.set_yticks(range(len(ENGINES)), [TRACK_NAMES[e] for e in ENGINES])
         ax.set_xlim(lo * per_cycle, hi * per_cycle)
         ax.set_xlabel(f"time ({unit} at {sched.hw.clock_mhz:g} MHz); colour: busy fraction of "
-                      f"each of {bins} bins (square-root scale); right: busy over the window")
+                      f"each of {bins} bins; right: busy over the window")
         ax.set_title(title, fontsize=9)
+        bar = fig.colorbar(ScalarMappable(Normalize(0, 1), "Greys"), ax=ax, pad=0.06,
+                           fraction=0.025)
+        bar.set_label("busy", fontsize=7)
+        drawn["panels"].append({"title": title, "window": (lo, hi), "mean_busy": means})
 
     wl = sched.workload
+    what = ((f"{label}: " if label else "")
+            + f"{sched.dataflow}, N={wl.seq_q}×{wl.seq_k} d={wl.head_dim}, heads "
+            + f"{wl.heads}/{wl.kv_heads}, batch {wl.batch}"
+            + (", causal" if wl.causal else "") + (", windowed" if wl.windowed else ""))
     strips(whole, 0, total, 600,
-           f"{sched.dataflow}: N={wl.seq_q}×{wl.seq_k} d={wl.head_dim}, {total:,} cycles "
-           f"({us * (1e-3 if unit == 'ms' else 1):,.1f} {unit}), PE {sched.pe_util_time:.1%} by "
-           f"time, {sched.pe_util_mac:.1%} by MAC")
+           f"{what}: {total:,} cycles ({us * (1e-3 if unit == 'ms' else 1):,.1f} {unit}), PE "
+           f"{sched.pe_util_time:.1%} by time, {sched.pe_util_mac:.1%} by MAC")
     tiles = sorted({sp.args.get("tile") for sp in sched.spans if "tile" in sp.args})
     if tiles:
         t = tiles[1] if len(tiles) > 1 else tiles[0]
-        mine = [sp for sp in sched.spans if sp.args.get("tile") == t]
-        lo, hi = min(sp.start for sp in mine), max(sp.end for sp in mine)
-        strips(zoom, lo, max(hi, lo + 1), 300, f"tile {t} of {len(tiles)}, zoomed in")
-        for ax in (whole,):
-            ax.axvspan(lo * per_cycle, hi * per_cycle, color="k", alpha=0.06)
+        mine = sorted((sp for sp in sched.spans if sp.args.get("tile") == t),
+                      key=lambda sp: sp.start)
+        lo, hi = mine[0].start, max(sp.end for sp in mine)
+        pe = [sp for sp in mine if sp.engine == "pe" and sp.name.split()[0] in ("QK", "PV")]
+        steps = ZOOM_STEPS
+        if len(pe) > steps:                # the step-level view: the tile's first steps
+            hi = pe[steps - 1].end
+        shown = f"PE steps 1–{steps} of {len(pe)}" if len(pe) > steps else "whole"
+        strips(zoom, lo, max(hi, lo + 1), 300,
+               f"tile {tiles.index(t) + 1} of {len(tiles)} ({shown}), zoomed in")
+        whole.axvspan(lo * per_cycle, hi * per_cycle, color="k", alpha=0.06)
     else:
         zoom.set_visible(False)
     util = [sched.busy[e] / total for e in ENGINES]
+    drawn["utilization"] = dict(zip(ENGINES, util, strict=True))
     bars.barh(range(len(ENGINES)), util, color=[colors[e] for e in ENGINES])
     bars.set_yticks(range(len(ENGINES)), [TRACK_NAMES[e] for e in ENGINES])
     bars.invert_yaxis()
@@ -166,3 +192,4 @@ def write_plot(sched: Schedule, path: str | Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return drawn

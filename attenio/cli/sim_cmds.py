@@ -68,6 +68,10 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     if wl.windowed and dataflow in ("flat", "standard"):
         raise ConfigError(f"dataflow={dataflow!r} is invalid with --window: the phase models "
                           "have no windows (use attenio, fa2, fa2-uncapped)")
+    if (trace_path or plot_path) and dataflow in ("flat", "standard"):
+        raise ConfigError(f"dataflow={dataflow!r} is invalid with --trace/--plot: flat and "
+                          "standard run a phase model and have no timeline (use attenio, fa2, "
+                          "fa2-uncapped)")
     if program_path and dataflow in ("flat", "standard"):
         raise ConfigError(f"dataflow={dataflow!r} is invalid with --program: flat and standard "
                           "run a phase model and have no program (use attenio, fa2, fa2-uncapped)")
@@ -120,7 +124,7 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
                 if size > 50e6 and not trace_path.endswith(".gz") else "")
         click.echo(f"  wrote trace          {trace_path} ({_fmt_bytes(size)}{hint})")
     if plot_path:
-        write_plot(sch, plot_path)
+        write_plot(sch, plot_path, label=config_file or preset or "asplos26")
         click.echo(f"  wrote plot           {plot_path}")
     if program_path:
         Path(program_path).write_bytes(prog.encode(sch.program))

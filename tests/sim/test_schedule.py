@@ -353,3 +353,42 @@ def test_tile_memo_is_exact(hw, wl):
     assert (fast.total_cycles, fast.read_bytes, fast.write_bytes) == \
         (full.total_cycles, full.read_bytes, full.write_bytes)
     assert fast.busy == full.busy and fast.stalls == full.stalls
+
+
+def test_gantt_draws_the_schedules_data(tmp_path):
+    """The Gantt (schedule --plot) checked on its data (issue #32): each panel's mean busy
+    fraction is the engine's busy count over that window, the bars are the utilization, the
+    title names the preset, the workload and causal, the zoom is the second tile counted from
+    1 and, on a long tile, its first steps only (a step-level view), on a linear scale."""
+    from attenio.sim.trace import ZOOM_STEPS, write_plot
+
+    wl = C.Workload.square(300, 16, causal=True)
+    sch = S.schedule(TINY, wl)
+    drawn = write_plot(sch, tmp_path / "g.png", label="tiny")
+    assert (tmp_path / "g.png").stat().st_size > 10_000
+    whole, zoom = drawn["panels"]
+    assert whole["title"].startswith("tiny: attenio, N=300×300 d=16") and "causal" in \
+        whole["title"]
+    for eng in S.ENGINES:
+        assert drawn["utilization"][eng] == sch.busy[eng] / sch.total_cycles
+        assert abs(whole["mean_busy"][eng] - sch.busy[eng] / sch.total_cycles) < 1e-6
+    tiles = sorted({sp.args["tile"] for sp in sch.spans if "tile" in sp.args})
+    assert zoom["title"].startswith(f"tile 2 of {len(tiles)} (PE steps 1–{ZOOM_STEPS} of")
+    lo, hi = zoom["window"]
+    steps = sorted((sp for sp in sch.spans if sp.engine == "pe" and sp.args.get("tile") ==
+                    tiles[1] and sp.name.split()[0] in ("QK", "PV")), key=lambda sp: sp.start)
+    assert hi == steps[ZOOM_STEPS - 1].end and hi - lo < (steps[-1].end - lo) / 2
+    pe_busy = sum(min(sp.end, hi) - max(sp.start, lo) for sp in steps
+                  if sp.end > lo and sp.start < hi)
+    assert abs(zoom["mean_busy"]["pe"] - pe_busy / (hi - lo)) < 1e-6
+
+
+def test_phase_models_have_no_timeline_to_draw(tmp_path):
+    from click.testing import CliRunner
+
+    from attenio.cli import main
+
+    for opt in ("--plot", "--trace"):
+        r = CliRunner().invoke(main, ["schedule", "--preset", "tiny", "--n", "64", "--d", "16",
+                                      "--dataflow", "flat", opt, str(tmp_path / "x.png")])
+        assert r.exit_code == 2 and "have no timeline" in r.output, r.output
