@@ -179,12 +179,16 @@ def compare(hw: HardwareConfig, data: GpuData, ns: list[int], ds: list[int],
 
 def roofline_plot(rows: list[dict], hw: HardwareConfig, path: str | Path,
                   gpu_peak_tflops: float = H200_PEAK_TFLOPS,
-                  gpu_bandwidth_tbs: float = H200_BANDWIDTH_TBS) -> None:
-    """Two panels. Left: log-log roofline, both machines' roofs drawn across every point, GPU
-    points (measured, at the compulsory-traffic intensity) and accelerator points (modeled, at
-    its modeled traffic); colour is N, marker d, filled = causal. Right: the claim, the
-    accelerator scaled to the GPU's peak (and to its bytes per FLOP) over the measured GPU,
-    against N."""
+                  gpu_bandwidth_tbs: float = H200_BANDWIDTH_TBS,
+                  gpu_gemm_tflops: float | None = None) -> dict:
+    """Two panels. Left: log-log roofline of both machines, every point at its workload's
+    compulsory intensity (FLOP per byte of reading Q, K, V and writing O once: one x for both
+    machines, a property of the workload); the GPU's roof at its measured GEMM throughput
+    (``gpu_gemm_tflops``; the datasheet peak dashed above it), the accelerator's at its peak;
+    GPU points measured, accelerator points modeled; colour is N, marker d, filled = causal.
+    Right: the projection, the accelerator scaled to the GPU's peak (and to its bytes per
+    FLOP), as a speedup over the measured GPU, against N. Returns what it drew (the points and
+    the roofs) so a test can check the figure's data."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -193,21 +197,25 @@ def roofline_plot(rows: list[dict], hw: HardwareConfig, path: str | Path,
 
     acc_peak = 2 * hw.macs * hw.clock_mhz * 1e6 / 1e12
     acc_bw = hw.dram_bytes_per_cycle * hw.clock_mhz * 1e6 / 1e12
+    gpu_roof = gpu_gemm_tflops or gpu_peak_tflops
     eb = hw.element_bytes
     pts = []
     for r in rows:
         fl = attention_flops(r["n"], r["d"], r["causal"])
-        pts.append((r, fl / (4 * r["n"] * r["d"] * eb), r["gpu_filled_tflops"],
-                    fl / (r["acc_read_bytes"] + r["acc_write_bytes"]),
-                    fl / (r["acc_us"] * 1e-6) / 1e12))
-    xs_all = [p[1] for p in pts] + [p[3] for p in pts] + [gpu_peak_tflops / gpu_bandwidth_tbs,
-                                                            acc_peak / acc_bw]
+        x = fl / (4 * r["n"] * r["d"] * eb)
+        pts.append((r, x, r["gpu_filled_tflops"], x, fl / (r["acc_us"] * 1e-6) / 1e12))
+    xs_all = [p[1] for p in pts] + [gpu_roof / gpu_bandwidth_tbs, acc_peak / acc_bw]
     lo, hi = min(xs_all) / 2, max(xs_all) * 2
     xs = [lo * (hi / lo) ** (k / 200) for k in range(201)]
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(13, 5.5),
                                   gridspec_kw={"width_ratios": [1.25, 1]})
-    ax.plot(xs, [min(gpu_peak_tflops, gpu_bandwidth_tbs * x) for x in xs], "k-", lw=1.2,
-            label=f"GPU roof ({gpu_peak_tflops:g} TFLOP/s, {gpu_bandwidth_tbs:g} TB/s)")
+    ax.plot(xs, [min(gpu_roof, gpu_bandwidth_tbs * x) for x in xs], "k-", lw=1.2,
+            label=f"GPU roof ({gpu_roof:g} TFLOP/s "
+                  + ("measured GEMM" if gpu_gemm_tflops else "datasheet")
+                  + f", {gpu_bandwidth_tbs:g} TB/s)")
+    if gpu_gemm_tflops:
+        ax.axhline(gpu_peak_tflops, color="k", ls="--", lw=0.8,
+                   label=f"GPU datasheet peak ({gpu_peak_tflops:g} TFLOP/s)")
     ax.plot(xs, [min(acc_peak, acc_bw * x) for x in xs], "r-", lw=1.2,
             label=f"accelerator roof ({acc_peak:.2f} TFLOP/s, {acc_bw:.3f} TB/s)")
     ns = sorted({r["n"] for r in rows})
@@ -233,7 +241,7 @@ def roofline_plot(rows: list[dict], hw: HardwareConfig, path: str | Path,
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
-    ax.set_xlabel("operational intensity (FLOP per DRAM byte; GPU at compulsory traffic)")
+    ax.set_xlabel("compulsory intensity (FLOP per byte of Q, K, V read and O written once)")
     ax.set_ylabel("attained TFLOP/s")
     ax.set_title("Roofline: measured GPU vs modeled accelerator, each at its own peak",
                  fontsize=10)
@@ -255,14 +263,17 @@ def roofline_plot(rows: list[dict], hw: HardwareConfig, path: str | Path,
     ax2.axhline(1.0, color="k", lw=0.8)
     ax2.set_xscale("log", base=2)
     ax2.set_xlabel("N (sequence length)")
-    ax2.set_ylabel("speedup over the measured GPU (×)")
-    ax2.set_title("Projection: the accelerator scaled to the GPU's peak (labeled estimate)",
+    ax2.set_ylabel("projected speedup over the measured GPU (×)")
+    ax2.set_title("Projection (an estimate): the accelerator scaled to the GPU's peak",
                   fontsize=10)
     ax2.legend(fontsize=7)
     ax2.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return {"gpu_roof_tflops": gpu_roof, "acc_roof_tflops": acc_peak,
+            "points": [{"n": r["n"], "d": r["d"], "causal": r["causal"], "x": gi,
+                        "gpu_tflops": gt, "acc_tflops": at} for r, gi, gt, _, at in pts]}
 
 
 def geomean(xs: list[float]) -> float:

@@ -294,7 +294,9 @@ def compare_cmd(preset, config_file, gpu_csv, ns, ds, causal, dtype, gpu_peak_tf
                                 "gpu_peak_tflops": gpu_peak_tflops,
                                 "gpu_bandwidth_tbs": gpu_bandwidth_tbs, "rows": rows})
     if plot_path:
-        G.roofline_plot(rows, hw, plot_path, gpu_peak_tflops, gpu_bandwidth_tbs)
+        gemm = pv.get(f"gemm_8192_{dtype}_tflops")
+        G.roofline_plot(rows, hw, plot_path, gpu_peak_tflops, gpu_bandwidth_tbs,
+                        float(gemm) if gemm not in (None, "", "?") else None)
         click.echo(f"wrote {plot_path}")
 
 

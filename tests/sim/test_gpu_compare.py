@@ -119,3 +119,21 @@ def test_bundled_measurements_are_package_data_and_the_default(tmp_path):
     assert r.exit_code == 0 and "GPU (measured): NVIDIA H200" in r.output, r.output
     r = CliRunner().invoke(main, ["compare", "--gpu", "h100"])
     assert r.exit_code == 2 and r.output.startswith("error: gpu='h100'"), r.output
+
+
+def test_roofline_figure_draws_one_intensity_and_the_measured_roof(tmp_path):
+    """compare --plot (issue #32): both machines' points at the same x (the workload's
+    compulsory intensity), the GPU roof at the measured GEMM throughput, the points' TFLOP/s
+    those of the comparison rows."""
+    data = G.load_gpu_csv(G.resolve_gpu_file("h200"))
+    hw = C.asplos26()
+    rows = G.compare(hw, data, [1024, 4096], [64], [False, True], "bf16")
+    gemm = float(data.provenance["gemm_8192_bf16_tflops"])
+    drawn = G.roofline_plot(rows, hw, tmp_path / "r.png", gpu_gemm_tflops=gemm)
+    assert (tmp_path / "r.png").stat().st_size > 10_000
+    assert drawn["gpu_roof_tflops"] == gemm < G.H200_PEAK_TFLOPS
+    for p, r in zip(drawn["points"], rows, strict=True):
+        fl = G.attention_flops(r["n"], r["d"], r["causal"])
+        assert p["x"] == fl / (4 * r["n"] * r["d"] * hw.element_bytes)
+        assert p["gpu_tflops"] == r["gpu_filled_tflops"]
+        assert abs(p["acc_tflops"] - fl / (r["acc_us"] * 1e-6) / 1e12) < 1e-9
