@@ -301,23 +301,56 @@ def point_label(r: dict) -> str:
     return " ".join(f"{a}={b}" for a, b in {**k["hw"], **k["wl"]}.items())
 
 
-def plot_front(rows, front, path) -> None:
-    """Cycles against area, coloured by energy, the Pareto front ringed (a PNG, SVG or PDF)."""
+def plot_front(rows, front, path) -> dict:
+    """Time against area, one marker per workload, coloured by energy (in µJ, mJ or J, by its
+    size), each workload's Pareto front of the two plotted axes ringed and its points labelled
+    by the hardware fields that vary (a PNG, SVG or PDF). ``front`` (the three-axis front the
+    table lists) is not what the plot rings: on two axes it would ring points the plot shows
+    as dominated. Returns what it drew so a test can check it."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    sc = ax.scatter([r["area_mm2"] for r in rows], [r["time_us"] for r in rows],
-                    c=[r["energy_uj"] for r in rows], cmap="viridis", s=14)
-    ax.scatter([r["area_mm2"] for r in front], [r["time_us"] for r in front], facecolors="none",
-               edgecolors="r", s=60, label="Pareto front (per workload)")
+    del front
+    keys = [json.loads(r["key"]) for r in rows]
+    wls = sorted({json.dumps(k["wl"], sort_keys=True) for k in keys})
+    varying = sorted({f for k in keys for f, v in k["hw"].items()
+                      if len({json.dumps(k2["hw"].get(f)) for k2 in keys}) > 1})
+    top = max((r["energy_uj"] for r in rows), default=1.0)
+    unit, scale = (("J", 1e-6) if top >= 1e6 else ("mJ", 1e-3) if top >= 1e3 else ("µJ", 1.0))
+    markers = "osD^vP*Xh<>"
+    fig, ax = plt.subplots(figsize=(8, 5))
+    vmin = min((r["energy_uj"] * scale for r in rows), default=0.0)
+    vmax = max((r["energy_uj"] * scale for r in rows), default=1.0)
+    drawn = {"energy_unit": unit, "workloads": [], "ringed": []}
+    sc = None
+    for i, wl in enumerate(wls):
+        mine = [r for r, k in zip(rows, keys, strict=True)
+                if json.dumps(k["wl"], sort_keys=True) == wl]
+        label = " ".join(f"{a}={b}" for a, b in json.loads(wl).items())
+        sc = ax.scatter([r["area_mm2"] for r in mine], [r["time_us"] for r in mine],
+                        c=[r["energy_uj"] * scale for r in mine], cmap="viridis", vmin=vmin,
+                        vmax=vmax, s=24, marker=markers[i % len(markers)], label=label)
+        ring = pareto_front(mine, axes=("time_us", "area_mm2"))
+        ax.scatter([r["area_mm2"] for r in ring], [r["time_us"] for r in ring],
+                   facecolors="none", edgecolors="r", s=90, marker=markers[i % len(markers)])
+        for j, r in enumerate(sorted(ring, key=lambda r: r["area_mm2"])):
+            hw = json.loads(r["key"])["hw"]      # alternate above and below: neighbours differ
+            ax.annotate(" ".join(f"{f}={hw[f]}" for f in varying), (r["area_mm2"], r["time_us"]),
+                        xytext=(4, 5 if j % 2 == 0 else -10), textcoords="offset points",
+                        fontsize=6)
+        drawn["workloads"].append(label)
+        drawn["ringed"] += [r["key"] for r in ring]
+    ax.scatter([], [], facecolors="none", edgecolors="r", s=90,
+               label="Pareto front of time and area (per workload)")
     ax.set_xlabel("area, mm² (22 nm estimate, calibrated to the paper's Table 3)")
     ax.set_ylabel("time, µs")
     ax.set_yscale("log")
-    fig.colorbar(sc, label="energy, µJ (estimate)")
-    ax.legend(fontsize=8)
+    if sc is not None:
+        fig.colorbar(sc, label=f"energy, {unit} (estimate)")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return drawn

@@ -371,10 +371,12 @@ def explore(preset, config_file, sets, n, nk, d, heads, kv_heads, causal, vs_fa2
         click.echo(f"  infeasible           {E.point_label(r)}: {r['reason']}")
     click.echo(f"  Pareto front         {len(front)} points (time x area x energy, per "
                "workload; area and energy are estimates)")
-    click.echo(f"  {'point':<56} {'time us':>11} {'mm2':>6} {'energy uJ':>10} {'PE/MAC':>7}"
+    shown = sorted(front, key=lambda r: (r["key"].split('"wl"')[1], r["time_us"]))[:20]
+    w = max([len("point")] + [len(E.point_label(r)) for r in shown])   # labels are never cut
+    click.echo(f"  {'point':<{w}} {'time us':>11} {'mm2':>6} {'energy uJ':>10} {'PE/MAC':>7}"
                + (f" {'vs FA-2':>8}" if vs_fa2 else ""))
-    for r in sorted(front, key=lambda r: (r["key"].split('"wl"')[1], r["time_us"]))[:20]:
-        click.echo(f"  {E.point_label(r)[:56]:<56} {r['time_us']:>11,.1f} {r['area_mm2']:>6.2f} "
+    for r in shown:
+        click.echo(f"  {E.point_label(r):<{w}} {r['time_us']:>11,.1f} {r['area_mm2']:>6.2f} "
                    f"{r['energy_uj']:>10,.0f} {r['pe_util_mac']:>6.1%}"
                    + (f" {r.get('energy_eff_vs_fa2', float('nan')):>7.2f}x" if vs_fa2 else ""))
     if csv_path:

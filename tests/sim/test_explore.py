@@ -155,3 +155,29 @@ def test_parse_sets():
     for bad, msg in (("mac_lines", "FIELD=VALUES"), ("n=5", "workload field")):
         with pytest.raises(C.ConfigError, match=msg):
             E.parse_sets([bad])
+
+
+def test_explore_plot_draws_each_workload_and_its_two_axis_front(tmp_path):
+    """explore --plot (issue #32): one marker per workload, the ringed points exactly the
+    time-area Pareto front of each workload (no point the plot shows as dominated is ringed),
+    energy in a unit that fits its size."""
+    import json
+
+    from attenio.sim import explore as E
+
+    pts = E.grid("asplos26", {"mac_lines": [16, 32, 64], "sram_kb": [128, 256]},
+                 {"n": [4096, 16384], "d": [64]})
+    rows = [r for r in E.run_sweep(pts, workers=1) if r["feasible"]]
+    drawn = E.plot_front(rows, E.pareto_front(rows), tmp_path / "e.png")
+    assert (tmp_path / "e.png").stat().st_size > 10_000
+    assert len(drawn["workloads"]) == 2 and drawn["energy_unit"] in ("µJ", "mJ", "J")
+    top = max(r["energy_uj"] for r in rows)
+    assert drawn["energy_unit"] == ("J" if top >= 1e6 else "mJ" if top >= 1e3 else "µJ")
+    ringed = set(drawn["ringed"])
+    for r in rows:
+        wl = json.loads(r["key"])["wl"]
+        same = [o for o in rows if json.loads(o["key"])["wl"] == wl]
+        dominated = any(o["time_us"] <= r["time_us"] and o["area_mm2"] <= r["area_mm2"]
+                        and (o["time_us"], o["area_mm2"]) != (r["time_us"], r["area_mm2"])
+                        for o in same)
+        assert (r["key"] in ringed) == (not dominated), E.point_label(r)
