@@ -558,3 +558,16 @@ def test_json_reports_carry_the_version(tmp_path):
     r = run("schedule", "--preset", "tiny", "--n", "16", "--d", "8", "--json", str(out))
     assert r.exit_code == 0, r.output
     assert json.loads(out.read_text())["attenio_version"] == attenio.__version__
+
+
+def test_progress_off_a_terminal_is_a_line_every_few_seconds(capsys):
+    """Not on a terminal (a log, CI), a long run prints '<label>: N% (T s)' lines instead of
+    staying silent (issue #32: accuracy ran 21 s without a word when piped)."""
+    from attenio.cli.app import _Bar
+
+    with _Bar("integer model", after=0.0, every=0.0) as bar:
+        for f in (0.25, 0.5, 1.0):
+            bar(f)
+    err = capsys.readouterr().err.splitlines()
+    assert [ln.split("(")[0].strip() for ln in err] == [
+        "integer model: 25%", "integer model: 50%", "integer model: 100%"]

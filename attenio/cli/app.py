@@ -139,19 +139,28 @@ def _write_json(path: str, obj) -> None:
 
 
 class _Bar:
-    """A progress bar on stderr for work reported as ``bar(fraction)``; it appears only once
-    the work has run for ``after`` seconds, so short runs print nothing extra."""
+    """Progress on stderr for work reported as ``bar(fraction)``: a bar on a terminal, else (a
+    log, a pipe, CI) one line every ``every`` seconds (``label: 40% (8 s)``); either appears
+    only once the work has run for ``after`` seconds, so short runs print nothing extra."""
 
-    def __init__(self, label: str, after: float = 1.0):
-        self.label, self.after = label, after
+    def __init__(self, label: str, after: float = 1.0, every: float = 10.0):
+        self.label, self.after, self.every = label, after, every
         self.t0 = time.perf_counter()
         self.bar = None
         self.shown = 0
+        self.tty = sys.stderr.isatty()
+        self.next_line = after
 
     def __call__(self, fraction: float) -> None:
+        now = time.perf_counter() - self.t0
+        if now < self.after:
+            return
+        if not self.tty:
+            if now >= self.next_line:
+                click.echo(f"  {self.label}: {min(1.0, fraction):.0%} ({now:.0f} s)", err=True)
+                self.next_line = now + self.every
+            return
         if self.bar is None:
-            if time.perf_counter() - self.t0 < self.after:
-                return
             self.bar = click.progressbar(length=1000, label=f"  {self.label}", file=sys.stderr)
             self.bar.__enter__()
         step = int(1000 * min(1.0, fraction)) - self.shown
