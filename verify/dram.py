@@ -1,9 +1,14 @@
 """A DRAM behind the accelerator's AXI4 ports, with the schedule generator's timing.
 
-Rules (docs/architecture.md, timing model): a read request handshaken in cycle t gets its first
-beat in cycle ``max(t + latency, channel free)``, then one beat per ``axi_bytes / rate`` cycles;
-a write burst's response is valid ``latency`` cycles after its last beat. Reads and writes have
-separate channels, and the instruction port has its own read channel. Bursts are INCR.
+Rules (docs/architecture.md, timing model): a read request handshaken in cycle t starts its data
+in cycle ``s = max(t + latency, channel free)``; beat k of the burst is valid from cycle
+``s + ⌈(k+1)·axi_bytes / rate⌉ − 1`` (the bytes it carries have crossed the channel: one beat
+a cycle when the rate is the bus width, fewer otherwise), and the channel is free after the
+last. A write burst starts when its first beat is offered (or the channel frees), beat k is
+taken from ``s + ⌈(k+1)·axi_bytes / rate⌉ − 1``, and its response is valid ``latency`` cycles
+after its last beat. These are the schedule generator's ``Channel`` timings, at any rate. Reads
+and writes have separate channels, and the instruction port has its own read channel. Bursts are
+INCR.
 
 Options make the bus hostile without changing results: ``p_stall`` drops each ready (AR, AW,
 W) with that probability per cycle and delays each R beat and B response the same way (a beat
@@ -44,7 +49,7 @@ class _ReadChannel:
         self.rresp = getattr(d, f"{prefix}rresp")
         self.rlast = getattr(d, f"{prefix}rlast")
         self.pending = deque()     # (request cycle, addr, beats)
-        self.cur = None            # [addr, beats, beat index, earliest next beat, resp]
+        self.cur = None            # [addr, beats, beat index, earliest next beat, data start]
         self.free = 0              # first cycle the data channel is free
         self.last_arvalid = 0
         self.driving = False
@@ -73,7 +78,7 @@ class _ReadChannel:
                                                      self.free) <= k:
             t, addr, beats = self.pending.popleft()
             start = max(t + dr.latency, self.free)
-            self.cur = [addr, beats, 0, start]
+            self.cur = [addr, beats, 0, start + dr.beat_offset(0), start]
         cur = self.cur
         if self.driving and self.held:
             return                 # a beat offered and not taken stays, unchanged (A3.2.1)
@@ -107,7 +112,7 @@ class _ReadChannel:
                 if dr.log is not None:
                     dr.log.append((k, f"{self.name}rlast", cur[0], cur[1]))
             else:
-                cur[3] = k + dr.beat_gap
+                cur[3] = max(k + 1, cur[4] + dr.beat_offset(cur[2]))
 
     def busy(self):
         return self.cur is not None or bool(self.pending) or self.last_arvalid
@@ -124,7 +129,7 @@ class Dram:
         self.mem = bytearray(size)
         self.latency = latency
         self.ab = axi_bytes
-        self.beat_gap = max(1, -(-axi_bytes // max(1, min(rate, axi_bytes))))
+        self.rate = max(1, min(rate, axi_bytes))
         self.period = period_ns
         self.p_stall = p_stall
         self.rng = random.Random(seed)
@@ -141,7 +146,8 @@ class Dram:
         self.b = deque()           # (cycle valid from, resp)
         self.b_driving = False
         self.b_held = False
-        self.w_next = 0            # earliest cycle of the next W beat
+        self.w_free = 0            # the write data channel is free from this cycle
+        self.w_start = None        # the current W burst's data start (its first offer)
         self.last_wvalid = 0
         self.last_awvalid = 0
         self.bytes_written = 0
@@ -157,6 +163,10 @@ class Dram:
             mon = AxiMonitor(prefix[:-1], axi_bytes, chans)
             names = [n for c in chans for n in (CHANNELS[c][0], CHANNELS[c][1], *CHANNELS[c][2])]
             self.monitors.append((mon, [(n, getattr(dut, prefix + n)) for n in names]))
+
+    def beat_offset(self, k: int) -> int:
+        """Cycles from a burst's data start to its beat k: ⌈(k+1)·axi_bytes / rate⌉ − 1."""
+        return -(-(k + 1) * self.ab // self.rate) - 1
 
     # ---- storage ----
     def read(self, addr: int, n: int) -> bytes:
@@ -186,7 +196,8 @@ class Dram:
         self.aw.clear()
         self.b.clear()
         self.b_held = False
-        self.w_next = 0
+        self.w_free = 0
+        self.w_start = None
 
     # ---- the loop ----
     def cycle(self) -> int:
@@ -230,7 +241,11 @@ class Dram:
         self.rd.drive(k)
         self.insn.drive(k)
         self.awready.value = 0 if self.stall() else 1
-        self.wready.value = int(bool(self.aw) and self.w_next <= k and not self.stall())
+        w_ok = False
+        if self.aw:
+            start = self.w_start if self.w_start is not None else max(k, self.w_free)
+            w_ok = k >= start + self.beat_offset(self.aw[0][2])
+        self.wready.value = int(w_ok and not self.stall())
         if self.b_driving and self.b_held:
             pass                   # a response offered and not taken stays
         elif self.b and self.b[0][0] <= k and not self.stall():
@@ -259,6 +274,8 @@ class Dram:
                 self.log.append((k, "aw", addr, beats))
         wv = int(self.wvalid.value)
         self.last_wvalid = wv
+        if wv and self.aw and self.w_start is None:
+            self.w_start = max(k, self.w_free)       # the burst's data starts with its offer
         if wv and int(self.wready.value) and self.aw:
             cur = self.aw[0]
             strb = int(self.wstrb.value)
@@ -273,8 +290,9 @@ class Dram:
                         self.mem[addr + i] = data[i]
                 self.bytes_written += self.ab
             cur[2] += 1
-            self.w_next = k + self.beat_gap
             if cur[2] == cur[1]:
+                self.w_free = k + 1
+                self.w_start = None
                 self.aw.popleft()
                 self.b.append((k + self.latency, cur[3]))
                 if self.log is not None:
