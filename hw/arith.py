@@ -78,17 +78,18 @@ def delay(m: Module, sigs: list[Value], cycles: int, name: str) -> list[Signal]:
     return out
 
 
-def memory_banks(m, name: str, shape, depth: int, count: int, lut: bool = False):
+def memory_banks(m, name: str, shape, depth: int, count: int, style: str | None = None):
     """``count`` memories of ``depth`` words added to ``m`` as ``name0``, ``name1``, …; returns
-    (read ports, write ports). ``lut``: ask synthesis for distributed (LUT) RAM, which keeps a
-    small table out of block RAM: a 64-word table would hold whole DP16KDs for a few percent
-    of their bits."""
+    (read ports, write ports). ``style``: ask synthesis for ``"lut"`` (distributed) RAM, which
+    keeps a small table out of block RAM (a 64-word table would hold whole DP16KDs for a few
+    percent of their bits), or ``"block"`` RAM, which gives those LUTs back to routing (yosys
+    maps a table this small to LUTs unless told); ``None`` leaves it to synthesis."""
     from amaranth.lib.memory import Memory
 
+    attrs = {"lut": {"ram_style": "distributed"}, "block": {"ram_style": "block"}, None: None}
     rds, wrs = [], []
     for i in range(count):
-        mem = Memory(shape=shape, depth=depth, init=[],
-                     attrs={"ram_style": "distributed"} if lut else None)
+        mem = Memory(shape=shape, depth=depth, init=[], attrs=attrs[style])
         m.submodules[f"{name}{i}"] = mem
         rds.append(mem.read_port())
         wrs.append(mem.write_port())

@@ -173,9 +173,8 @@ class ComputeCore(wiring.Component):
 
         # ---- memories ----
         o_rd, o_wr = memory_banks(m, "obuf", acc_word, gmax * wmax, p)
-        lut = cfg.table_ram == "lut"
-        ml_rd, ml_wr = memory_banks(m, "ml", ml_layout, gmax, p, lut=lut)
-        pb_rd, pb_wr = memory_banks(m, "pbuf", pb_layout, 2 * gmax, p, lut=lut)
+        ml_rd, ml_wr = memory_banks(m, "ml", ml_layout, gmax, p, style=cfg.table_ram)
+        pb_rd, pb_wr = memory_banks(m, "pbuf", pb_layout, 2 * gmax, p, style=cfg.table_ram)
         m.submodules.qbuf = qbuf = QBuffer(cfg)
         m.submodules.kv_ring = kvr = KVRing(cfg)
         m.submodules.sequencer = seq = StepSequencer(cfg)

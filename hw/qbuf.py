@@ -69,7 +69,7 @@ class QBuffer(wiring.Component):
         scales = cfg.row_scales_supported
         if scales:
             s_rd, s_wr = memory_banks(m, "qscale", row_scale_layout(cfg), self.groups, p,
-                                      lut=cfg.table_ram == "lut")
+                                      style=cfg.table_ram)
             for i in range(p):
                 m.d.comb += [s_rd[i].addr.eq(self.sc_addr), self.sc_data[i].eq(s_rd[i].data)]
 

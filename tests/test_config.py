@@ -215,5 +215,6 @@ def test_table_ram_is_checked_and_reaches_the_verilog():
         C.replace(C.tiny(), table_ram="bram")
     lut = to_verilog(AttenIOTop(C.tiny()), "attenio_top")
     block = to_verilog(AttenIOTop(C.replace(C.tiny(), table_ram="block")), "attenio_top")
-    assert lut.count('ram_style = "distributed"') >= 3
+    assert lut.count('ram_style = "distributed"') >= 3 and 'ram_style = "block"' not in lut
     assert block.count('ram_style = "distributed"') == 0
+    assert block.count('ram_style = "block"') == lut.count('ram_style = "distributed"')
