@@ -12,6 +12,16 @@ def run(*args):
     return CliRunner().invoke(main, list(args))
 
 
+def run_json(tmp_path, *args):
+    """Run a command with ``--json FILE``; it must exit 0. Returns (result, the JSON)."""
+    import json
+
+    out = tmp_path / "out.json"
+    r = run(*args, "--json", str(out))
+    assert r.exit_code == 0, r.output
+    return r, json.loads(out.read_text())
+
+
 def test_config_show_lists_fields_and_widths():
     r = run("config", "show", "--preset", "fpga")
     assert r.exit_code == 0
@@ -299,14 +309,10 @@ def test_accuracy_on_own_files(tmp_path):
 
 
 def test_accuracy_k_block_option(tmp_path):
-    import json
-
-    out = tmp_path / "acc.json"
-    r = run("accuracy", "--preset", "tiny", "--n", "48", "--d", "8", "--dist", "peaky",
-            "--scheme", "rotate", "--q-scales", "row", "--k-scales", "block", "--k-block", "4",
-            "--json", str(out))
-    assert r.exit_code == 0, r.output
-    rows = json.loads(out.read_text())["rows"]
+    r, got = run_json(tmp_path, "accuracy", "--preset", "tiny", "--n", "48", "--d", "8",
+                      "--dist", "peaky", "--scheme", "rotate", "--q-scales", "row",
+                      "--k-scales", "block", "--k-block", "4")
+    rows = got["rows"]
     assert [r_["scheme"] for r_ in rows if r_["kind"] == "int"] == ["rotate+rows+kblk"]
     assert rows[0]["k_block"] == 4
     for bad_block in ("0", "-3"):
@@ -317,17 +323,13 @@ def test_accuracy_k_block_option(tmp_path):
 def test_accuracy_seeds_give_median_and_worst(tmp_path):
     """--seeds N: one row per datapath and scheme with the median and the worst ratio over bf16
     of the N draws (the JSON keeps every draw with its seed)."""
-    import json
-
     import numpy as np
 
-    out = tmp_path / "acc.json"
-    r = run("accuracy", "--preset", "tiny", "--n", "32", "--d", "8", "--dist", "llm-outliers",
-            "--scheme", "rotate", "--q-scales", "row", "--k-scales", "block", "--seeds", "3",
-            "--json", str(out))
-    assert r.exit_code == 0, r.output
+    r, got = run_json(tmp_path, "accuracy", "--preset", "tiny", "--n", "32", "--d", "8",
+                      "--dist", "llm-outliers", "--scheme", "rotate", "--q-scales", "row",
+                      "--k-scales", "block", "--seeds", "3")
     assert "seeds=0..2 (median and worst)" in r.output and "/ bf16 median" in r.output
-    rows = json.loads(out.read_text())["rows"]
+    rows = got["rows"]
     ints = [x for x in rows if x["kind"] == "int"]
     assert sorted(x["seed"] for x in ints) == [0, 1, 2]
     ratios = [x["over_bf16"] for x in ints]
@@ -343,15 +345,10 @@ def test_accuracy_seeds_give_median_and_worst(tmp_path):
 
 def test_golden_runs_the_host_schemes_at_a_logit_spread(tmp_path):
     """golden takes the accuracy command's classes, schemes and scales (issue #33)."""
-    import json
-
-    out = tmp_path / "g.json"
-    r = run("golden", "--preset", "tiny", "--n", "64", "--d", "16", "--dist", "llm-outliers",
-            "--logit-sigma", "200", "--scheme", "rotate", "--q-scales", "row", "--k-block", "4",
-            "--json", str(out))
-    assert r.exit_code == 0, r.output
+    r, got = run_json(tmp_path, "golden", "--preset", "tiny", "--n", "64", "--d", "16",
+                      "--dist", "llm-outliers", "--logit-sigma", "200", "--scheme", "rotate",
+                      "--q-scales", "row", "--k-block", "4")
     assert "scheme=rotate+rows+kblk4" in r.output and "one per Q row and K row" in r.output
-    got = json.loads(out.read_text())
     assert got["k_block"] == 4 and got["ok"] and 100 < got["logit_sigma"] < 400
     r = run("golden", "--preset", "tiny", "--n", "8", "--d", "8", "--logit-sigma", "0")
     assert r.exit_code == 2 and len(r.output.strip().splitlines()) == 1, r.output
