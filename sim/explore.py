@@ -3,10 +3,11 @@ through the schedule generator and the area and energy estimates (sim/cost.py), 
 this machine (a process pool) or on a Dask cluster (``distributed``), resumable from its results
 file; then the Pareto front of cycles × area × energy per workload (docs/explore.md).
 
-A sweep is a base configuration and a grid: hardware fields (``HW_FIELDS``; ``sram_kb`` sets
-``sram_bytes``) and workload fields (``WL_FIELDS``), each a list of values. Every combination is a
-point; a point the hardware cannot run (a head dim over ``max_head_dim``, memory too small for
-one row, a value a field refuses) is recorded as infeasible with the reason, and the sweep goes
+A sweep is a base configuration and a grid: hardware fields (``HW_FIELDS``, the config's own
+names; ``sram_kb`` is ``sram_bytes`` in KiB, for short) and workload fields (``WL_FIELDS``),
+each a list of values. Every combination is a point; a point the hardware cannot run (a head
+dim over ``max_head_dim``, memory too small for one row, a value a field refuses) is recorded
+as infeasible with the reason, and the sweep goes
 on. A results file (JSON lines, one point each, written as points finish) makes a sweep
 resumable: a rerun skips the points already in it.
 """
@@ -26,7 +27,8 @@ from attenio.sim.fanout import RETRIES, fan_out
 __all__ = ["HW_FIELDS", "WL_FIELDS", "parse_values", "parse_sets", "grid", "evaluate",
            "run_sweep", "pareto_front", "point_label", "plot_front"]
 
-HW_FIELDS = ("mac_lines", "macs_per_line", "sram_kb", "tile_rows", "exp_lanes", "data_bits",
+HW_FIELDS = ("mac_lines", "macs_per_line", "sram_kb", "sram_bytes", "tile_rows", "exp_lanes",
+             "data_bits",
              "dram_bytes_per_cycle", "clock_mhz", "kv_ring_depth", "max_keys_per_step",
              "max_head_dim")
 WL_FIELDS = ("n", "nk", "d", "heads", "kv_heads", "batch", "causal")
@@ -115,6 +117,8 @@ def grid(base: str | dict, hw_values: dict[str, list], wl_values: dict[str, list
     for f in hw_values:
         if f not in HW_FIELDS:
             raise bad("field", f, f"sweepable hardware fields: {', '.join(HW_FIELDS)}")
+    if "sram_kb" in hw_values and "sram_bytes" in hw_values:
+        raise bad("field", "sram_kb and sram_bytes", "one or the other: the same field")
     for f in wl_values:
         if f not in WL_FIELDS:
             raise bad("field", f, f"workload fields: {', '.join(WL_FIELDS)}")

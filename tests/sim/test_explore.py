@@ -181,3 +181,13 @@ def test_explore_plot_draws_each_workload_and_its_two_axis_front(tmp_path):
                         and (o["time_us"], o["area_mm2"]) != (r["time_us"], r["area_mm2"])
                         for o in same)
         assert (r["key"] in ringed) == (not dominated), E.point_label(r)
+
+
+def test_sram_bytes_is_sweepable_by_the_configs_own_name():
+    """explore takes sram_bytes (the TOML's name) as well as sram_kb, not both (issue #32)."""
+    a = E.grid("asplos26", {"sram_bytes": [131072]}, {"n": [4096]})
+    b = E.grid("asplos26", {"sram_kb": [128]}, {"n": [4096]})
+    ra, rb = E.run_sweep(a, workers=1)[0], E.run_sweep(b, workers=1)[0]
+    assert ra["time_us"] == rb["time_us"] and ra["area_mm2"] == rb["area_mm2"]
+    with pytest.raises(ConfigError, match="one or the other"):
+        E.grid("asplos26", {"sram_bytes": [131072], "sram_kb": [128]}, {})
