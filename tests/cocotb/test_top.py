@@ -497,3 +497,19 @@ def test_dram_slower_than_the_bus_is_cycle_exact(rate, shape):
     r = simulate(hw, wl, seed=rate, log=lambda *a: None)
     check_run(hw, wl, r)
     assert r.cycles == r.predicted_cycles
+
+
+def test_kv_latency_bound_fpga_decode():
+    """The fpga preset's K/V stream bound by DRAM latency (400 cycles: the DRAM model's): 8
+    queries against 200 keys, d = 16, so every ring row is in flight at once, 16 bursts, the
+    most the load engine allows. Cycle-exactness then pins max_outstanding and the ring's
+    credit latencies, which the workloads above never reach (scripts/mutate_timing.py)."""
+    from attenio.contract.timing import TIMING as T
+
+    fpga = C.replace(C.fpga(), dram_latency=400)
+    wl = workload(fpga, 8, 16, nk=200)
+    r = simulate(fpga, wl, seed=3, log=lambda *a: None)
+    check_run(fpga, wl, r)
+    assert r.cycles == r.predicted_cycles
+    assert fpga.ring_rows * 2 >= T.max_outstanding       # the ring can hold 16 in flight
+    assert r.schedule.stalls.get("pe: waiting for K/V (DRAM)", 0) > 0.3 * r.cycles
