@@ -50,6 +50,12 @@ def main() -> None:
     ap.add_argument("--reuse", metavar="DIR",
                     help="place and route the netlist already synthesized in DIR (copied, so "
                          "a run in DIR can go on beside this one)")
+    split = ap.add_mutually_exclusive_group()
+    split.add_argument("--place-only", action="store_true",
+                       help="synthesize and place, write the placed netlist and stop (route it "
+                            "later with --from-placed)")
+    split.add_argument("--from-placed", metavar="DIR",
+                       help="route the placed netlist a --place-only run left in DIR")
     args = ap.parse_args()
     hw = C.load_toml(args.config)[0] if args.config else C.preset(args.preset)
     name = Path(args.config).stem if args.config else args.preset
