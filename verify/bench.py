@@ -112,6 +112,9 @@ async def _lite_monitor(dut, mon: AxiMonitor):
 @cocotb.test()
 async def run_case(dut):
     case = json.loads(Path(os.environ["ATTENIO_CASE"]).read_text())
+    if case.get("fast"):
+        await _run_fast(dut, case)
+        return
     out_dir = Path(case["out_dir"])
     Clock(dut.clk, PERIOD_NS, unit="ns").start()
     dram = Dram(dut, case["mem_size"], latency=case["latency"], rate=case["rate"],
@@ -225,3 +228,77 @@ def python_map_for(case):
     from attenio import config as C
 
     return python_map(C.HardwareConfig.from_dict(case["hw"]))
+
+
+COUNTERS = ("CYCLES", "PE_BUSY", "PE_WAIT_KV", "PE_WAIT_EXP", "EXP_BUSY", "FIN_BUSY",
+            "DMA_RD_BUSY", "DMA_WR_BUSY", "BYTES_RD", "BYTES_WR")
+
+
+async def _run_fast(dut, case):
+    """The fast path (verify/fast_dram.sv): the DRAM and the protocol checkers are in the
+    simulated design and the clock is the simulator's, so Python wakes only to program the
+    registers, to report progress and at the end. The image was loaded by ``$readmemh``;
+    the output region is written out by ``$writememh`` and returned as ``o.bin``."""
+    from attenio.verify import fast_dram
+
+    out_dir = Path(case["out_dir"])
+    ab = case["axi_bytes"]
+    Clock(dut.clk, PERIOD_NS, unit="ns", impl="gpi").start()
+    for name, value in (("latency", case["latency"]), ("rate", max(1, min(case["rate"], ab))),
+                        ("mem_bytes", case["mem_size"]), ("allowed_lo", case["o_addr"]),
+                        ("allowed_hi", case["o_addr"] + case["o_region"]), ("dump", 0),
+                        ("dump_lo", 0), ("dump_hi", 0)):
+        getattr(dut, f"fd_{name}").value = value
+    for s in ("awvalid", "awaddr", "wvalid", "wdata", "wstrb", "bready", "arvalid", "araddr",
+              "rready"):
+        getattr(dut, f"s_axil_{s}").value = 0
+    await _reset(dut)
+    lite = AxiMonitor("s_axil", 4, lite=True)
+    cocotb.start_soon(_lite_monitor(dut, lite))
+    host = Host(dut, python_map_for(case))
+    await host.setup(case)
+    t0 = time.perf_counter()
+    c0 = int(dut.fd_cycle.value)
+    if case.get("progress"):
+        cocotb.start_soon(_progress(out_dir / "progress", case.get("expect_cycles") or 100_000,
+                                    int(cocotb.utils.get_sim_time("ns") // PERIOD_NS)))
+    await host.start()
+    timed_out = await _wait_done(dut, case["max_cycles"] * PERIOD_NS)
+    wall = time.perf_counter() - t0
+    result = {"events": [], "timed_out": timed_out, "wall_s": wall,
+              "sim_cycles": int(dut.fd_cycle.value) - c0, "status": await host.read("STATUS")}
+    for name in COUNTERS:
+        result[name.lower()] = await host.read64(name)
+    result["irq_status"] = await host.read("IRQ_STATUS")
+    await host.write_fields("IRQ_STATUS", DONE=1)
+    result["irq_after_clear"] = int(dut.irq.value)
+    for key, port in (("dram_bytes_read", "rd_bytes"), ("dram_insn_bytes", "insn_bytes"),
+                      ("dram_bytes_written", "wr_bytes"), ("dram_stray_bytes", "stray_bytes"),
+                      ("dram_unsupported", "unsupported")):
+        result[key] = int(getattr(dut, f"fd_{port}").value)
+    lo, n = case["o_addr"] // ab, -(-(case["o_addr"] % ab + case["o_bytes"]) // ab)
+    dut.fd_dump_lo.value = lo
+    dut.fd_dump_hi.value = lo + max(n, 1) - 1
+    dut.fd_dump.value = 1
+    await RisingEdge(dut.clk)
+    dut.fd_dump.value = 0
+    await RisingEdge(dut.clk)
+    words = fast_dram.read_words(out_dir / "o.hex", ab)
+    skip = case["o_addr"] % ab
+    (out_dir / "o.bin").write_bytes(words[skip:skip + case["o_bytes"]])
+    hs0, hs1 = int(dut.fd_handshakes_0.value), int(dut.fd_handshakes_1.value)
+    reports = []
+    for i, (port, chans, hs) in enumerate((("m_axi", "ar r aw w b", hs0),
+                                           ("m_axi_insn", "ar r", hs1))):
+        count = int(getattr(dut, f"fd_viol_{i}").value)
+        first = [fast_dram.violation(port, count, int(getattr(dut, f"fd_first_{i}").value))]
+        if i == 0 and int(dut.fd_write_open.value):
+            count += 1
+            first.append(f"cycle {int(dut.fd_cycle.value)}: {port}: write-open: a write "
+                         "burst not completed")
+        reports.append({"port": port, "violations": count, "cycles": result["sim_cycles"],
+                        "handshakes": {c: hs >> 12 * j & 0xFFF  # modulo 4096
+                                       for j, c in enumerate(chans.split())},
+                        "first": [f for f in first if f]})
+    result["axi"] = reports + [lite.report()]
+    (out_dir / "result.json").write_text(json.dumps(result))

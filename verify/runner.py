@@ -38,6 +38,7 @@ from attenio.model.golden import (
 )
 from attenio.sim.image import RunImage, run_image
 from attenio.sim.schedule import Schedule
+from attenio.verify import fast_dram
 
 SIMULATORS = ("verilator", "icarus")
 TOP = "attenio_top"
@@ -59,9 +60,12 @@ BUILD_ROOT = build_root()
 # runner makes every signal public (--public-flat-rw), which keeps Verilator from optimizing
 # the design: measured on the fpga top, 111k cycles/s with every signal public against
 # 493k cycles/s with the ports only (a C++ loop with no cocotb, this machine).
-PORTS_VLT = """`verilator_config
-""" + "".join(f'public_flat_rw -module "{TOP}" -var "{v}"\n'
-              for v in ("clk", "rst", "irq", "s_axil_*", "m_axi_*"))
+def ports_vlt(top: str = TOP) -> str:
+    """The Verilator configuration that makes only ``top``'s ports public."""
+    names = ("clk", "rst", "irq", "s_axil_*", "m_axi_*") if top == TOP else \
+        ("clk", "rst", "irq", "s_axil_*", "fd_*")
+    return "`verilator_config\n" + "".join(f'public_flat_rw -module "{top}" -var "{v}"\n'
+                                            for v in names)
 
 
 def _verilator_runner():
@@ -98,14 +102,20 @@ def _tool_path(sim: str) -> None:
 
 
 def build(hw: HardwareConfig, sim: str = "verilator", *, waves: bool = False,
-          log=print) -> Path:
+          log=print, fast_bytes: int | None = None) -> Path:
     """Generate the SystemVerilog of ``AttenIOTop(hw)`` and compile it for ``sim``; the build
-    directory is keyed by the Verilog's hash, so an unchanged design is not rebuilt."""
+    directory is keyed by the Verilog's hash, so an unchanged design is not rebuilt.
+    ``fast_bytes``: build the fast path's top instead (``attenio_fast``: the design behind
+    the SystemVerilog DRAM of verify/fast_dram.sv, with room for that many bytes)."""
     from attenio.hw.build import to_verilog
     from attenio.hw.top import AttenIOTop
 
     _tool_path(sim)
     text = to_verilog(AttenIOTop(hw), TOP, sv=True, muxes=sim == "icarus")
+    top = TOP
+    if fast_bytes is not None:
+        text += "\n" + fast_dram.wrapper(text, hw.axi_data_bytes, fast_bytes)
+        top = fast_dram.TOP
     key = hashlib.sha1((text + sim + str(waves) + BUILD_FLAGS).encode()).hexdigest()[:12]
     bdir = (BUILD_ROOT / f"{sim}-{key}").resolve()
     stamp = bdir / "built"
@@ -120,22 +130,23 @@ def build(hw: HardwareConfig, sim: str = "verilator", *, waves: bool = False,
         fcntl.flock(lock, fcntl.LOCK_EX)
         if stamp.exists():
             return bdir
-        return _build_locked(text, sim, waves, bdir, stamp, log)
+        return _build_locked(text, sim, waves, bdir, stamp, log, top)
 
 
-def _build_locked(text: str, sim: str, waves: bool, bdir: Path, stamp: Path, log) -> Path:
+def _build_locked(text: str, sim: str, waves: bool, bdir: Path, stamp: Path, log,
+                  top: str = TOP) -> Path:
     from cocotb_tools.runner import get_runner
 
-    src = bdir / f"{TOP}.sv"
+    src = bdir / f"{top}.sv"
     src.write_text(text)
     build_log = bdir / "build.log"
-    log(f"building {sim} model of {TOP} ({len(text) // 1024} KB of Verilog); its output: "
+    log(f"building {sim} model of {top} ({len(text) // 1024} KB of Verilog); its output: "
         f"{build_log} ...")
     t0 = time.perf_counter()
     args = ["-Wno-fatal", "-O2"] if sim == "verilator" else []
     sources = [src]
     if sim == "verilator":
-        (bdir / "ports.vlt").write_text(PORTS_VLT)
+        (bdir / "ports.vlt").write_text(ports_vlt(top))
         sources = [bdir / "ports.vlt", src]
         # our vl_finish (no "$finish" line), a C++ file Verilator compiles beside the model
         args += ["-CFLAGS", "-DVL_USER_FINISH", str(Path(__file__).with_name("quiet_finish.cpp"))]
@@ -148,7 +159,7 @@ def _build_locked(text: str, sim: str, waves: bool, bdir: Path, stamp: Path, log
     os.environ["MAKEFLAGS"] = f"{old_makeflags or ''} {extra}".strip()
     try:
         with _output_to(build_log):
-            runner.build(sources=sources, hdl_toplevel=TOP, build_dir=bdir, always=True,
+            runner.build(sources=sources, hdl_toplevel=top, build_dir=bdir, always=True,
                          timescale=("1ns", "1ps"), build_args=args, waves=waves)
     except Exception as e:
         tail = build_log.read_text(errors="replace").splitlines()[-20:]
@@ -245,6 +256,9 @@ class SimResult:
             out.append(f"{self.axi_violations} AXI protocol violations: {self.axi_report[0]}")
         if self.stray_bytes:
             out.append(f"{self.stray_bytes} bytes written outside the output region")
+        if self.extra.get("dram_unsupported"):
+            out.append(f"{self.extra['dram_unsupported']} requests the fast DRAM cannot serve "
+                       "as verify/dram.py would (unaligned, or more than 64 waiting)")
         return out
 
     @property
@@ -321,7 +335,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
              write_window: tuple[int, int] | None | str = "layout",
              rerun: bool = False, inputs: GoldenInputs | None = None,
              q_rows: bool = False, k_block: int | None = None,
-             patch: list[tuple[int, bytes]] | None = None) -> SimResult:
+             patch: list[tuple[int, bytes]] | None = None, dram: str = "auto") -> SimResult:
     """Run ``wl`` on the RTL of ``hw`` and compare with the models.
 
     ``inputs``: integer Q, K, V and their scales to run instead of random ones (a host
@@ -341,14 +355,29 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     ``write_window`` (``(base, size)``, or ``None`` for no register written) replace them.
     ``rerun``: after the run, run the generated program again on clean inputs with no faults
     in the same simulation (``SimResult.rerun``, with ``rerun["bit_exact"]``): recovery.
+
+    ``dram``: ``"hdl"`` runs the fast path (the DRAM and the AXI4 checkers in SystemVerilog,
+    verify/fast_dram.sv: no Python work per cycle), ``"python"`` the cocotb model
+    (verify/dram.py: stalls, injected errors, resets, aborts, traces), ``"auto"`` the fast
+    path whenever the run needs none of those. Both keep the same timing rules.
     """
     from cocotb_tools.runner import get_runner
 
+    python_only = [name for name, on in (
+        ("p_stall", p_stall > 0), ("errors", bool(errors)), ("rerun", rerun),
+        ("reset_at", reset_at is not None), ("abort_at", abort_at is not None),
+        ("start_twice", start_twice), ("trace", trace)) if on]
+    if dram not in ("auto", "hdl", "python"):
+        raise bad("dram", dram, "choose one of: auto, hdl, python")
+    if dram == "hdl" and python_only:
+        raise bad("dram", dram, f"{', '.join(python_only)} need(s) dram='python' (the "
+                  "fast path has no stalls, faults, resets or traces)")
+    fast = dram == "hdl" or (dram == "auto" and not python_only)
     prep = prepare(hw, wl, dist=dist, seed=seed, inputs=inputs, q_rows=q_rows, k_block=k_block)
     sched = prep.schedule
     lay = prep.layout
-    bdir = build(hw, sim, waves=waves, log=log)
     image = bytearray(prep.image)
+    bdir = build(hw, sim, waves=waves, log=log, fast_bytes=len(image) if fast else None)
     prog = prep.program if program is None else program
     # a replacement program goes where the generated one was (or right before Q)
     if len(prog) + prog_offset > lay.q:
@@ -366,6 +395,10 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     with tempfile.TemporaryDirectory(prefix="attenio-sim-") as tmp:
         tmpd = Path(tmp)
         (tmpd / "image.bin").write_bytes(bytes(image))
+        plusargs = []
+        if fast:
+            fast_dram.write_image(tmpd / "image.hex", image, hw.axi_data_bytes)
+            plusargs = [f"+attenio_mem={tmpd / 'image.hex'}", f"+attenio_out={tmpd / 'o.hex'}"]
         (tmpd / "clean.bin").write_bytes(prep.image)
         case = {
             "hw": hw.to_dict(), "image": str(tmpd / "image.bin"), "mem_size": len(image),
@@ -381,7 +414,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
             "reset_at": reset_at, "abort_at": abort_at, "start_twice": start_twice,
             "max_cycles": max_cycles or int(expect * (3 + 20 * p_stall)) + 200_000,
             "expect_cycles": expect, "progress": progress is not None, "out_dir": str(tmpd),
-            "trace": trace,
+            "trace": trace, "fast": fast,
         }
         (tmpd / "case.json").write_text(json.dumps(case))
         env = {"ATTENIO_CASE": str(tmpd / "case.json"), "COCOTB_LOG_LEVEL": "WARNING",
@@ -402,8 +435,9 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
         if th:
             th.start()
         try:
-            get_runner(sim).test(hdl_toplevel=TOP, hdl_toplevel_lang="verilog",
-                                 test_module="attenio.verify.bench",
+            get_runner(sim).test(hdl_toplevel=fast_dram.TOP if fast else TOP,
+                                 hdl_toplevel_lang="verilog",
+                                 test_module="attenio.verify.bench", plusargs=plusargs,
                                  build_dir=bdir, test_dir=tmpd, extra_env=env, waves=waves)
         except SystemExit as e:
             raise RuntimeError(f"the {sim} simulation failed (exit {e.code}); see its log "

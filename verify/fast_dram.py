@@ -1,0 +1,100 @@
+"""The fast simulation path: the accelerator behind a DRAM and AXI4 protocol checkers written in
+SystemVerilog (verify/fast_dram.sv), so cocotb does no work per cycle.
+
+:func:`wrapper` fills the template from the top's own port list; :func:`write_image` and
+:func:`read_words` move memory in and out in bulk (``$readmemh`` / ``$writememh`` files).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+TOP = "attenio_fast"
+TEMPLATE = Path(__file__).with_name("fast_dram.sv")
+MIN_BYTES = 1 << 24          # the smallest memory built: one model serves every small run
+_PORT = re.compile(r"^\s*(input|output)\s+(\[(\d+):0\]\s+)?(\w+);", re.M)
+
+# rule codes of the checkers, as verify/axi_monitor.py names them
+RULES = {1: "valid-held", 2: "payload-stable", 3: "burst-4k", 5: "burst-size",
+         6: "burst-type", 7: "wlast"}
+CHANNEL_NAMES = ("AR", "R", "AW", "W", "B", "AR", "R")
+
+
+def capacity(mem_bytes: int) -> int:
+    """Bytes of memory the model is built with: a power of two, at least :data:`MIN_BYTES`."""
+    cap = MIN_BYTES
+    while cap < mem_bytes:
+        cap *= 2
+    return cap
+
+
+def ports(top_text: str) -> list[tuple[str, int, str]]:
+    """``(direction, width, name)`` of ``attenio_top``'s ports, from its Verilog."""
+    start = top_text.index("module attenio_top")
+    body = top_text[start:top_text.index("endmodule", start)]
+    return [(m[1], int(m[3]) + 1 if m[3] else 1, m[4]) for m in _PORT.finditer(body)]
+
+
+def wrapper(top_text: str, axi_bytes: int, mem_bytes: int) -> str:
+    """The SystemVerilog of ``attenio_fast`` around the given ``attenio_top``."""
+    if axi_bytes & (axi_bytes - 1) or axi_bytes < 4:
+        raise ValueError(f"axi_bytes={axi_bytes} is invalid: a power of two ≥ 4")
+    plist = ports(top_text)
+    names = {n for _, _, n in plist}
+    for need in ("clk", "rst", "irq", "m_axi_araddr", "m_axi_insn_rdata", "m_axi_wdata"):
+        if need not in names:
+            raise ValueError(f"attenio_top has no port {need}: the fast DRAM cannot wrap it")
+    rng = lambda w: f"[{w - 1}:0] " if w > 1 else ""            # noqa: E731
+    port_lines, decls, conn = [], [], []
+    for d, w, n in plist:
+        if n in ("clk", "rst", "irq"):
+            continue
+        conn.append(f"    .{n}({n})")
+        if n.startswith("s_axil_"):
+            port_lines.append(f"  {d} {rng(w)}{n},")
+        else:
+            decls.append(f"  wire {rng(w)}{n};")
+    cap = capacity(mem_bytes)
+    text = TEMPLATE.read_text()
+    for key, val in (("@PORTS@", "\n".join(port_lines)), ("@DECLS@", "\n".join(decls)),
+                     ("@CONNECT@", ",\n".join(conn)), ("@AB@", str(axi_bytes)),
+                     ("@LOG_AB@", str(axi_bytes.bit_length() - 1)),
+                     ("@WORDS@", str(cap // axi_bytes))):
+        # the template's header names each field once in a comment: fill the code's use
+        text = text.replace(key, val)
+    return text
+
+
+def _hex_lines(image: bytes, axi_bytes: int) -> str:
+    pad = -len(image) % axi_bytes
+    words = np.frombuffer(bytes(image) + bytes(pad), np.uint8).reshape(-1, axi_bytes)[:, ::-1]
+    flat = words.tobytes().hex()
+    step = 2 * axi_bytes
+    return "\n".join(flat[i:i + step] for i in range(0, len(flat), step)) + "\n"
+
+
+def write_image(path: Path, image: bytes, axi_bytes: int) -> None:
+    """``image`` as a ``$readmemh`` file of bus words (little-endian)."""
+    Path(path).write_text(_hex_lines(image, axi_bytes))
+
+
+def read_words(path: Path, axi_bytes: int) -> bytes:
+    """The bytes of a ``$writememh`` file of bus words (address comments skipped)."""
+    lines = [ln.strip() for ln in Path(path).read_text().splitlines()]
+    hexs = [ln for ln in lines if ln and not ln.startswith(("//", "@"))]
+    if any(len(h) != 2 * axi_bytes for h in hexs):
+        raise ValueError(f"{path}: a line is not one {axi_bytes}-byte word")
+    raw = np.frombuffer(bytes.fromhex("".join(hexs)), np.uint8).reshape(-1, axi_bytes)
+    return raw[:, ::-1].tobytes()
+
+
+def violation(port: str, count: int, first: int) -> str:
+    """The first violation's text, as verify/axi_monitor.py words it."""
+    if not count:
+        return ""
+    cycle, ch, rule = first >> 16, first >> 8 & 0xFF, first & 0xFF
+    name = CHANNEL_NAMES[ch] if ch < len(CHANNEL_NAMES) else f"channel {ch}"
+    return f"cycle {cycle}: {port}: {RULES.get(rule, f'rule {rule}')}: on {name}"
