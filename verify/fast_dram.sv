@@ -48,6 +48,7 @@ module attenio_fast (
   output logic [63:0] fd_handshakes_0,   // AR, R, AW, W, B handshakes, 12 bits each (mod 4096)
   output logic [63:0] fd_handshakes_1,
   output logic [63:0] fd_handshakes_2,
+  output logic [23:0] fd_rules,          // the rules each port broke: bit r of byte p
   output logic fd_write_open,            // a write burst begun and not completed
   output logic [63:0] fd_cycle
 );
@@ -302,6 +303,7 @@ module attenio_fast (
   assign fd_write_open = mon_aw_cnt != 0 || early_cnt != 0;
 
   task automatic fail(input int ch, input int rule);
+    fd_rules[(ch < 5 ? 0 : ch < 7 ? 8 : 16) + rule] = 1'b1;
     if (ch < 5) begin
       if (fd_viol_0 == 0) fd_first_0 = {k[47:0], 8'(ch), 8'(rule)};
       fd_viol_0 = fd_viol_0 + 1;
@@ -333,7 +335,7 @@ module attenio_fast (
 
   initial begin
     fd_viol_0 = 0; fd_viol_1 = 0; fd_viol_2 = 0; fd_first_0 = 0; fd_first_1 = 0;
-    fd_first_2 = 0;
+    fd_first_2 = 0; fd_rules = 0;
     mon_aw_head = 0; mon_aw_cnt = 0; w_beat = 0; early_head = 0; early_cnt = 0;
     for (int c = 0; c < NCH; c++) begin pv[c] = 0; hs[c] = 0; end
   end

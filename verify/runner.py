@@ -116,6 +116,13 @@ def build(hw: HardwareConfig, sim: str = "verilator", *, waves: bool = False,
     if fast_bytes is not None:
         text += "\n" + fast_dram.wrapper(text, hw.axi_data_bytes, fast_bytes)
         top = fast_dram.TOP
+    return build_verilog(text, top, sim, waves=waves, log=log)
+
+
+def build_verilog(text: str, top: str, sim: str = "verilator", *, waves: bool = False,
+                  log=print) -> Path:
+    """Compile the Verilog ``text`` with ``top`` as its top for ``sim`` (cached by hash)."""
+    _tool_path(sim)
     key = hashlib.sha1((text + sim + str(waves) + BUILD_FLAGS).encode()).hexdigest()[:12]
     bdir = (BUILD_ROOT / f"{sim}-{key}").resolve()
     stamp = bdir / "built"
