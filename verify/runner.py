@@ -326,6 +326,23 @@ class SimResult:
         return self.sim_cycles / self.wall_s if self.wall_s > 0 else 0.0
 
 
+DRAMS = ("auto", "hdl", "python")
+
+
+def fast_path(dram: str, **python_only: bool) -> bool:
+    """Whether a run takes the fast path (the DRAM in SystemVerilog): ``dram`` is ``"hdl"``,
+    or ``"auto"`` and none of the ``python_only`` features (stalls, injected errors, resets,
+    aborts, traces: only the Python DRAM has them) is on. A ``"hdl"`` run that needs one is
+    refused."""
+    if dram not in DRAMS:
+        raise bad("dram", dram, f"choose one of: {', '.join(DRAMS)}")
+    needs = [name for name, on in python_only.items() if on]
+    if dram == "hdl" and needs:
+        raise bad("dram", dram, f"{', '.join(needs)} need(s) dram='python' (the fast path "
+                  "has no stalls, faults, resets or traces)")
+    return dram == "hdl" or (dram == "auto" and not needs)
+
+
 def prepare(hw: HardwareConfig, wl: Workload, *, dist: str = "gaussian",
             seed: int = 0, inputs: GoldenInputs | None = None, q_rows: bool = False,
             k_block: int | None = None) -> RunImage:
@@ -377,16 +394,9 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     """
     from cocotb_tools.runner import get_runner
 
-    python_only = [name for name, on in (
-        ("p_stall", p_stall > 0), ("errors", bool(errors)), ("rerun", rerun),
-        ("reset_at", reset_at is not None), ("abort_at", abort_at is not None),
-        ("start_twice", start_twice), ("trace", trace)) if on]
-    if dram not in ("auto", "hdl", "python"):
-        raise bad("dram", dram, "choose one of: auto, hdl, python")
-    if dram == "hdl" and python_only:
-        raise bad("dram", dram, f"{', '.join(python_only)} need(s) dram='python' (the "
-                  "fast path has no stalls, faults, resets or traces)")
-    fast = dram == "hdl" or (dram == "auto" and not python_only)
+    fast = fast_path(dram, p_stall=p_stall > 0, errors=bool(errors), rerun=rerun,
+                     reset_at=reset_at is not None, abort_at=abort_at is not None,
+                     start_twice=start_twice, trace=trace)
     prep = prepare(hw, wl, dist=dist, seed=seed, inputs=inputs, q_rows=q_rows, k_block=k_block)
     sched = prep.schedule
     lay = prep.layout
@@ -464,6 +474,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
         if not res_file.exists():
             raise RuntimeError(f"the {sim} simulation ended without a result")
         res = json.loads(res_file.read_text())
+        res["dram"] = "hdl" if fast else "python"
         raw = (tmpd / "o.bin").read_bytes()
         if rerun and (tmpd / "o_rerun.bin").exists():
             res["rerun"]["out"] = prep.unpack_output((tmpd / "o_rerun.bin").read_bytes())

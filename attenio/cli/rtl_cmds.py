@@ -57,6 +57,11 @@ def verilog_cmd(preset, config_file, output, sv):
               help="Dump waveforms into build/waves/ (VCD from Verilator, FST from Icarus).")
 @click.option("--stall", type=float, default=0.0, show_default=True,
               help="Probability per cycle that each AXI ready/valid of the DRAM drops.")
+@click.option("--dram", type=click.Choice(["auto", "hdl", "python"]), default="auto",
+              show_default=True,
+              help="The DRAM behind the AXI ports: in SystemVerilog (the fast path, no Python "
+                   "work per cycle), the cocotb model (stalls, faults), or auto: the fast path "
+                   "unless --stall.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--q-scales", "q_scales", type=click.Choice(["tensor", "row"]), default="tensor",
               show_default=True, help="Q quantized with one scale, or one per row (each row "
@@ -67,7 +72,7 @@ def verilog_cmd(preset, config_file, output, sv):
 @json_option
 @_friendly
 def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens,
-                 seqlens_k, decode, cache_lens, page_size, window, sim, waves, stall, seed,
+                 seqlens_k, decode, cache_lens, page_size, window, sim, waves, stall, dram, seed,
                  q_scales, k_block, json_path):
     """Run a workload on the RTL (cocotb) and check it against the models.
 
@@ -79,11 +84,12 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     bound.
     """
     from attenio.model.golden import MAX_REL_BOUND, MEAN_REL_BOUND
-    from attenio.verify.runner import simulate
+    from attenio.verify.runner import fast_path, simulate
 
     hw = _load_hw(preset, config_file)
     if not 0.0 <= stall < 1.0:
         raise ConfigError(f"stall={stall} is invalid: a probability in [0, 1)")
+    fast_path(dram, p_stall=stall > 0)          # --dram hdl with --stall: refused here
     if k_block is not None and k_block < 1:
         raise ConfigError(f"k_block={k_block} is invalid: a positive number of keys")
     wl = _workload(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
@@ -103,7 +109,7 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
                + (f" k-block={k_block}" if k_block else ""))
     with _Bar("simulating", after=0) as bar:
         r = simulate(hw, wl, sim=sim, seed=seed, p_stall=stall, waves=waves, q_rows=rows,
-                     k_block=k_block,
+                     k_block=k_block, dram=dram,
                      progress=lambda done_c, expect: bar(done_c / max(1, expect)),
                      log=lambda msg: click.echo(f"  {msg}"))
     traffic = r.schedule.traffic      # under the tiling(s) the program used
@@ -137,7 +143,8 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     click.echo(f"  AXI protocol         {r.axi_violations} violations (monitors on every port)"
                + (f": {r.axi_report[0]}" if r.axi_violations else ""))
     click.echo(f"  simulation           {r.sim_cycles:,} cycles in {r.wall_s:.1f} s = "
-               f"{r.sim_rate:,.0f} cycles/s ({sim})")
+               f"{r.sim_rate:,.0f} cycles/s ({sim}, "
+               f"{'SystemVerilog' if r.extra.get('dram') == 'hdl' else 'Python'} DRAM)")
     if r.extra.get("waves"):
         click.echo(f"  waves                {r.extra['waves']}")
     good = not failures
@@ -147,6 +154,7 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     if json_path:
         _write_json(json_path, {
             "hardware": hw.to_dict(), "workload": wl.to_dict(), "sim": sim, "stall": stall,
+            "dram": r.extra.get("dram"),
             "seed": seed, "pass": good, "done": r.done, "error": r.error.name,
             "bit_exact": r.bit_exact, "mismatches": r.mismatches, "errors_vs_float": r.errors,
             "counters": r.counters, "predicted_cycles": r.predicted_cycles,
