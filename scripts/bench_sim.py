@@ -32,9 +32,10 @@ def plain(bdir: Path, wd: Path, hw) -> dict:
     case = json.loads((wd / "case.json").read_text())
     (wd / "plain.setup").write_text(fast_dram.plain_setup(case, python_map(hw)))
     exe = fast_dram.plain_loop(bdir)
+    words = -(-case["mem_size"] // case["axi_bytes"])
     out = subprocess.run([str(exe), str(wd / "plain.setup"), f"+attenio_mem={wd / 'image.hex'}",
-                          f"+attenio_out={wd / 'o_plain.hex'}"], capture_output=True, text=True,
-                         check=True).stdout.split()
+                          f"+attenio_out={wd / 'o_plain.hex'}", f"+attenio_words={words}"],
+                         capture_output=True, text=True, check=True).stdout.split()
     got = dict(zip(out[::2], out[1::2], strict=True))
     cyc, sec = int(got["cycles"]), float(got["seconds"])
     return {"cycles": cyc, "seconds": sec, "rate": cyc / sec, "irq": int(got["irq"])}

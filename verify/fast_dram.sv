@@ -82,8 +82,11 @@ module attenio_fast (
   // ---------------------------------------------------------------- storage
   logic [DW-1:0] mem [0:WORDS-1];
   string mem_in, mem_out;
+  longint mem_words;
   initial begin
-    if ($value$plusargs("attenio_mem=%s", mem_in)) $readmemh(mem_in, mem);
+    // the image's words (so no simulator warns of a file shorter than the memory)
+    if (!$value$plusargs("attenio_words=%d", mem_words)) mem_words = WORDS;
+    if ($value$plusargs("attenio_mem=%s", mem_in)) $readmemh(mem_in, mem, 0, mem_words - 1);
     if (!$value$plusargs("attenio_out=%s", mem_out)) mem_out = "attenio_out.hex";
   end
   always @(posedge clk) if (fd_dump) $writememh(mem_out, mem, fd_dump_lo, fd_dump_hi);

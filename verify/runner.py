@@ -424,7 +424,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
         plusargs = []
         if fast:
             fast_dram.write_image(tmpd / "image.hex", image, hw.axi_data_bytes)
-            plusargs = [f"+attenio_mem={tmpd / 'image.hex'}", f"+attenio_out={tmpd / 'o.hex'}"]
+            plusargs = [f"+attenio_mem={tmpd / 'image.hex'}", f"+attenio_out={tmpd / 'o.hex'}",
+                        f"+attenio_words={-(-len(image) // hw.axi_data_bytes)}"]
         (tmpd / "clean.bin").write_bytes(prep.image)
         case = {
             "hw": hw.to_dict(), "image": str(tmpd / "image.bin"), "mem_size": len(image),
