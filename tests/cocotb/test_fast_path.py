@@ -111,9 +111,8 @@ def test_the_checkers_catch_each_rule(tmp_path):
     text = bad + "\n" + fast_dram.wrapper(bad, TINY.axi_data_bytes, 1 << 16)
     bdir = build_verilog(text, fast_dram.TOP, log=lambda *a: None)
     out = tmp_path / "checkers.json"
-    env = {"ATTENIO_CHECKER_OUT": str(out),
+    env = {"ATTENIO_CHECKER_OUT": str(out), "COCOTB_LOG_LEVEL": "WARNING",
            "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    os.environ["COCOTB_LOG_LEVEL"] = "WARNING"
     get_runner("verilator").test(hdl_toplevel=fast_dram.TOP, hdl_toplevel_lang="verilog",
                                  test_module="tests.cocotb.checker_bench", build_dir=bdir,
                                  test_dir=tmp_path, extra_env=env)
