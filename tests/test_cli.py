@@ -570,3 +570,26 @@ def test_progress_off_a_terminal_is_a_line_every_few_seconds(capsys):
     err = capsys.readouterr().err.splitlines()
     assert [ln.split("(")[0].strip() for ln in err] == [
         "integer model: 25%", "integer model: 50%", "integer model: 100%"]
+
+
+def test_preset_defaults_follow_one_rule():
+    """README, "Command line": the paper's performance models default to asplos26, what builds
+    the design or checks its numerics to fpga, what runs the RTL to tiny; the API likewise."""
+    import inspect
+
+    import attenio
+
+    rule = {"asplos26": {"schedule", "dataflows", "compare", "explore"},
+            "fpga": {"config show", "config save", "registers", "golden", "verilog", "synth"},
+            "tiny": {"simulate", "board"}}
+    got = {}
+    for name, cmd in main.commands.items():
+        subs = cmd.commands.items() if hasattr(cmd, "commands") else [(None, cmd)]
+        for sub, c in subs:
+            for p in c.params:
+                if p.name == "preset":
+                    got[f"{name} {sub}" if sub else name] = p.default
+    assert got == {cmd: preset for preset, cmds in rule.items() for cmd in cmds}
+    api = {f: inspect.signature(getattr(attenio, f)).parameters["preset"].default
+           for f in ("schedule", "attention", "simulate")}
+    assert api == {"schedule": "asplos26", "attention": "fpga", "simulate": "tiny"}
