@@ -392,8 +392,6 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     ``workdir``: keep the run's files (case, image, output) there instead of a temporary
     directory (scripts/bench_sim.py reruns the same image in a plain C++ loop).
     """
-    from cocotb_tools.runner import get_runner
-
     fast = fast_path(dram, p_stall=p_stall > 0, errors=bool(errors), rerun=rerun,
                      reset_at=reset_at is not None, abort_at=abort_at is not None,
                      start_twice=start_twice, trace=trace)
@@ -444,33 +442,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
             "trace": trace, "fast": fast,
         }
         (tmpd / "case.json").write_text(json.dumps(case))
-        env = {"ATTENIO_CASE": str(tmpd / "case.json"), "COCOTB_LOG_LEVEL": "WARNING",
-               "GPI_LOG_LEVEL": "WARNING",
-               "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        stop = threading.Event()
-
-        def poll():
-            f = tmpd / "progress"
-            while not stop.wait(0.5):
-                try:
-                    done_c, exp_c = (int(x) for x in f.read_text().split())
-                except (OSError, ValueError):
-                    continue
-                progress(done_c, exp_c)
-
-        th = threading.Thread(target=poll, daemon=True) if progress else None
-        if th:
-            th.start()
-        try:
-            get_runner(sim).test(hdl_toplevel=fast_dram.TOP if fast else TOP,
-                                 hdl_toplevel_lang="verilog",
-                                 test_module="attenio.verify.bench", plusargs=plusargs,
-                                 build_dir=bdir, test_dir=tmpd, extra_env=env, waves=waves)
-        except SystemExit as e:
-            raise RuntimeError(f"the {sim} simulation failed (exit {e.code}); see its log "
-                               "above") from None
-        finally:
-            stop.set()
+        _run_bench(sim, fast_dram.TOP if fast else TOP, bdir, tmpd, plusargs, waves, progress)
         res_file = tmpd / "result.json"
         if not res_file.exists():
             raise RuntimeError(f"the {sim} simulation ended without a result")
@@ -513,3 +485,36 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
         useful_macs=sched.useful_macs, schedule=sched, p_stall=p_stall,
         wall_s=res["wall_s"], sim_cycles=res["sim_cycles"], errors=metrics,
         extra={k: v for k, v in res.items() if k not in counters})
+
+
+def _run_bench(sim: str, top: str, bdir: Path, tmpd: Path, plusargs: list[str], waves: bool,
+               progress) -> None:
+    """Run the cocotb host flow (verify/bench.py) on the case in ``tmpd``, calling
+    ``progress(done_cycles, expected)`` from the bench's progress file while it runs."""
+    from cocotb_tools.runner import get_runner
+
+    env = {"ATTENIO_CASE": str(tmpd / "case.json"), "COCOTB_LOG_LEVEL": "WARNING",
+           "GPI_LOG_LEVEL": "WARNING", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    stop = threading.Event()
+
+    def poll():
+        f = tmpd / "progress"
+        while not stop.wait(0.5):
+            try:
+                done_c, exp_c = (int(x) for x in f.read_text().split())
+            except (OSError, ValueError):
+                continue
+            progress(done_c, exp_c)
+
+    th = threading.Thread(target=poll, daemon=True) if progress else None
+    if th:
+        th.start()
+    try:
+        get_runner(sim).test(hdl_toplevel=top, hdl_toplevel_lang="verilog",
+                             test_module="attenio.verify.bench", plusargs=plusargs,
+                             build_dir=bdir, test_dir=tmpd, extra_env=env, waves=waves)
+    except SystemExit as e:
+        raise RuntimeError(f"the {sim} simulation failed (exit {e.code}); see its log "
+                           "above") from None
+    finally:
+        stop.set()
