@@ -25,7 +25,7 @@ def run_json(tmp_path, *args):
 def test_config_show_lists_fields_and_widths():
     r = run("config", "show", "--preset", "fpga")
     assert r.exit_code == 0
-    assert "mac_lines              8" in r.output and "acc_bits" in r.output
+    assert "mac_lines              4" in r.output and "acc_bits" in r.output
 
 
 def test_config_save_then_load(tmp_path):

@@ -159,10 +159,15 @@ def test_missing_toml_file(tmp_path):
 def test_fpga_preset_has_the_256_row_tile_and_the_512_row_config_is_the_briefs():
     from pathlib import Path
 
+    configs = Path(__file__).parent.parent / "configs"
     assert C.fpga().tile_rows == 256
-    hw, wl = C.load_toml(Path(__file__).parent.parent / "configs" / "fpga-512.toml")
+    hw, wl = C.load_toml(configs / "fpga-512.toml")
     assert wl is None
-    assert hw == C.replace(C.fpga(), tile_rows=512)
+    # the brief's 8 × 8 array with its 512-row tile; the preset is 4 × 8 (the one that routes)
+    assert hw == C.replace(C.fpga(), tile_rows=512, mac_lines=8, exp_lanes=8)
+    assert C.load_toml(configs / "fpga-8x8.toml")[0] == C.replace(C.fpga(), mac_lines=8,
+                                                                   exp_lanes=8)
+    assert C.load_toml(configs / "fpga-4x8.toml")[0] == C.fpga()
 
 
 def test_shipped_closure_config_is_the_fpga_datapath_on_4x4_macs():
@@ -185,7 +190,7 @@ def test_rtl_rules_live_in_the_config():
 
 def test_derived_geometry():
     hw = C.fpga()
-    assert (hw.ring_rows, hw.row_groups, hw.words_per_row) == (8, 32, 16)
+    assert (hw.ring_rows, hw.row_groups, hw.words_per_row) == (8, 64, 16)
     assert hw.words(59) == 8 and hw.row_elements(59) == 64
     assert C.asplos26().out_element_bytes == 3 and hw.out_element_bytes == 2
     wl = C.Workload(seq_q=10, seq_k=20, head_dim=59, heads=2, batch=3)

@@ -457,7 +457,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
             if dumps:
                 wdir = Path("build") / "waves"          # beside the user, not in the cache
                 wdir.mkdir(parents=True, exist_ok=True)
-                dest = wdir / f"{TOP}-{sim}-seed{seed}{dumps[0].suffix}"
+                top = fast_dram.TOP if fast else TOP        # the DUT under attenio_fast.dut
+                dest = wdir / f"{top}-{sim}-seed{seed}{dumps[0].suffix}"
                 shutil.copy(max(dumps, key=lambda p: p.stat().st_mtime), dest)
                 res["waves"] = str(dest)
     status = res["status"]

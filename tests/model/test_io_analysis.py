@@ -104,8 +104,10 @@ def test_small_tiles_take_several_keys_per_step():
     t = io.choose_tiling(HW, C.Workload.square(8192, 128, element_bytes=2))
     assert (t.rows, t.keys_per_step) == (1007, 1)
     fpga4 = C.replace(C.fpga(), max_keys_per_step=4)
-    t1 = io.choose_tiling(fpga4, C.Workload(seq_q=2, seq_k=64, head_dim=64))  # 2 rows, 8 lines
+    t1 = io.choose_tiling(fpga4, C.Workload(seq_q=1, seq_k=64, head_dim=64))  # 1 row, 4 lines
     assert t1.keys_per_step == 4
+    t2 = io.choose_tiling(fpga4, C.Workload(seq_q=2, seq_k=64, head_dim=64))  # 2 rows, 4 lines
+    assert t2.keys_per_step == 2
     # the preset builds no chains: one key per step
     assert io.choose_tiling(C.fpga(), C.Workload(seq_q=2, seq_k=64, head_dim=64)).keys_per_step == 1
 

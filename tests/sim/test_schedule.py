@@ -137,11 +137,11 @@ def test_program_length_is_counted_exactly(hw, wl):
 
 
 def test_compute_bound_tile_runs_at_the_array_rate():
-    # fpga, N = 1024, d = 64: four 256-row tiles on 64 MACs -> 32 row groups × 8 words a
-    # step, 2·32·8 cycles per key and tile
+    # fpga, N = 1024, d = 64: four 256-row tiles on 4 × 8 MACs -> 64 row groups × 8 words a
+    # step, 2·64·8 cycles per key and tile
     sch = S.schedule(FPGA, C.Workload.square(1024, 64), keep_spans=False)
     assert sch.tiling.rows == FPGA.tile_rows == 256
-    assert sch.busy["pe"] == 4 * 1024 * (2 * 32 * 8)
+    assert sch.busy["pe"] == 4 * 1024 * (2 * 64 * 8)
     # the K/V stream keeps up: the array waits only for each later tile's first block (its
     # request waits for the tile before to end, when the ring's credits are the new tile's)
     assert sch.stalls.get("pe: waiting for K/V (DRAM)", 0) < 3 * (FPGA.dram_latency + 20)
@@ -185,13 +185,13 @@ def test_causal_and_small_tiles_save_cycles():
     causal = S.schedule(ASP, C.Workload.square(32768, 64, causal=True, element_bytes=2),
                         keep_spans=False)
     assert causal.total_cycles <= 0.6 * full.total_cycles
-    # 2 rows on 8 MAC lines: 4 keys per step instead of 1 (with the bandwidth to feed them)
+    # 1 row on 4 MAC lines: 4 keys per step instead of 1 (with the bandwidth to feed them)
     hw = C.replace(FPGA, dram_bytes_per_cycle=64, axi_data_bits=512, kv_ring_depth=64,
                    max_keys_per_step=4)
-    wl = C.Workload(seq_q=2, seq_k=4096, head_dim=128)
+    wl = C.Workload(seq_q=1, seq_k=4096, head_dim=128)
     small = S.schedule(hw, wl, keep_spans=False)
     assert small.program[1].keys_per_step == 4
-    one = S.schedule(hw, wl, keep_spans=False, tiling=io.Tiling("attenio", rows=2,
+    one = S.schedule(hw, wl, keep_spans=False, tiling=io.Tiling("attenio", rows=1,
                                                                  keys_per_step=1, fixed_b=True))
     assert small.pe_util_mac > 0.8 and one.pe_util_mac < 0.3
     assert one.total_cycles > 3 * small.total_cycles
