@@ -10,6 +10,7 @@ schedule generator's prediction.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -107,16 +108,25 @@ def build(hw: HardwareConfig, sim: str = "verilator", *, waves: bool = False,
     directory is keyed by the Verilog's hash, so an unchanged design is not rebuilt.
     ``fast_bytes``: build the fast path's top instead (``attenio_fast``: the design behind
     the SystemVerilog DRAM of verify/fast_dram.sv, with room for that many bytes)."""
-    from attenio.hw.build import to_verilog
-    from attenio.hw.top import AttenIOTop
-
     _tool_path(sim)
-    text = to_verilog(AttenIOTop(hw), TOP, sv=True, muxes=sim == "icarus")
+    text = _verilog(json.dumps(hw.to_dict(), sort_keys=True), sim == "icarus")
     top = TOP
     if fast_bytes is not None:
         text += "\n" + fast_dram.wrapper(text, hw.axi_data_bytes, fast_bytes)
         top = fast_dram.TOP
     return build_verilog(text, top, sim, waves=waves, log=log)
+
+
+@functools.lru_cache(maxsize=16)
+def _verilog(hw_json: str, muxes: bool) -> str:
+    """The SystemVerilog of ``AttenIOTop`` for a configuration (its ``to_dict`` as JSON),
+    generated once per process: elaborating it takes seconds (3.6 s tiny, 7.7 s fpga,
+    measured), more than a tiny fast-path run, and every run needs it for its build key."""
+    from attenio.hw.build import to_verilog
+    from attenio.hw.top import AttenIOTop
+
+    hw = HardwareConfig.from_dict(json.loads(hw_json))
+    return to_verilog(AttenIOTop(hw), TOP, sv=True, muxes=muxes)
 
 
 def build_verilog(text: str, top: str, sim: str = "verilator", *, waves: bool = False,
