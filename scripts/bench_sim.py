@@ -28,10 +28,12 @@ from attenio.verify import fast_dram
 from attenio.verify.runner import build, simulate
 
 
-def plain(bdir: Path, wd: Path, hw) -> dict:
+def plain(wd: Path, hw, quiet) -> dict:
+    """The same image and register set-up as the fast-path run kept in ``wd``, in the plain
+    loop linked against that run's model."""
     case = json.loads((wd / "case.json").read_text())
     (wd / "plain.setup").write_text(fast_dram.plain_setup(case, python_map(hw)))
-    exe = fast_dram.plain_loop(bdir)
+    exe = fast_dram.plain_loop(build(hw, fast_bytes=case["mem_size"], log=quiet))
     words = -(-case["mem_size"] // case["axi_bytes"])
     out = subprocess.run([str(exe), str(wd / "plain.setup"), f"+attenio_mem={wd / 'image.hex'}",
                           f"+attenio_out={wd / 'o_plain.hex'}", f"+attenio_words={words}"],
@@ -53,9 +55,7 @@ def run_case(spec: str, python_max: int, quiet) -> dict:
         row["fast"] = {"cycles": r.cycles, "seconds": r.wall_s, "rate": r.sim_rate,
                        "total_s": time.perf_counter() - t0, "predicted": r.predicted_cycles,
                        "verdict": [f for f in r.failures() if "integer model" not in f]}
-        bdir = build(hw, fast_bytes=r.extra.get("mem_size") or len(wd.joinpath(
-            "image.bin").read_bytes()), log=quiet)
-        row["plain"] = plain(bdir, wd, hw)
+        row["plain"] = plain(wd, hw, quiet)
     if r.predicted_cycles <= python_max:
         t0 = time.perf_counter()
         p = simulate(hw, wl, seed=1, dram="python", check=False, log=quiet)

@@ -32,6 +32,9 @@ from attenio.verify.dram import Dram
 
 warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"cocotbext\.axi")
 PERIOD_NS = 10
+# the run's 64-bit counters the host reads back (docs/registers.md)
+COUNTERS = ("CYCLES", "PE_BUSY", "PE_WAIT_KV", "PE_WAIT_EXP", "EXP_BUSY", "FIN_BUSY",
+            "DMA_RD_BUSY", "DMA_WR_BUSY", "BYTES_RD", "BYTES_WR")
 
 
 class DirectLite:
@@ -128,6 +131,23 @@ def setup_writes(case: dict, regs: dict) -> list[tuple[str, int]]:
     return writes
 
 
+def _idle_register_port(dut):
+    """Drive the register port's inputs to 0 until a master drives them: an X there would
+    reach registers on the Icarus model, whose multiplexers (unlike an `if`) pass X on."""
+    for s in ("awvalid", "awaddr", "wvalid", "wdata", "wstrb", "bready", "arvalid", "araddr",
+              "rready"):
+        getattr(dut, f"s_axil_{s}").value = 0
+
+
+async def _read_counters(host, result: dict) -> None:
+    """The run's counters, the interrupt status, then the interrupt cleared, into ``result``."""
+    for name in COUNTERS:
+        result[name.lower()] = await host.read64(name)
+    result["irq_status"] = await host.read("IRQ_STATUS")
+    await host.write_fields("IRQ_STATUS", DONE=1)
+    result["irq_after_clear"] = int(host.dut.irq.value)
+
+
 async def _reset(dut, cycles=4):
     dut.rst.value = 1
     await ClockCycles(dut.clk, cycles)
@@ -185,11 +205,7 @@ async def run_case(dut):
     for s in ("m_axi_rdata", "m_axi_rresp", "m_axi_rlast", "m_axi_bresp", "m_axi_insn_rdata",
               "m_axi_insn_rresp", "m_axi_insn_rlast"):
         getattr(dut, s).value = 0
-    # the register port too, until AxiLiteMaster drives it: an X there would reach registers
-    # on the Icarus model, whose multiplexers (unlike an `if`) pass X on
-    for s in ("awvalid", "awaddr", "wvalid", "wdata", "wstrb", "bready", "arvalid", "araddr",
-              "rready"):
-        getattr(dut, f"s_axil_{s}").value = 0
+    _idle_register_port(dut)
     await _reset(dut)
     cocotb.start_soon(dram.run())
     lite = AxiMonitor("s_axil", 4, lite=True)
@@ -228,12 +244,7 @@ async def run_case(dut):
     sim_cycles = dram.cycle() - c0
     result.update({"timed_out": timed_out, "wall_s": wall, "sim_cycles": sim_cycles,
                    "status": await host.read("STATUS")})
-    for name in ("CYCLES", "PE_BUSY", "PE_WAIT_KV", "PE_WAIT_EXP", "EXP_BUSY", "FIN_BUSY",
-                 "DMA_RD_BUSY", "DMA_WR_BUSY", "BYTES_RD", "BYTES_WR"):
-        result[name.lower()] = await host.read64(name)
-    result["irq_status"] = await host.read("IRQ_STATUS")
-    await host.write_fields("IRQ_STATUS", DONE=1)
-    result["irq_after_clear"] = int(dut.irq.value)
+    await _read_counters(host, result)
     result["dram_bytes_read"] = dram.rd.bytes
     result["dram_insn_bytes"] = dram.insn.bytes
     result["dram_bytes_written"] = dram.bytes_written
@@ -286,10 +297,6 @@ def python_map_for(case):
     return python_map(C.HardwareConfig.from_dict(case["hw"]))
 
 
-COUNTERS = ("CYCLES", "PE_BUSY", "PE_WAIT_KV", "PE_WAIT_EXP", "EXP_BUSY", "FIN_BUSY",
-            "DMA_RD_BUSY", "DMA_WR_BUSY", "BYTES_RD", "BYTES_WR")
-
-
 async def _run_fast(dut, case):
     """The fast path (verify/fast_dram.sv): the DRAM and the protocol checkers are in the
     simulated design and the clock is the simulator's, so Python wakes only to program the
@@ -299,14 +306,10 @@ async def _run_fast(dut, case):
 
     out_dir = Path(case["out_dir"])
     ab = case["axi_bytes"]
-    for name, value in (("latency", case["latency"]), ("rate", max(1, min(case["rate"], ab))),
-                        ("mem_bytes", case["mem_size"]), ("allowed_lo", case["o_addr"]),
-                        ("allowed_hi", case["o_addr"] + case["o_region"]), ("dump", 0),
-                        ("dump_lo", 0), ("dump_hi", 0)):
+    for name, value in {**fast_dram.dram_inputs(case), "dump": 0, "dump_lo": 0,
+                        "dump_hi": 0}.items():
         getattr(dut, f"fd_{name}").value = value
-    for s in ("awvalid", "awaddr", "wvalid", "wdata", "wstrb", "bready", "arvalid", "araddr",
-              "rready"):
-        getattr(dut, f"s_axil_{s}").value = 0
+    _idle_register_port(dut)
     await _reset(dut)
     host = Host(dut, python_map_for(case), direct=True)   # the register port checked in HDL
     await host.setup(case)
@@ -320,11 +323,7 @@ async def _run_fast(dut, case):
     wall = time.perf_counter() - t0
     result = {"events": [], "timed_out": timed_out, "wall_s": wall,
               "sim_cycles": int(dut.fd_cycle.value) - c0, "status": await host.read("STATUS")}
-    for name in COUNTERS:
-        result[name.lower()] = await host.read64(name)
-    result["irq_status"] = await host.read("IRQ_STATUS")
-    await host.write_fields("IRQ_STATUS", DONE=1)
-    result["irq_after_clear"] = int(dut.irq.value)
+    await _read_counters(host, result)
     for key, port in (("dram_bytes_read", "rd_bytes"), ("dram_insn_bytes", "insn_bytes"),
                       ("dram_bytes_written", "wr_bytes"), ("dram_stray_bytes", "stray_bytes"),
                       ("dram_unsupported", "unsupported")):

@@ -123,16 +123,21 @@ def plain_loop(bdir: Path) -> Path:
     return exe
 
 
+def dram_inputs(case: dict) -> dict[str, int]:
+    """The fast DRAM's set-up inputs (``fd_*`` ports) for a run's case (verify/bench.py's case
+    JSON): its timing, the image's size and the region writes may touch."""
+    return {"latency": case["latency"], "rate": max(1, min(case["rate"], case["axi_bytes"])),
+            "mem_bytes": case["mem_size"], "allowed_lo": case["o_addr"],
+            "allowed_hi": case["o_addr"] + case["o_region"]}
+
+
 def plain_setup(case: dict, regs: dict) -> str:
     """The plain loop's setup file for a run's case (verify/bench.py's case JSON)."""
     from attenio.contract.registers import pack_fields
     from attenio.verify.bench import setup_writes
 
-    lines = [f"fd latency {case['latency']}",
-             f"fd rate {max(1, min(case['rate'], case['axi_bytes']))}",
-             f"fd mem_bytes {case['mem_size']}", f"fd allowed_lo {case['o_addr']}",
-             f"fd allowed_hi {case['o_addr'] + case['o_region']}",
-             f"max {case['max_cycles']}"]
+    lines = [f"fd {name} {value}" for name, value in dram_inputs(case).items()]
+    lines.append(f"max {case['max_cycles']}")
     writes = setup_writes(case, regs) + [("CTRL", pack_fields(regs["CTRL"], START=1))]
     lines += [f"reg {regs[name]['offset']} {value}" for name, value in writes]
     return "\n".join(lines) + "\n"

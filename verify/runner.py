@@ -108,7 +108,6 @@ def build(hw: HardwareConfig, sim: str = "verilator", *, waves: bool = False,
     directory is keyed by the Verilog's hash, so an unchanged design is not rebuilt.
     ``fast_bytes``: build the fast path's top instead (``attenio_fast``: the design behind
     the SystemVerilog DRAM of verify/fast_dram.sv, with room for that many bytes)."""
-    _tool_path(sim)
     text = _verilog(json.dumps(hw.to_dict(), sort_keys=True), sim == "icarus")
     top = TOP
     if fast_bytes is not None:
