@@ -38,6 +38,11 @@ def ports(top_text: str) -> list[tuple[str, int, str]]:
     return [(m[1], int(m[3]) + 1 if m[3] else 1, m[4]) for m in _PORT.finditer(body)]
 
 
+def declare(kind: str, width: int, name: str) -> str:
+    """A Verilog declaration: ``input [7:0] name`` (no range for one bit)."""
+    return f"{kind} {f'[{width - 1}:0] ' if width > 1 else ''}{name}"
+
+
 def wrapper(top_text: str, axi_bytes: int, mem_bytes: int) -> str:
     """The SystemVerilog of ``attenio_fast`` around the given ``attenio_top``."""
     if axi_bytes & (axi_bytes - 1) or axi_bytes < 4:
@@ -47,16 +52,15 @@ def wrapper(top_text: str, axi_bytes: int, mem_bytes: int) -> str:
     for need in ("clk", "rst", "irq", "m_axi_araddr", "m_axi_insn_rdata", "m_axi_wdata"):
         if need not in names:
             raise ValueError(f"attenio_top has no port {need}: the fast DRAM cannot wrap it")
-    rng = lambda w: f"[{w - 1}:0] " if w > 1 else ""            # noqa: E731
     port_lines, decls, conn = [], [], []
     for d, w, n in plist:
         if n in ("clk", "rst", "irq"):
             continue
         conn.append(f"    .{n}({n})")
         if n.startswith("s_axil_"):
-            port_lines.append(f"  {d} {rng(w)}{n},")
+            port_lines.append(f"  {declare(d, w, n)},")
         else:
-            decls.append(f"  wire {rng(w)}{n};")
+            decls.append(f"  {declare('wire', w, n)};")
     cap = capacity(mem_bytes)
     text = TEMPLATE.read_text()
     for key, val in (("@PORTS@", "\n".join(port_lines)), ("@DECLS@", "\n".join(decls)),

@@ -94,8 +94,7 @@ SCRIPT = """
 
 
 def _scripted_top(real_top: str) -> str:
-    decl = [f"  {d} {f'[{w - 1}:0] ' if w > 1 else ''}{n};"
-            for d, w, n in fast_dram.ports(real_top)]
+    decl = [f"  {fast_dram.declare(d, w, n)};" for d, w, n in fast_dram.ports(real_top)]
     names = ", ".join(n for _, _, n in fast_dram.ports(real_top))
     return f"module {TOP}({names});\n" + "\n".join(decl) + SCRIPT + "endmodule\n"
 
