@@ -257,10 +257,13 @@ class LoadEngine(wiring.Component):
         lab = log2(ab)
         kv = view(u.raw, Op.LOAD_KV)
         pages = Signal(25)
-        words = Signal(25)
-        m.d.comb += [pages.eq((kv.keys + (Const(1, 16) << kv.page_log2) - 1) >> kv.page_log2),
-                     words.eq((kv.table[2:lab] if lab > 2 else 0) + pages + u.epb - 1
-                              >> log2(u.epb))]
+        words = Signal(25, name="l_t_words")
+        # the table's word count is the instruction's: a register, set the cycle after the
+        # instruction starts (u.raw), read from the first request on (lb.ready: 3 cycles
+        # after the start), so its two adds and shifts stay off the request path
+        m.d.comb += pages.eq((kv.keys + (Const(1, 16) << kv.page_log2) - 1) >> kv.page_log2)
+        m.d.sync += words.eq((kv.table[2:lab] if lab > 2 else 0) + pages + u.epb - 1
+                             >> log2(u.epb))
         is_t = Signal()
         m.d.comb += is_t.eq(u.busy & u.is_kv & ~u.on_v & kv.paged & (u.t_pre != 0)
                             & (u.t_req < words))
