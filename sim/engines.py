@@ -38,6 +38,7 @@ class Channel:
         self.done = deque()    # completion (response) times of the last max_out bursts
         self.busy = 0
         self.nbytes = 0
+        self.requests = 0      # bursts requested (AR or AW handshakes)
         self.activity = None   # a list to record (start, end, busy) of each burst's data in
 
     def bursts(self, addr: int, n: int):
@@ -52,6 +53,7 @@ class Channel:
             if len(self.done) == self.max_out:
                 req = max(req, self.done[0])
             self.last_req = req
+            self.requests += 1
             start = max(req + self.data_delay if self.write else req + self.latency, self.free)
             dur = cdiv(chunk, self.rate)
             self.free = start + dur
@@ -81,6 +83,8 @@ class Stats:
     useful_macs: int = 0
     # engine → [(start, end, busy cycles spread over it)], kept with the spans (for plots)
     activity: dict[str, list] | None = None
+    # AXI bursts per port: "read" and "write" (the data port), "fetch" (the program port)
+    requests: dict[str, int] = field(default_factory=dict)
 
     def active(self, engine: str, start: int, end: int, busy: int) -> None:
         if self.activity is not None and busy > 0 and end > start:

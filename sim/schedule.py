@@ -154,7 +154,7 @@ def _schedule_tiling(hw: HardwareConfig, wl: Workload | VarlenWorkload, dataflow
         entries=layout.entries if layout.paged else None)
     return Schedule(hw, wl, dataflow, tiling, program, total, stats.busy, stats.stalls,
                     stats.useful_macs, rb, wb, spans, timing, activity=stats.activity,
-                    tilings=tilings)
+                    tilings=tilings, requests=stats.requests)
 
 
 def _with_ring(hw: HardwareConfig, ring: int, rows: int | None = None) -> HardwareConfig:

@@ -210,7 +210,7 @@ class TileLoop:
     def counts(self) -> tuple:
         st, rd = self.stats, self.rd
         return (st.busy["pe"], st.busy["exp"], rd.busy, rd.nbytes, self.mem_stall,
-                self.exp_stall, self.pad)
+                self.exp_stall, self.pad, rd.requests)
 
     def state_key(self, s: int, ref: int) -> tuple:
         """Everything the rest of the loop reads, relative to ``ref``."""
@@ -255,6 +255,7 @@ class TileLoop:
         self.mem_stall += k * deltas[4]
         self.exp_stall += k * deltas[5]
         self.pad += k * deltas[6]
+        rd.requests += k * deltas[7]
         shift, di = k * dt, k * period
         for name in ("qk_end", "pv_end", "arr_k", "arr_v", "p_ready"):
             setattr(self, name, {i + di: t + shift for i, t in getattr(self, name).items()})
@@ -291,6 +292,7 @@ class TileLoop:
             self.mem_stall += deltas[4]
             self.exp_stall += deltas[5]
             self.pad += deltas[6]
+            rd.requests += deltas[7]
             rd.free, rd.last_req = ref + rd_state[0], ref + rd_state[1]
             rd.done = deque(ref + x for x in rd_state[2])
             self.pe_free, self.exp_free = ref + pe, ref + exp
@@ -381,23 +383,25 @@ def tile_loop_memo(memo: dict, hw, timing, rd: Channel, stats: Stats, kv: Instr,
            tuple(sorted(cargs.items())), kv_start - ref, rd.state(ref), pages)
     hit = memo.get(key)
     if hit is None:
-        before = (dict(stats.busy), dict(stats.stalls), rd.busy, rd.nbytes)
+        before = (dict(stats.busy), dict(stats.stalls), rd.busy, rd.nbytes, rd.requests)
         out = tile_loop(hw, timing, rd, stats, kv, comp, kv_start, pe_start, ring_rows, eb,
                         entries=entries, suffix=suffix)
         issue_end, kv_done, pe_end, (e0, e1) = out
         hit = ((issue_end - ref, kv_done - ref, pe_end - ref, e0 - ref, e1 - ref),
                {k: v - before[0].get(k, 0) for k, v in stats.busy.items()},
                {k: v - before[1].get(k, 0) for k, v in stats.stalls.items()},
-               rd.busy - before[2], rd.nbytes - before[3], rd.state(ref))
+               rd.busy - before[2], rd.nbytes - before[3], rd.requests - before[4],
+               rd.state(ref))
         memo[key] = hit
         return out
-    rel, busy, stalls, rbusy, rbytes, (free, last_req, done) = hit
+    rel, busy, stalls, rbusy, rbytes, rreq, (free, last_req, done) = hit
     for k, v in busy.items():
         stats.busy[k] += v
     for k, v in stalls.items():
         stats.stall(k, v)
     rd.busy += rbusy
     rd.nbytes += rbytes
+    rd.requests += rreq
     rd.free, rd.last_req = ref + free, ref + last_req
     rd.done = deque(ref + x for x in done)
     a, b_, c, e0, e1 = (ref + x for x in rel)

@@ -41,6 +41,9 @@ class Schedule:
     activity: dict | None = None
     # a varlen batch: each sequence's tiling (``tiling`` is the longest sequence's)
     tilings: list | None = None
+    # AXI bursts the program requests: "read", "write" (data port), "fetch" (program port);
+    # None for the phase-level baselines
+    requests: dict | None = None
 
     @property
     def traffic(self) -> io.Traffic:
@@ -79,6 +82,7 @@ class Schedule:
             "pe_util_mac": self.pe_util_mac, "stall_share": self.stall_share,
             "read_bytes": self.read_bytes, "write_bytes": self.write_bytes,
             "program_instructions": None if self.program is None else len(self.program),
+            "requests": self.requests,
         }
 
     @property
@@ -177,7 +181,8 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
     pe_activity_end = 0
     tile = 0
 
-    arrival = _Fetch(hw, timing, n, dispatch).arrival
+    fetch = _Fetch(hw, timing, n, dispatch)
+    arrival = fetch.arrival
     pop_time, push = tokens.pop_time, tokens.push
 
     every = max(1, n // 100)
@@ -190,8 +195,8 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
             dispatch[k] = disp
             break
         q = ins.queue
-        if len(qstarts[q]) >= timing.queue_depth:
-            disp = max(disp, qstarts[q][-timing.queue_depth])
+        if len(qstarts[q]) >= timing.queue_depth:   # full: taken the cycle after the oldest
+            disp = max(disp, qstarts[q][-timing.queue_depth] + 1)   # starts (measured)
         dispatch[k] = disp
         tok = pop_time(ins, q)
         st = max(disp + timing.fifo_latency, q_end[q], tok)
@@ -282,6 +287,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
     stats.stall("pe: drain (last store response)", total - pe_activity_end)
     stats.busy["dma_read"] = rd.busy
     stats.busy["dma_write"] = wr.busy
+    stats.requests = {"read": rd.requests, "write": wr.requests, "fetch": fetch.port.requests}
     return total, stats, rd.nbytes, wr.nbytes, spans
 
 

@@ -351,7 +351,7 @@ async def _run_fast(dut, case):
             first.append(f"cycle {int(dut.fd_cycle.value)}: {port}: write-open: a write "
                          "burst not completed")
         reports.append({"port": port, "violations": count, "cycles": result["sim_cycles"],
-                        "handshakes": {c: hs >> 12 * j & 0xFFF  # modulo 4096
+                        "handshakes": {c: hs >> 32 * j & 0xFFFF_FFFF
                                        for j, c in enumerate(chans.split())},
                         "first": [f for f in first if f]})
     result["axi"] = reports

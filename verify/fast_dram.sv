@@ -45,9 +45,9 @@ module attenio_fast (
   output logic [63:0] fd_first_0,        // {cycle[47:0], channel[7:0], rule[7:0]} of the first
   output logic [63:0] fd_first_1,
   output logic [63:0] fd_first_2,
-  output logic [63:0] fd_handshakes_0,   // AR, R, AW, W, B handshakes, 12 bits each (mod 4096)
-  output logic [63:0] fd_handshakes_1,
-  output logic [63:0] fd_handshakes_2,
+  output logic [159:0] fd_handshakes_0,  // AR, R, AW, W, B handshakes, 32 bits each
+  output logic [63:0]  fd_handshakes_1,  // AR, R
+  output logic [159:0] fd_handshakes_2,  // AR, R, AW, W, B
   output logic [23:0] fd_rules,          // the rules each port broke: bit r of byte p
   output logic fd_write_open,            // a write burst begun and not completed
   output logic [63:0] fd_cycle
@@ -294,15 +294,15 @@ module attenio_fast (
 
   logic          pv [NCH], pr [NCH];
   logic [PW-1:0] ppl [NCH];
-  logic [11:0]   hs [NCH];
+  logic [31:0]   hs [NCH];
   int            mon_aw [PD];      // beats of write bursts whose W beats are due
   int            mon_aw_head, mon_aw_cnt, w_beat;
   logic          early [256];      // WLAST of W beats ahead of their AW
   int            early_head, early_cnt;
 
-  assign fd_handshakes_0 = {4'b0, hs[4], hs[3], hs[2], hs[1], hs[0]};
-  assign fd_handshakes_1 = {40'b0, hs[6], hs[5]};
-  assign fd_handshakes_2 = {4'b0, hs[11], hs[10], hs[9], hs[8], hs[7]};
+  assign fd_handshakes_0 = {hs[4], hs[3], hs[2], hs[1], hs[0]};
+  assign fd_handshakes_1 = {hs[6], hs[5]};
+  assign fd_handshakes_2 = {hs[11], hs[10], hs[9], hs[8], hs[7]};
   assign fd_write_open = mon_aw_cnt != 0 || early_cnt != 0;
 
   task automatic fail(input int ch, input int rule);

@@ -238,6 +238,9 @@ class SimResult:
     extra: dict = field(default_factory=dict)
     schedule: Schedule | None = None  # the schedule whose program ran (tiling, timeline)
     p_stall: float = 0.0
+    # AXI bursts the schedule requests ("read", "write", "fetch"); None where the run is not
+    # the generated program alone (a replaced or moved program, a reset, abort or rerun)
+    predicted_requests: dict | None = None
 
     def failures(self) -> list[str]:
         """Why this run fails its rules, one line each (empty: it passes). The verdict that
@@ -274,12 +277,25 @@ class SimResult:
                        f"{self.pe_busy_model:,}")
         if self.axi_violations:
             out.append(f"{self.axi_violations} AXI protocol violations: {self.axi_report[0]}")
+        for port, ch, want in self._requests():
+            if self.extra["axi"][port]["handshakes"][ch] != want:
+                got = self.extra["axi"][port]["handshakes"][ch]
+                out.append(f"{ch.upper()} bursts on {self.extra['axi'][port]['port']} = "
+                           f"{got:,}, the schedule predicts {want:,}")
         if self.stray_bytes:
             out.append(f"{self.stray_bytes} bytes written outside the output region")
         if self.extra.get("dram_unsupported"):
             out.append(f"{self.extra['dram_unsupported']} requests the fast DRAM cannot serve "
                        "as verify/dram.py would (unaligned, or more than 64 waiting)")
         return out
+
+    def _requests(self) -> list[tuple[int, str, int]]:
+        """(monitor index, channel, predicted bursts): the data port's AR and AW, the
+        program port's AR. Bursts do not depend on stalls: the rule holds under them too."""
+        p = self.predicted_requests
+        if p is None or len(self.extra.get("axi", [])) < 2:
+            return []
+        return [(0, "ar", p["read"]), (0, "aw", p["write"]), (1, "ar", p["fetch"])]
 
     @property
     def bit_exact(self) -> bool:
@@ -494,7 +510,10 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
         predicted_write=sched.write_bytes, pe_busy_model=sched.busy["pe"],
         useful_macs=sched.useful_macs, schedule=sched, p_stall=p_stall,
         wall_s=res["wall_s"], sim_cycles=res["sim_cycles"], errors=metrics,
-        extra={k: v for k, v in res.items() if k not in counters})
+        extra={k: v for k, v in res.items() if k not in counters},
+        predicted_requests=None if (program is not None or prog_offset or prog_len is not None
+                                    or reset_at is not None or abort_at is not None
+                                    or start_twice or rerun) else sched.requests)
 
 
 def _run_bench(sim: str, top: str, bdir: Path, tmpd: Path, plusargs: list[str], waves: bool,

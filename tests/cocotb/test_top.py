@@ -499,6 +499,20 @@ def test_dram_slower_than_the_bus_is_cycle_exact(rate, shape):
     assert r.cycles == r.predicted_cycles
 
 
+@pytest.mark.parametrize("n, d", [(57, 36), (35, 44)])
+def test_bursts_past_256_beats(n, d):
+    """Transfers longer than an AXI4 burst inside one 4 KB line: tiny's Q tile of 57 rows of 9
+    words (513 beats) and O of 35 rows of 11 words (770 beats) are three bursts each, the RTL's
+    AR and AW counts equal to the schedule's (SimResult.failures): this pins max_burst_beats
+    in both directions (tests/sim/test_equivalent_mutations.py)."""
+    wl = workload(TINY, n, d)
+    r = simulate(TINY, wl, seed=n, log=lambda *a: None)
+    check_run(TINY, wl, r)
+    assert r.predicted_requests == r.schedule.requests and r.failures() == []
+    hs = r.extra["axi"][0]["handshakes"]
+    assert (hs["ar"], hs["aw"]) == (r.schedule.requests["read"], r.schedule.requests["write"])
+
+
 def test_kv_latency_bound_fpga_decode():
     """The fpga preset's K/V stream bound by DRAM latency (400 cycles: the DRAM model's): 8
     queries against 200 keys, d = 16, so every ring row is in flight at once, 16 bursts, the

@@ -353,6 +353,7 @@ def test_tile_memo_is_exact(hw, wl):
     assert (fast.total_cycles, fast.read_bytes, fast.write_bytes) == \
         (full.total_cycles, full.read_bytes, full.write_bytes)
     assert fast.busy == full.busy and fast.stalls == full.stalls
+    assert fast.requests == full.requests and fast.requests["read"] > 0
 
 
 def test_gantt_draws_the_schedules_data(tmp_path):

@@ -40,6 +40,8 @@ class ReadMemory:
         self.p_stall, self.latency, self.errors = p_stall, latency, list(errors)
         self.cycle = 0
         self.bursts: list[tuple[int, int]] = []      # (address, beats) in request order
+        self.ar_at: list[int] = []                    # the cycle of each AR handshake
+        self.r_at: list[int] = []                     # ... and of each R beat
         self.pending: list[list] = []                 # [ready cycle, address, beats left]
         self.ar = _Channel("AR")
         self.beats = 0
@@ -75,11 +77,13 @@ class ReadMemory:
             assert payload[2] == self.ab.bit_length() - 1 and payload[3] == 1, payload
             assert addr % 4096 + beats * self.ab <= 4096, f"burst {addr:#x}+{beats} crosses 4 KB"
             self.bursts.append((addr, beats))
+            self.ar_at.append(self.cycle)
             self.pending.append([self.cycle + self.latency, addr, beats])
         taken = None
         if self._rvalid and ctx.get(d.rready):
             data, _, last = self._beat()
             taken = (data, last)
+            self.r_at.append(self.cycle)
             self.beats += 1
             self.pending[0][1] += self.ab
             self.pending[0][2] -= 1
