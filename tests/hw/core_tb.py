@@ -38,8 +38,11 @@ def ref_core(cfg, q, k, v, sp, causal=False):
 
 
 def rtl_core(cfg, q, k, v, sp, causal=False, seed=0, p_idle=0.2, p_backpressure=0.2,
-             stats=None, max_cycles=2_000_000, keys_per_step=1):
-    """Run every tile of one head through the core; return the outputs (nq, d)."""
+             stats=None, max_cycles=2_000_000, keys_per_step=1, hold_output=0):
+    """Run every tile of one head through the core; return the outputs (nq, d).
+    ``hold_output``: keep the output's READY low that many cycles from its first VALID (then
+    ``stats`` gets the cycle the first word was issued to the finalize unit, ``fin_first``,
+    of its first VALID, ``o_first``, and the words issued by the hold's end, ``fin_held``)."""
     nq, d = q.shape
     nk = k.shape[0]
     qw = cfg.macs_per_line
@@ -115,13 +118,24 @@ def rtl_core(cfg, q, k, v, sp, causal=False, seed=0, p_idle=0.2, p_backpressure=
     async def consume(ctx):
         cycles = 0
         started = None
+        hold = {"fin_first": None, "o_first": None, "until": None}
         while len(got) < total_out:
             if cycles >= max_cycles:  # a hang fails the test instead of running forever
                 state.update({n: ctx.get(s) for n, s in dut.dbg.items()})
                 return
-            ctx.set(dut.o.ready, int(rng.random() >= p_backpressure))
-            _, _, valid, ready, payload, kv_v, kv_r = await ctx.tick().sample(
-                dut.o.valid, dut.o.ready, dut.o.payload, dut.kv.valid, dut.kv.ready)
+            held = hold["until"] is None or cycles < hold["until"]
+            ctx.set(dut.o.ready, 0 if hold_output and held
+                    else int(rng.random() >= p_backpressure))
+            _, _, valid, ready, payload, kv_v, kv_r, fin = await ctx.tick().sample(
+                dut.o.valid, dut.o.ready, dut.o.payload, dut.kv.valid, dut.kv.ready,
+                dut.fin_busy)
+            if hold_output:
+                if fin and hold["fin_first"] is None:
+                    hold["fin_first"] = cycles - 1     # the counter counts the cycle after
+                if valid and hold["o_first"] is None:
+                    hold["o_first"], hold["until"] = cycles, cycles + hold_output
+                if hold["until"] is not None and cycles == hold["until"] - 1 and stats is not None:
+                    stats.update({k: hold[k] for k in ("fin_first", "o_first")}, fin_held=fin)
             cycles += 1
             clock["now"] = cycles
             if started is None and kv_v and kv_r:

@@ -119,3 +119,18 @@ def test_core_per_row_multipliers(nq, nk, d, b, causal, seed):
     np.testing.assert_array_equal(
         rtl_core(TINY, q, k, v, rows, causal, seed=seed, keys_per_step=b),
         ref_core(TINY, q, k, v, rows, causal))
+
+
+def test_output_fifo_depth_and_finalize_latency_measured():
+    # the output held 200 cycles from its first VALID: the finalize unit issues words until
+    # the FIFO and its pipeline hold out_fifo_depth, and the first word is at the FIFO's head
+    # finalize_latency cycles after its issue (the timing contract, observed, issue #34)
+    from attenio.contract.timing import TIMING
+
+    q, k, v, sp = data(20, 12, 16, 3)
+    st = {}
+    out = rtl_core(TINY, q, k, v, sp, False, seed=1, p_idle=0, p_backpressure=0, stats=st,
+                   hold_output=200)
+    np.testing.assert_array_equal(out, ref_core(TINY, q, k, v, sp, False))
+    assert st["fin_held"] == TIMING.out_fifo_depth < 20 * 4      # words of the tile: 80
+    assert st["o_first"] - st["fin_first"] == TIMING.finalize_latency
