@@ -29,9 +29,13 @@ def _friendly(fn):
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
-            if kwargs.get("json_path") == "-":
-                # ``--json -``: the JSON is the command's output (stdout, for a pipe); the
-                # report a person reads goes to stderr
+            dashes = [o for o in ("json", "csv") if kwargs.get(f"{o}_path") == "-"]
+            if len(dashes) > 1:
+                raise ConfigError("csv='-' is invalid with json='-': one of them may go to "
+                                  "stdout; give the other a file name")
+            if dashes:
+                # ``--json -`` / ``--csv -``: the JSON or CSV is the command's output (stdout,
+                # for a pipe); the report a person reads goes to stderr
                 _JSON_OUT.append(sys.stdout)
                 with contextlib.redirect_stdout(sys.stderr):
                     return fn(*args, **kwargs)
@@ -81,7 +85,7 @@ def _outputs(plots=(), **paths) -> None:
     if any(paths.get(opt) for opt in plots) and importlib.util.find_spec("matplotlib") is None:
         raise ModuleNotFoundError("No module named 'matplotlib'", name="matplotlib")
     for opt, path in paths.items():
-        if path is None or (opt == "json" and path == "-"):
+        if path is None or (opt in ("json", "csv") and path == "-"):
             continue
         parent = Path(path).resolve().parent
         if not parent.is_dir():
@@ -109,26 +113,29 @@ def _check_writable(opt: str, path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
+def _plain(o):
+    """JSON's fallback for the values reports carry: NumPy scalars, configs, dataclasses,
+    enums."""
+    if hasattr(o, "item"):          # NumPy scalars
+        return o.item()
+    if hasattr(o, "to_dict"):
+        return o.to_dict()
+    if hasattr(o, "__dataclass_fields__"):
+        import dataclasses
+        return dataclasses.asdict(o)
+    if hasattr(o, "name") and hasattr(o, "value"):      # enums
+        return o.name
+    return str(o)
+
+
 def _write_json(path: str, obj) -> None:
     import json
-
-    def plain(o):
-        if hasattr(o, "item"):          # NumPy scalars
-            return o.item()
-        if hasattr(o, "to_dict"):
-            return o.to_dict()
-        if hasattr(o, "__dataclass_fields__"):
-            import dataclasses
-            return dataclasses.asdict(o)
-        if hasattr(o, "name") and hasattr(o, "value"):      # enums
-            return o.name
-        return str(o)
 
     if isinstance(obj, dict) and "attenio_version" not in obj:
         from attenio import __version__
 
         obj = {"attenio_version": __version__, **obj}
-    text = json.dumps(obj, indent=1, default=plain)
+    text = json.dumps(obj, indent=1, default=_plain)
     if path == "-":
         out = _JSON_OUT[-1] if _JSON_OUT else sys.stdout
         out.write(text + "\n")
@@ -179,6 +186,9 @@ class _Bar:
 json_option = click.option("--json", "json_path", default=None, metavar="FILE",
                            help="Also write the results as JSON ('-': to stdout, the report "
                                 "then on stderr).")
+csv_option = click.option("--csv", "csv_path", default=None, metavar="FILE",
+                          help="Also write the results as CSV ('-': to stdout, the report "
+                               "then on stderr).")
 
 
 def preset_option_for(default: str):
@@ -328,13 +338,40 @@ def _shape(wl) -> str:
 
 
 def _write_csv(path: str, rows: list[dict]) -> None:
+    """Rows as CSV, the columns every row's keys in first-seen order ('-': to stdout)."""
     import csv
 
+    fields = list(dict.fromkeys(k for r in rows for k in r))
+    if path == "-":
+        out = _JSON_OUT[-1] if _JSON_OUT else sys.stdout
+        w = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+        out.flush()
+        return
     with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w = csv.DictWriter(fh, fieldnames=fields)
         w.writeheader()
         w.writerows(rows)
     click.echo(f"wrote {path}")
+
+
+def _metric_rows(obj, prefix: str = "") -> list[dict]:
+    """A report's scalars as ``metric, value`` rows (nested keys joined by dots, lists by
+    index): the CSV of a command whose result is not a table."""
+    import json
+
+    if not prefix:                  # the values as the JSON has them
+        obj = json.loads(json.dumps(obj, default=_plain))
+    rows = []
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj)
+    for k, v in items:
+        name = f"{prefix}{k}"
+        if isinstance(v, (dict, list, tuple)):
+            rows += _metric_rows(v, name + ".")
+        else:
+            rows.append({"metric": name, "value": v})
+    return rows
 
 
 def _fmt_bytes(n: float) -> str:

@@ -14,11 +14,14 @@ from attenio.cli.app import (
     _describe,
     _friendly,
     _load_hw,
+    _metric_rows,
     _outputs,
     _workload,
     _workload_options,
+    _write_csv,
     _write_json,
     config_option,
+    csv_option,
     json_option,
     main,
     preset_option,
@@ -50,10 +53,11 @@ from attenio.errors import ConfigError
 @click.option("--stepwise", is_flag=True, help="Use the block-by-block model (slower, same bits).")
 @window_option
 @json_option
+@csv_option
 @_friendly
 def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k,
            decode, cache_lens, page_size, dist, sigma, npz, scheme, q_scales, k_block, seed,
-           stepwise, window, json_path):
+           stepwise, window, json_path, csv_path):
     """Run the bit-exact integer model against float64 attention of the same quantized inputs
     and print the errors (N = 1024 unless --n or --seqlens says otherwise).
 
@@ -61,7 +65,7 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
     V's value range).
     """
     hw = _load_hw(preset, config_file)
-    _outputs(json=json_path)
+    _outputs(json=json_path, csv=csv_path)
     floats = None
     if npz is not None:
         from attenio.model.accuracy import load_qkv
@@ -103,13 +107,14 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
     click.echo(f"  time                 integer model {m['t_int']:.2f} s, "
                f"float64 reference {m['t_ref']:.2f} s")
     click.echo(f"  result               {'PASS' if ok else 'FAIL'}")
+    report = {"hardware": hw.to_dict(), "workload": wl.to_dict(), "dist": dist, "seed": seed,
+              "scheme": scheme, "q_scales": q_scales, "k_block": k_block,
+              "logit_sigma_target": sigma, **{k: v for k, v in m.items() if k != "scale"},
+              "c_m": sp.c_m if sp else None, "c_sh": sp.c_sh if sp else None}
     if json_path:
-        _write_json(json_path, {"hardware": hw.to_dict(), "workload": wl.to_dict(),
-                                "dist": dist, "seed": seed, "scheme": scheme,
-                                "q_scales": q_scales, "k_block": k_block,
-                                "logit_sigma_target": sigma,
-                                **{k: v for k, v in m.items() if k != "scale"},
-                                "c_m": sp.c_m if sp else None, "c_sh": sp.c_sh if sp else None})
+        _write_json(json_path, report)
+    if csv_path:
+        _write_csv(csv_path, _metric_rows(report))
     sys.exit(0 if ok else 1)
 
 
@@ -149,9 +154,10 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
               help="Built-in inputs drawn with this many seeds (--seed, --seed + 1, …); "
                    "each row then shows the median and the worst over them.")
 @json_option
+@csv_option
 @_friendly
 def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, q_scales, k_scales,
-             k_block, n, d, nk, heads, kv_heads, causal, seed, seeds, json_path):
+             k_block, n, d, nk, heads, kv_heads, causal, seed, seeds, json_path, csv_path):
     """End-to-end error against float64 attention of the float inputs (input quantization
     included), for each preset and host scheme, with fp16 and bf16 attention beside it.
 
@@ -165,7 +171,7 @@ def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, q_sc
     hws = {name: C.preset(name) for name in presets}
     for path in configs:
         hws[Path(path).stem] = _load_hw(None, path)
-    _outputs(json=json_path)
+    _outputs(json=json_path, csv=csv_path)
     schemes = schemes or A.SCHEMES
     if k_block < 1:
         raise ConfigError(f"k_block={k_block} is invalid: a positive number of keys")
@@ -214,6 +220,8 @@ def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, q_sc
         _write_json(json_path, {"workload": wl.to_dict(), "seed": seed, "seeds": seeds,
                                 "hardware": {k_: h.to_dict() for k_, h in hws.items()},
                                 "rows": results})
+    if csv_path:        # one row per (inputs, seed, datapath, scheme), as the JSON's rows
+        _write_csv(csv_path, results)
 
 
 def _accuracy_table(results: list[dict], seeds: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -14,11 +15,14 @@ from attenio.cli.app import (
     _fmt_bytes,
     _friendly,
     _load_hw,
+    _metric_rows,
     _outputs,
     _workload,
     _workload_options,
+    _write_csv,
     _write_json,
     config_option,
+    csv_option,
     json_option,
     main,
     preset_option,
@@ -70,10 +74,11 @@ def verilog_cmd(preset, config_file, output, sv):
               help="K quantized with one scale per block of this many keys (each K row carries "
                    "its factor: LOAD_KV.key_scales, one more word a K row).")
 @json_option
+@csv_option
 @_friendly
 def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens,
                  seqlens_k, decode, cache_lens, page_size, window, sim, waves, stall, dram, seed,
-                 q_scales, k_block, json_path):
+                 q_scales, k_block, json_path, csv_path):
     """Run a workload on the RTL (cocotb) and check it against the models.
 
     Prints correctness (bit-exact with the integer model, error against float64), the RTL's
@@ -95,7 +100,7 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     wl = _workload(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
                    causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window,
                    decode=decode, cache_lens=cache_lens, page_size=page_size)
-    _outputs(json=json_path)
+    _outputs(json=json_path, csv=csv_path)
     name = config_file or preset
     rows = q_scales == "row"
     if rows and not hw.row_scales_supported:
@@ -151,8 +156,7 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     for why in failures:
         click.echo(f"  failed               {why}")
     click.echo(f"  result               {'PASS' if good else 'FAIL'}")
-    if json_path:
-        _write_json(json_path, {
+    report = {
             "hardware": hw.to_dict(), "workload": wl.to_dict(), "sim": sim, "stall": stall,
             "dram": r.extra.get("dram"),
             "seed": seed, "pass": good, "done": r.done, "error": r.error.name,
@@ -162,7 +166,11 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
             "predicted_read": r.predicted_read, "predicted_write": r.predicted_write,
             "useful_macs": r.useful_macs, "axi": r.extra.get("axi", []),
             "tiling": r.schedule.tiling, "failures": failures, "wall_s": r.wall_s,
-            "sim_cycles": r.sim_cycles})
+            "sim_cycles": r.sim_cycles, "predicted_requests": r.predicted_requests}
+    if json_path:
+        _write_json(json_path, report)
+    if csv_path:
+        _write_csv(csv_path, _metric_rows(report))
     sys.exit(0 if good else 1)
 
 
@@ -176,15 +184,16 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
 @click.option("--speed", type=int, default=8, show_default=True,
               help="ECP5 speed grade for place and route: 6, 7 or 8 (the ULX3S-85F is 6).")
 @click.option("--no-place", is_flag=True, help="Synthesize only (no nextpnr).")
-@click.option("--json", "json_path", default=None, metavar="FILE", help="Write the report.")
+@json_option
+@csv_option
 @click.option("--out", default="build", show_default=True, help="Work directory root.")
 @_friendly
-def synth_cmd(preset, config_file, target, freq, speed, no_place, json_path, out):
+def synth_cmd(preset, config_file, target, freq, speed, no_place, json_path, csv_path, out):
     """Synthesize the whole accelerator for an FPGA and report resources and Fmax."""
     from attenio.fpga.synth import synthesize
 
     hw = _load_hw(preset, config_file)
-    _outputs(json=json_path)
+    _outputs(json=json_path, csv=csv_path)
     name = config_file or preset or "fpga"
     r = synthesize(hw, target, preset=Path(name).stem, out=out, freq_mhz=freq, place=not no_place,
                    log=lambda msg: click.echo(f"  {msg}"), speed=speed)
@@ -206,8 +215,12 @@ def synth_cmd(preset, config_file, target, freq, speed, no_place, json_path, out
                    f"({hw.macs} MACs at Fmax)")
     click.echo("  time             " + ", ".join(f"{k} {v:.0f} s" for k, v in r.seconds.items()))
     if json_path:
-        Path(json_path).write_text(r.to_json())
-        click.echo(f"wrote {json_path}")
+        _write_json(json_path, json.loads(r.to_json()))
+    if csv_path:         # one row a resource, then the report's other figures
+        _write_csv(csv_path, [{"metric": f"cells.{c}", "value": n,
+                               "share": r.utilization.get(c)} for c, n in r.cells.items()]
+                   + [row for row in _metric_rows(json.loads(r.to_json()))
+                      if not row["metric"].startswith(("cells.", "utilization."))])
     if r.utilization and not r.fits():
         over = ", ".join(f"{k} {v:.0%}" for k, v in r.utilization.items() if v > 1)
         raise ConfigError(f"preset={name!r} is invalid for target={target!r}: it does not fit "

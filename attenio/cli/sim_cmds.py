@@ -16,12 +16,14 @@ from attenio.cli.app import (
     _fmt_bytes,
     _friendly,
     _load_hw,
+    _metric_rows,
     _outputs,
     _workload,
     _workload_options,
     _write_csv,
     _write_json,
     config_option,
+    csv_option,
     json_option,
     main,
     preset_option_for,
@@ -45,10 +47,11 @@ from attenio.errors import ConfigError
 @click.option("--program", "program_path", default=None, metavar="FILE",
               help="Write the binary program the controller fetches.")
 @json_option
+@csv_option
 @_friendly
 def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens,
                  seqlens_k, decode, cache_lens, page_size, window, dataflow, trace_path,
-                 plot_path, program_path, json_path):
+                 plot_path, program_path, json_path, csv_path):
     """Tile a workload, emit its program and print the predicted timeline.
 
     Exits 1 if the schedule's DRAM bytes differ from the closed form (docs/dataflows.md).
@@ -60,7 +63,7 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
 
     hw = _load_hw(preset, config_file)
     _outputs(plots=("plot",), trace=trace_path, plot=plot_path, program=program_path,
-             json=json_path)
+             json=json_path, csv=csv_path)
     # (a workload this hardware cannot run is refused here, before any work)
     wl = _workload(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
                    causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window,
@@ -112,6 +115,10 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     same = (sch.read_bytes, sch.write_bytes) == (traffic.read_bytes, traffic.write_bytes)
     click.echo(f"  DRAM read            {_fmt_bytes(sch.read_bytes)}  ({sch.read_bytes:,} B)")
     click.echo(f"  DRAM written         {_fmt_bytes(sch.write_bytes)}  ({sch.write_bytes:,} B)")
+    if sch.requests is not None:
+        rq = sch.requests
+        click.echo(f"  AXI bursts           {rq['read']:,} read, {rq['write']:,} write, "
+                   f"{rq['fetch']:,} program")
     click.echo(f"  closed form          {'equal' if same else 'DIFFERENT'} "
                f"({traffic.elements:,} elements; {traffic.elements / io.compulsory(wl):.2f}x "
                "the compulsory 4Nd"
@@ -129,10 +136,12 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     if program_path:
         Path(program_path).write_bytes(prog.encode(sch.program))
         click.echo(f"  wrote program        {program_path}")
+    report = {**sch.to_dict(), "closed_form": {
+        "read_bytes": traffic.read_bytes, "write_bytes": traffic.write_bytes, "equal": same}}
     if json_path:
-        _write_json(json_path, {**sch.to_dict(), "closed_form": {
-            "read_bytes": traffic.read_bytes, "write_bytes": traffic.write_bytes,
-            "equal": same}})
+        _write_json(json_path, report)
+    if csv_path:
+        _write_csv(csv_path, _metric_rows(report))
     if not same:
         click.echo(f"error: the schedule's DRAM bytes ({sch.read_bytes:,} read, "
                    f"{sch.write_bytes:,} written) differ from the closed form "
@@ -147,7 +156,7 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
               help="Comma-separated sequence lengths.")
 @click.option("--ds", default="64,128", show_default=True, help="Comma-separated head dims.")
 @click.option("--causal", is_flag=True)
-@click.option("--csv", "csv_path", default=None, metavar="FILE", help="Write every row as CSV.")
+@csv_option
 @click.option("--bandwidth-sweep", is_flag=True,
               help="Also sweep DRAM bytes/cycle at the middle N to show where regimes cross.")
 @json_option
@@ -227,7 +236,7 @@ def dataflows_cmd(preset, config_file, ns, ds, causal, csv_path, bandwidth_sweep
 @click.option("--gpu-peak-tflops", type=float, default=989.4, show_default=True,
               help="The GPU's dense peak (H200 SXM datasheet).")
 @click.option("--gpu-bandwidth-tbs", type=float, default=4.8, show_default=True)
-@click.option("--csv", "csv_path", default=None, metavar="FILE")
+@csv_option
 @click.option("--plot", "plot_path", default=None, metavar="FILE", help="Roofline PNG.")
 @json_option
 @_friendly
@@ -325,7 +334,7 @@ def compare_cmd(preset, config_file, gpu_csv, ns, ds, causal, dtype, gpu_peak_tf
                    "local Dask cluster of N workers.")
 @click.option("--results", default=None, metavar="FILE.jsonl",
               help="Points as they finish (a rerun resumes from it).")
-@click.option("--csv", "csv_path", default=None, metavar="FILE", help="Every point as CSV.")
+@csv_option
 @click.option("--plot", "plot_path", default=None, metavar="FILE",
               help="Cycles against area, coloured by energy, Pareto front marked.")
 @json_option
