@@ -51,8 +51,8 @@ def test_csv_and_json_cannot_both_be_stdout():
                                     "--csv", "-", "--json", "-"])
     assert res.exit_code == 2
     assert res.output.strip().splitlines() == [
-        "error: csv='-' is invalid with json='-': one of them may go to stdout; give the "
-        "other a file name"]
+        ("error: csv='-' is invalid with json='-': one of them may go to stdout; give the "
+         "other a file name")]
 
 
 @pytest.mark.parametrize("command", ["schedule", "golden", "accuracy", "simulate", "synth",

@@ -216,6 +216,11 @@ def _output_to(path: Path):
                 os.close(fd)
 
 
+# the testbench counts a run from the START write's handshake to the cycle it sees the
+# interrupt: the RTL's CYCLES plus the register write reaching CTRL and irq's register
+HOST_CYCLES = 3
+
+
 @dataclass
 class SimResult:
     """What one RTL run produced and how it compares (see :func:`simulate`)."""
@@ -277,6 +282,16 @@ class SimResult:
                        f"{self.pe_busy_model:,}")
         if self.axi_violations:
             out.append(f"{self.axi_violations} AXI protocol violations: {self.axi_report[0]}")
+        if self.predicted_requests is not None and "dram_bytes_read" in self.extra:
+            # the RTL's own counters against what the testbench saw (its DRAM, its clock)
+            for name, key in (("bytes_rd", "dram_bytes_read"), ("bytes_wr", "dram_bytes_written")):
+                if c[name] != self.extra[key]:
+                    out.append(f"{name.upper()} = {c[name]:,}, the DRAM moved "
+                               f"{self.extra[key]:,} bytes")
+            if self.sim_cycles - c["cycles"] != HOST_CYCLES:
+                out.append(f"CYCLES = {c['cycles']:,}, the testbench counted {self.sim_cycles:,} "
+                           f"from the start write to the interrupt (must be CYCLES + "
+                           f"{HOST_CYCLES})")
         for port, ch, want in self._requests():
             if self.extra["axi"][port]["handshakes"][ch] != want:
                 got = self.extra["axi"][port]["handshakes"][ch]
