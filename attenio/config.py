@@ -340,9 +340,14 @@ class HardwareConfig(Serializable):
 
     def o_bytes(self, wl: Workload) -> int:
         """Bytes of ``wl``'s whole output as the DMA stores it: every row padded to whole words,
-        ``out_element_bytes`` an element."""
-        return wl.batch * wl.heads * wl.seq_q * self.row_elements(wl.head_dim) \
+        ``out_element_bytes`` an element, with its statistics' word after it with ``lse``."""
+        return wl.batch * wl.heads * wl.seq_q * self.o_row_elements(wl.head_dim, wl.lse) \
             * self.out_element_bytes
+
+    def o_row_elements(self, d: int, lse: bool = False) -> int:
+        """Elements an O row occupies in DRAM: :meth:`row_elements`, plus one word holding
+        the row's softmax statistics (``m``, ``ℓ``) with ``lse`` (docs/isa.md)."""
+        return self.row_elements(d) + (self.macs_per_line if lse else 0)
 
     def q_row_elements(self, d: int, row_scales: bool = False) -> int:
         """Elements a Q row occupies in DRAM: :meth:`row_elements`, plus one word holding the
@@ -442,6 +447,17 @@ class HardwareConfig(Serializable):
             raise bad("element_bytes", wl.element_bytes,
                       f"this hardware takes {self.element_bytes}-byte elements "
                       f"(data_bits={self.data_bits})")
+        if wl.lse and not self.lse_supported:
+            raise bad("lse", True, f"this hardware's output word ({self.macs_per_line} x "
+                      f"{self.out_bits} bits) cannot hold a row's m and ℓ "
+                      f"({self.max_bits + 1} and {self.row_sum_bits} bits, one per half)")
+
+    @property
+    def lse_supported(self) -> bool:
+        """An output word holds a row's statistics: ``ℓ`` in one half, ``m`` in the other
+        (``STORE_O.lse``; contract.formats.stats_word_bytes)."""
+        half = self.macs_per_line * self.out_bits // 2
+        return self.row_sum_bits <= half and self.max_bits + 1 <= half
 
 
 # ---- presets (brief §6) ----

@@ -75,6 +75,7 @@ def _check_heads_and_masks(wl) -> None:
     check_int(wl, "heads", 1, 1 << 12)
     check_int(wl, "kv_heads", 1, 1 << 12)
     check_bool(wl, "causal")
+    check_bool(wl, "lse")
     check_int(wl, "element_bytes", 1, 8)
     if wl.heads % wl.kv_heads:
         raise bad("kv_heads", wl.kv_heads, f"must divide heads={wl.heads}")
@@ -103,6 +104,9 @@ class Workload(_HeadsAndMasks, Serializable):
     window_left: int = -1
     window_right: int = -1
     page_size: int = 0
+    # also write each row's softmax statistics (running max m and row sum ℓ: its
+    # log-sum-exp, FlashAttention's softmax_lse), one word after the row's O
+    lse: bool = False
 
     def __post_init__(self):
         check_int(self, "seq_q", 1, MAX_LEN)
@@ -113,7 +117,8 @@ class Workload(_HeadsAndMasks, Serializable):
     @classmethod
     def from_options(cls, hw: HardwareConfig | None, *, n: int, d: int, nk: int | None = None,
                      heads: int = 1, kv_heads: int | None = None, batch: int = 1,
-                     causal: bool = False, window=(-1, -1), page_size: int = 0) -> Workload:
+                     causal: bool = False, window=(-1, -1), page_size: int = 0,
+                     lse: bool = False) -> Workload:
         """The workload of the CLI's, the API's and explore's options, the one place they are
         read: ``nk`` defaults to ``n`` (self-attention) and ``kv_heads`` to ``heads``
         (multi-head) when ``None``; a 0 is refused like any value out of range, never read as
@@ -122,7 +127,8 @@ class Workload(_HeadsAndMasks, Serializable):
         wl = cls(seq_q=n, seq_k=n if nk is None else nk, head_dim=d, heads=heads,
                  kv_heads=heads if kv_heads is None else kv_heads, batch=batch, causal=causal,
                  element_bytes=hw.element_bytes if hw is not None else 1,
-                 window_left=window[0], window_right=window[1], page_size=page_size)
+                 window_left=window[0], window_right=window[1], page_size=page_size,
+                 lse=lse)
         if hw is not None:
             hw.check_workload(wl)
         return wl
@@ -170,6 +176,7 @@ class VarlenWorkload(_HeadsAndMasks, Serializable):
     window_left: int = -1
     window_right: int = -1
     page_size: int = 0
+    lse: bool = False          # as Workload.lse
 
     def __post_init__(self):
         for name in ("seqlens_q", "seqlens_k"):
@@ -214,13 +221,14 @@ class VarlenWorkload(_HeadsAndMasks, Serializable):
     @classmethod
     def from_options(cls, hw: HardwareConfig | None, *, seqlens, d: int, nk=None,
                      heads: int = 1, kv_heads: int | None = None, causal: bool = False,
-                     window=(-1, -1), page_size: int = 0) -> VarlenWorkload:
+                     window=(-1, -1), page_size: int = 0, lse: bool = False) -> VarlenWorkload:
         """The workload of the CLI's and the API's options: ``seqlens`` query lengths, ``nk``
         key lengths (default: the same, self-attention); with ``hw``, it must fit it."""
         wl = cls(seqlens_q=seqlens, seqlens_k=seqlens if nk is None else nk, head_dim=d,
                  heads=heads, kv_heads=heads if kv_heads is None else kv_heads, causal=causal,
                  element_bytes=hw.element_bytes if hw is not None else 1,
-                 window_left=window[0], window_right=window[1], page_size=page_size)
+                 window_left=window[0], window_right=window[1], page_size=page_size,
+                 lse=lse)
         if hw is not None:
             hw.check_workload(wl)
         return wl

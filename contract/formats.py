@@ -1,5 +1,6 @@
-"""Numeric limits and word formats the hardware and the host share: the shift caps and the scale
-word that follows a Q row (its multiplier) or a K row (its factor) in DRAM.
+"""Numeric limits and word formats the hardware and the host share: the shift caps, the scale
+word that follows a Q row (its multiplier) or a K row (its factor) in DRAM, and the statistics
+word that follows an O row with ``lse``.
 
 The integer model, the host image, the RTL's layouts and the program's validation read these;
 none restates them.
@@ -12,7 +13,7 @@ import numpy as np
 from attenio.config import KEY_MANT_BITS, SCALE_EXP_BITS, HardwareConfig
 
 __all__ = ["MAX_SHIFT", "SCALE_SHIFT_MAX", "SCALE_EXP_BITS", "KEY_MANT_BITS", "scale_word",
-           "scale_word_bytes"]
+           "scale_word_bytes", "stats_word_bytes", "stats_of_words"]
 
 # The largest shift any rescale of ℓ and O applies. ℓ and O are at most 53 bits wide (config),
 # so a shift of 62 already clears them (or leaves -1 for a negative O, as a hardware arithmetic
@@ -43,3 +44,41 @@ def scale_word_bytes(hw: HardwareConfig, mant, exp, shape: tuple[int, ...]) -> n
     words = scale_word(hw, np.asarray(mant), np.asarray(exp)).astype("<u8").reshape(shape)
     raw = words.view(np.uint8).reshape(*shape, 8)
     return np.pad(raw, [(0, 0)] * len(shape) + [(0, max(0, nb - 8))])[..., :nb]
+
+
+def _stats_halves(hw: HardwareConfig) -> tuple[int, int]:
+    """Bytes of an output word and of each half of a statistics word."""
+    nb = hw.macs_per_line * hw.out_element_bytes
+    return nb, nb // 2
+
+
+def stats_word_bytes(hw: HardwareConfig, m, l) -> np.ndarray:
+    """The statistics word after an O row (``lse``): the row sum ``ℓ`` in the low half of the
+    output word (unsigned), the running max ``m`` in the high half (two's complement, sign
+    extended); arrays ``m``, ``l`` of one shape as bytes ``shape + (word bytes,)``
+    (docs/isa.md, ``STORE_O.lse``)."""
+    nb, hb = _stats_halves(hw)
+    m, l = np.asarray(m, dtype=np.int64), np.asarray(l, dtype=np.int64)
+    out = np.zeros(m.shape + (nb,), dtype=np.uint8)
+    k = min(8, hb)
+    lo = l.astype("<u8").view(np.uint8).reshape(m.shape + (8,))
+    hi = m.astype("<i8").view(np.uint8).reshape(m.shape + (8,))
+    out[..., :k] = lo[..., :k]
+    out[..., hb:hb + k] = hi[..., :k]
+    if hb > 8:                               # the sign of m fills the rest of its half
+        out[..., hb + 8:] = np.where(m < 0, 0xFF, 0)[..., None].astype(np.uint8)
+    return out
+
+
+def stats_of_words(hw: HardwareConfig, raw) -> tuple[np.ndarray, np.ndarray]:
+    """``(m, l)`` of statistics words given as bytes ``(..., word bytes)``: the inverse of
+    :func:`stats_word_bytes`."""
+    nb, hb = _stats_halves(hw)
+    raw = np.asarray(raw, dtype=np.uint8)
+    k = min(8, hb)
+    pad = [(0, 0)] * (raw.ndim - 1) + [(0, 8 - k)]
+    lo = np.pad(raw[..., :k], pad).copy().view("<u8")[..., 0].astype(np.int64)
+    hi = np.pad(raw[..., hb:hb + k], pad).copy().view("<u8")[..., 0].astype(np.int64)
+    if k < 8:                                # sign-extend m from its k bytes
+        hi = np.where(hi >= 1 << (8 * k - 1), hi - (1 << (8 * k)), hi)
+    return hi, lo

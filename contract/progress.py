@@ -77,6 +77,12 @@ def _check_tiles(body, by_op, fail) -> None:
             if (other.rows, other.heads, other.d) != shape:
                 fail(i, ErrorCode.FIELD_RANGE, f"{op.name} of tile {t} has rows, heads, d = "
                      f"{(other.rows, other.heads, other.d)}, its COMPUTE {shape}")
+        for op in (Op.FINALIZE, Op.STORE_O):        # the output stream's words a row
+            i = by_op[op][t]
+            if body[i].args.get("lse", 0) != c.args.get("lse", 0):
+                fail(i, ErrorCode.FIELD_RANGE, f"{op.name} of tile {t} has lse="
+                     f"{body[i].args.get('lse', 0)}, its COMPUTE {c.args.get('lse', 0)}: the "
+                     "output stream would carry a word a row more or less than it drains")
         lq = body[by_op[Op.LOAD_Q][t]]
         if lq.keys_per_step != c.keys_per_step:
             fail(by_op[Op.LOAD_Q][t], ErrorCode.FIELD_RANGE, f"LOAD_Q of tile {t} has "

@@ -482,6 +482,9 @@ class ComputeCore(wiring.Component):
         frow = Signal(range(cfg.tile_rows + 1))
         fw = Signal(range(wmax + 1))
         f_issue = Signal()
+        f_raw = Signal()    # the word issued is the row's statistics (lse): after its O words
+        fwords = Signal(range(wmax + 2))
+        m.d.comb += [fwords.eq(words + c.lse), f_raw.eq(fw == words)]
         inflight = Signal(range(OUT_FIFO_DEPTH + 1))
         drain = Signal(range(PV_DRAIN + 1))
         f_all = Signal()   # every word issued
@@ -497,30 +500,35 @@ class ComputeCore(wiring.Component):
             f_issue.eq(ready_fin & ~f_all & (ofifo.level + inflight < OUT_FIFO_DEPTH)),
         ]
         fin_addr = Signal(range(gmax * wmax + 1))
-        m.d.comb += fin_addr.eq((frow >> lp) * wmax + fw)
+        m.d.comb += fin_addr.eq((frow >> lp) * wmax + Mux(f_raw, 0, fw))
         for i in range(p):
             m.d.comb += o_rd[i].addr.eq(Mux(fin_mode, fin_addr, addrs[1]))
         with m.If(f_issue):
             m.d.sync += self.fin_busy.eq(self.fin_busy + 1)
-            with m.If(fw == words - 1):
+            with m.If(fw == fwords - 1):
                 m.d.sync += [fw.eq(0), frow.eq(frow + 1)]
                 with m.If(frow == c.rows - 1):
                     m.d.sync += f_all.eq(1)
             with m.Else():
                 m.d.sync += fw.eq(fw + 1)
         f_lane = Signal(range(p))
-        fv1 = Signal()
-        m.d.sync += [fv1.eq(f_issue), f_lane.eq(frow[:lp] if lp else 0)]
+        fv1, fraw1 = Signal(), Signal()
+        m.d.sync += [fv1.eq(f_issue), fraw1.eq(f_raw), f_lane.eq(frow[:lp] if lp else 0)]
         sel_o = Signal(acc_word)
         sel_l = Signal(cfg.row_sum_bits)
+        sel_m = Signal(signed(cfg.max_bits + 1))
         with m.Switch(f_lane):
             for i in range(p):
                 with m.Case(i):
-                    m.d.comb += [sel_o.eq(o_rd[i].data), sel_l.eq(ml_rd[i].data.l)]
-        # the selected row's O word and ℓ are registered before the finalize unit
+                    m.d.comb += [sel_o.eq(o_rd[i].data), sel_l.eq(ml_rd[i].data.l),
+                                 sel_m.eq(ml_rd[i].data.m)]
+        # the selected row's O word and ℓ are registered before the finalize unit (with lse,
+        # then its statistics: a row that saw no key reports m_init, model.numerics.row_stats)
         fv2 = Signal()
+        empty = no_keys | (sel_l == 0)
         m.d.sync += [fv2.eq(fv1), fin.i.payload.o.eq(sel_o),
-                     fin.i.payload.l.eq(Mux(no_keys, 0, sel_l))]
+                     fin.i.payload.l.eq(Mux(no_keys, 0, sel_l)), fin.i.payload.raw.eq(fraw1),
+                     fin.i.payload.m.eq(Mux(empty, -(1 << cfg.max_bits), sel_m))]
         m.d.comb += fin.i.valid.eq(fv2)
         # the finalize unit never waits: its words fit the FIFO by the issue rule above
         m.d.comb += [ofifo.i.valid.eq(fin.o.valid), ofifo.i.payload.eq(fin.o.payload)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth import Const, Module, Mux, Signal, signed, unsigned
+from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -15,6 +15,9 @@ def finalize_in_layout(cfg: HardwareConfig) -> data.StructLayout:
     return data.StructLayout({
         "o": data.ArrayLayout(signed(cfg.acc_bits), cfg.macs_per_line),
         "l": unsigned(cfg.row_sum_bits),
+        # a row's statistics word instead of O/ℓ (lse): ℓ and the running max m, passed through
+        "raw": unsigned(1),
+        "m": signed(cfg.max_bits + 1),
     })
 
 
@@ -33,8 +36,10 @@ class Finalize(wiring.Component):
 
     Ports
     -----
-    i : stream of ``{o: q accumulators, l: ℓ of their row}``, always ready.
-    o : stream of q outputs (``out_bits``, saturated), valid ``latency`` cycles later.
+    i : stream of ``{o: q accumulators, l: ℓ of their row, raw, m}``, always ready.
+    o : stream of q outputs (``out_bits``, saturated), valid ``latency`` cycles later; for an
+        input with ``raw``, the row's statistics word instead: ``l`` in the low half, ``m``
+        (sign extended) in the high half (contract.formats.stats_word_bytes).
 
     The reciprocal is recomputed for every word (one pipelined unit: no extra area over
     computing it once per row). Latency ``Reciprocal.latency + 6``, throughput 1 word/cycle.
@@ -94,17 +99,26 @@ class Finalize(wiring.Component):
         rnd = [Signal(signed(ob + cfg.recip_bits + 1), name=f"rnd{i}") for i in range(q)]
         for i in range(q):
             m.d.sync += rnd[i].eq(sums[i] >> kc[i])
+        # a statistics word rides beside the pipeline to stage D
+        raw_c, m_c, l_c = delay(m, [self.i.payload.raw, self.i.payload.m, self.i.payload.l],
+                                self.LATENCY - 1, "stats")
+        half = q * cfg.out_bits // 2
+        l_half, m_half = Signal(half), Signal(signed(half))
+        m.d.comb += [l_half.eq(l_c), m_half.eq(m_c)]
         # stage D: saturate
         lim = 1 << (cfg.out_bits - 1)
         m.d.sync += self.o.valid.eq(vc)
-        for i in range(q):
-            rounded = rnd[i]
-            with m.If(zc):
-                m.d.sync += self.o.payload[i].eq(0)
-            with m.Elif(rounded >= lim):
-                m.d.sync += self.o.payload[i].eq(lim - 1)
-            with m.Elif(rounded < -lim):
-                m.d.sync += self.o.payload[i].eq(-lim)
-            with m.Else():
-                m.d.sync += self.o.payload[i].eq(rounded)
+        with m.If(raw_c):
+            m.d.sync += self.o.payload.as_value().eq(Cat(l_half, m_half))
+        with m.Else():
+            for i in range(q):
+                rounded = rnd[i]
+                with m.If(zc):
+                    m.d.sync += self.o.payload[i].eq(0)
+                with m.Elif(rounded >= lim):
+                    m.d.sync += self.o.payload[i].eq(lim - 1)
+                with m.Elif(rounded < -lim):
+                    m.d.sync += self.o.payload[i].eq(-lim)
+                with m.Else():
+                    m.d.sync += self.o.payload[i].eq(rounded)
         return m

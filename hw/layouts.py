@@ -71,4 +71,6 @@ def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:
         "row_scales": unsigned(1),
         # each key's factor (loaded with the K rows) applied to the multiplier
         "key_scales": unsigned(1),
+        # finalize each row's statistics (m, ℓ) as one more output word
+        "lse": unsigned(1),
     })

@@ -62,10 +62,11 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
 
 
 def golden_output(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, *,
-                  stepwise: bool = False, progress=None) -> np.ndarray:
-    """The integer model's output: what the accelerator must write, bit for bit."""
+                  stepwise: bool = False, progress=None, ml: dict | None = None) -> np.ndarray:
+    """The integer model's output: what the accelerator must write, bit for bit (``ml``: a
+    dict that receives each row's statistics, what it writes after O with ``lse``)."""
     return nm.attention_int(hw, wl, inp.q, inp.k, inp.v, inp.sq, inp.sk, stepwise=stepwise,
-                            progress=progress)
+                            progress=progress, ml=ml)
 
 
 def error_vs_float(hw: HardwareConfig, wl: Workload, out: np.ndarray,

@@ -332,6 +332,8 @@ def head_traffic(hw: HardwareConfig, wl: Workload, tiling: Tiling, table0: int =
                           wl.window, wl.page_size, table0, per_word)
     reads = {"Q": h * nq * d, "K": kv // 2, "V": kv // 2}
     writes = {"O": h * nq * d}
+    if wl.lse:          # each row's statistics: one output word (docs/isa.md)
+        writes["LSE"] = h * nq * hw.macs_per_line
     if tiling.dataflow == "flat" and "spills" in tiling.notes:
         # S for one row does not fit: the partial row goes out and comes back once.
         reads["S"] = nq * nk

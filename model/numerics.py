@@ -72,6 +72,8 @@ __all__ = [
     "dequantize",
     "dequantize_output",
     "m_init",
+    "row_stats",
+    "logsumexp",
 ]
 
 
@@ -289,13 +291,15 @@ def _valid(rows: np.ndarray, keys: np.ndarray, seq_q: int, seq_k: int, causal: b
 
 def attention_head_stepwise(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
                             causal: bool = False, peaks: dict | None = None,
-                            window=(-1, -1)) -> np.ndarray:
+                            window=(-1, -1), ml: dict | None = None) -> np.ndarray:
     """One head, key block by key block in the hardware's order (the readable reference).
 
     ``q`` (nq, d), ``k`` and ``v`` (nk, d) are integers within ``data_bits``. Returns the output
     integers (nq, d) with ``out_frac_bits`` fraction bits in V's units. If ``peaks`` is a dict,
     it receives the largest magnitude each register reached (``score``, ``logit``, ``max``,
-    ``exp``, ``row_sum``, ``acc``), which the width tests hold against the config.
+    ``exp``, ``row_sum``, ``acc``), which the width tests hold against the config. If ``ml``
+    is a dict, it receives each row's final running max ``m`` and row sum ``l``
+    (:func:`row_stats`: what a run with ``lse`` writes).
     """
     q, k, v = (np.asarray(x, dtype=np.int64) for x in (q, k, v))
     nq, nk = q.shape[0], k.shape[0]
@@ -323,7 +327,26 @@ def attention_head_stepwise(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
                 seen[name] = max(seen[name], int(np.abs(x).max(initial=0)))
     if peaks is not None:
         peaks.update(seen)
+    if ml is not None:
+        ml.update(row_stats(cfg, m, l))
     return finalize(cfg, o, l)
+
+
+def row_stats(cfg: HardwareConfig, m, l) -> dict:
+    """A row's softmax statistics as the finalize unit writes them with ``lse``: the running
+    max ``m`` (``m_init`` for a row that saw no key) and the row sum ``l``."""
+    l = np.asarray(l, dtype=np.int64)
+    return {"m": np.where(l > 0, np.asarray(m, dtype=np.int64), m_init(cfg)), "l": l}
+
+
+def logsumexp(cfg: HardwareConfig, m, l) -> np.ndarray:
+    """The natural log-sum-exp of a row's scaled scores from its statistics (FlashAttention's
+    ``softmax_lse``): ``ln 2 · (m + log2 ℓ − E)``, E = ``exp_frac_bits`` (each key adds
+    ``2**(t/2**F − m)`` in E fraction bits to ℓ); −inf for a row that saw no key."""
+    l = np.asarray(l, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        return np.log(2.0) * (np.asarray(m, dtype=np.float64) + np.log2(l)
+                              - cfg.numerics.exp_frac_bits)
 
 
 def _chunk_rows(nq: int, nk: int) -> int:
@@ -332,7 +355,8 @@ def _chunk_rows(nq: int, nk: int) -> int:
 
 
 def attention_head(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
-                   causal: bool = False, progress=None, window=(-1, -1)) -> np.ndarray:
+                   causal: bool = False, progress=None, window=(-1, -1),
+                   ml: dict | None = None) -> np.ndarray:
     """One head, bit-identical to :func:`attention_head_stepwise`, vectorized.
 
     The running max of every (row, key block) is a cumulative maximum; rescales happen only
@@ -352,6 +376,8 @@ def attention_head(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
     kf = k.astype(np.float64)
     vf = v.astype(np.float64)
     out = np.empty((nq, d), dtype=np.int64)
+    m_all = np.empty(nq, dtype=np.int64)
+    l_all = np.empty(nq, dtype=np.int64)
     minit = m_init(cfg)
     step = _chunk_rows(nq, nk)
     keys = np.arange(nk)
@@ -406,6 +432,7 @@ def attention_head(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
         l = rescale(l, sh) + (p.sum(axis=1) - pk.sum(axis=1))
         o = rescale(o, sh) + (_matmul_exact(p, vf) - _matmul_exact(pk, vf[:head]))
         out[rows] = finalize(cfg, o, l)
+        m_all[rows], l_all[rows] = m_run[:, -1], l
 
     starts = range(0, nq, step)
     done = [0]
@@ -424,6 +451,8 @@ def attention_head(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
         # NumPy releases the GIL inside its loops, so chunks run in parallel on the cores.
         with ThreadPoolExecutor(max_workers=min(len(starts), os.cpu_count() or 1)) as pool:
             list(pool.map(chunk, starts))
+    if ml is not None:
+        ml.update(row_stats(cfg, m_all, l_all))
     return out
 
 
@@ -443,7 +472,8 @@ def _check_int_tensor(name: str, x, shape: tuple[int, ...], bits: int) -> np.nda
 
 
 def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q_scale,
-                  k_scale: float, *, stepwise: bool = False, progress=None) -> np.ndarray:
+                  k_scale: float, *, stepwise: bool = False, progress=None,
+                  ml: dict | None = None) -> np.ndarray:
     """Integer attention for a whole workload, exactly as the accelerator computes it (each
     sequence of a :class:`VarlenWorkload` on its own rows and keys, ``wl.segments()``).
 
@@ -459,6 +489,8 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
         :func:`key_factors`)
     stepwise : use the block-by-block model instead of the vectorized one (same result)
     progress : ``progress(fraction)`` after each head, if given
+    ml : if a dict, it receives ``m`` and ``l``, int64 ``[batch, heads, seq_q]``: each row's
+        softmax statistics (:func:`row_stats`; :func:`logsumexp` turns them into the LSE)
 
     Returns
     -------
@@ -486,6 +518,7 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
     if not rows_q:
         sp = softmax_scale(cfg, q_scale, sk, d)
     out = np.empty((b, h, nq, d), dtype=np.int64)
+    stats = {"m": np.empty((b, h, nq), dtype=np.int64), "l": np.empty((b, h, nq), dtype=np.int64)}
     g = wl.group_size
     units = [(seg, hi) for seg in wl.segments() for hi in range(h)]
     for n0, (seg, hi) in enumerate(units):
@@ -495,13 +528,17 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
         if keys_k:
             sp = with_key_scales(cfg, sp, ks[bi, hi // g, rk], sk)
         args = (cfg, q[bi, hi, rq], k[bi, hi // g, rk], v[bi, hi // g, rk], sp, wl.causal)
+        one = {}
         if stepwise:
-            out[bi, hi, rq] = attention_head_stepwise(*args, window=wl.window)
+            out[bi, hi, rq] = attention_head_stepwise(*args, window=wl.window, ml=one)
         else:
             out[bi, hi, rq] = attention_head(*args, progress=None if progress is None else (
-                lambda f, n0=n0: progress((n0 + f) / len(units))), window=wl.window)
+                lambda f, n0=n0: progress((n0 + f) / len(units))), window=wl.window, ml=one)
+        stats["m"][bi, hi, rq], stats["l"][bi, hi, rq] = one["m"], one["l"]
         if progress is not None:
             progress((n0 + 1) / len(units))
+    if ml is not None:
+        ml.update(stats)
     return out
 
 

@@ -36,17 +36,37 @@ class RunImage:
     o_bytes: int          # bytes of O the run writes at ``layout.o``
     ob: int               # bytes per output element
     row: int              # elements a row occupies in DRAM (head_dim padded to whole words)
+    o_row: int = 0        # elements an O row occupies: ``row``, plus its statistics' word (lse)
 
-    def pack_output(self, o: np.ndarray) -> bytes:
+    @property
+    def _o_row(self) -> int:
+        return self.o_row or self.row
+
+    def pack_output(self, o: np.ndarray, stats: np.ndarray | None = None) -> bytes:
         """O (batch, heads, seq_q, head_dim) as the run writes it at ``layout.o``: rows padded
-        to whole words with zeros (the hardware writes 0 there: its padded lanes are 0)."""
-        return _pack(_pad_rows(np.asarray(o), self.row), self.ob)
+        to whole words with zeros (the hardware writes 0 there: its padded lanes are 0), each
+        followed by its statistics word (``stats``: contract.formats.stats_word_bytes) with
+        ``lse``."""
+        data = _pack(_pad_rows(np.asarray(o), self.row), self.ob)
+        if self._o_row == self.row:
+            return data
+        return _with_words(data, stats, np.asarray(o).shape[:-1], self.row * self.ob)
+
+    def _o_rows(self, raw: bytes) -> np.ndarray:
+        shape = self.inputs.q.shape[:-1]
+        return np.frombuffer(raw, dtype=np.uint8).reshape(*shape, self._o_row * self.ob)
 
     def unpack_output(self, raw: bytes) -> np.ndarray:
-        """The O the run wrote (``o_bytes`` read back at ``layout.o``), padding dropped."""
-        o = np.frombuffer(raw, dtype=f"<i{self.ob}").astype(np.int64)
+        """The O the run wrote (``o_bytes`` read back at ``layout.o``), padding (and the
+        statistics words) dropped."""
+        rows = np.ascontiguousarray(self._o_rows(raw)[..., :self.row * self.ob])
         d = self.inputs.q.shape[-1]
-        return o.reshape(*self.inputs.q.shape[:-1], self.row)[..., :d]
+        return rows.view(f"<i{self.ob}").astype(np.int64)[..., :d]
+
+    def unpack_stats(self, raw: bytes) -> np.ndarray:
+        """The statistics words the run wrote after its O rows (``lse``), as bytes
+        ``[batch, heads, seq_q, word bytes]`` (contract.formats.stats_of_words reads them)."""
+        return self._o_rows(raw)[..., self.row * self.ob:]
 
 
 def _pack(x: np.ndarray, nbytes: int) -> bytes:
@@ -131,4 +151,5 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs,
         image[base:base + len(data)] = data
     if lay.paged is not None:
         _place_pages(image, lay, wl, rows[lay.k], rows[lay.v])
-    return RunImage(inp, sched, program, lay, bytes(image), hw.o_bytes(wl), ob, row)
+    return RunImage(inp, sched, program, lay, bytes(image), hw.o_bytes(wl), ob, row,
+                    hw.o_row_elements(wl.head_dim, wl.lse))

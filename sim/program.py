@@ -114,13 +114,15 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
     dq = hw.q_row_elements(d, bool(rs))      # a Q row's pitch: with its multiplier's word
     c_m, c_sh = (0, 0) if rs else (scale.c_m, scale.c_sh)
     ks = int(scale.k_m is not None)
+    lse = int(wl.lse)
+    do = hw.o_row_elements(d, bool(lse))     # an O row's pitch: with its statistics' word
     dk = hw.k_row_elements(d, bool(ks))     # a K row's pitch: with its factor's word
     tiles = program_tiles(wl, tiling) if tiles is None else tiles
     seq_of = {seg: i for i, seg in enumerate(wl.segments())}
     page = wl.page_size
     prog: list[Instr] = []
     last = len(tiles) - 1
-    q_head, o_head = wl.seq_q * dq * eb, wl.seq_q * dp * ob     # strides between heads
+    q_head, o_head = wl.seq_q * dq * eb, wl.seq_q * do * ob     # strides between heads
     for t, (seg, hk, h0, p0, rows, keys, tl, causal, first) in enumerate(tiles):
         g = tl.heads_per_tile
         ring = hw.ring_rows if tl.dataflow == "attenio" else tl.keys_per_step
@@ -133,7 +135,7 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
                       "keys: pages must hold at least one block")
         q_row = (seg.batch * wl.heads + h0) * wl.seq_q + seg.q0 + p0
         q_addr = layout.q + q_row * dq * eb
-        o_addr = layout.o + q_row * dp * ob
+        o_addr = layout.o + q_row * do * ob
         kv_off = ((seg.batch * wl.kv_heads + hk) * wl.seq_k + seg.k0 + first) * eb
         common = {"rows": rows, "heads": g, "d": d}
         prog.append(Instr(Op.LOAD_Q, {**common, "keys_per_step": kps, "addr": q_addr,
@@ -149,13 +151,13 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
                                            "row_stride": dk * eb, "key_scales": ks}))
         prog.append(Instr(Op.COMPUTE, {**common, "keys": keys, "keys_per_step": kps,
                                        "q_pos": p0, "c_m": c_m, "c_sh": c_sh,
-                                       "row_scales": rs, "key_scales": ks,
+                                       "row_scales": rs, "key_scales": ks, "lse": lse,
                                        **_mask_fields(wl, seg, causal, first)},
                           pop_prev=True, push_prev=t < last))
         # the Q buffer is free once the tile's steps have issued (the core takes the next
         # tile's Q rows then); FINALIZE needs no token
-        prog.append(Instr(Op.FINALIZE, dict(common)))
-        prog.append(Instr(Op.STORE_O, {**common, "addr": o_addr, "row_stride": dp * ob,
-                                       "head_stride": o_head}))
+        prog.append(Instr(Op.FINALIZE, {**common, "lse": lse}))
+        prog.append(Instr(Op.STORE_O, {**common, "addr": o_addr, "row_stride": do * ob,
+                                       "head_stride": o_head, "lse": lse}))
     prog.append(Instr(Op.END))
     return prog

@@ -252,7 +252,9 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
         elif ins.op == Op.FINALIZE:
             # One output word (q elements of a row) per cycle into the output FIFO; the
             # STORE_O that pairs with it drains the FIFO, so the two are resolved together.
-            words = ins.rows * ins.heads * cdiv(ins.d, hw.macs_per_line)
+            # (with lse each row's statistics follow its O as one more word)
+            words = ins.rows * ins.heads * (cdiv(ins.d, hw.macs_per_line)
+                                            + ins.args.get("lse", 0))
             # the core finalizes on its own once the last P V step is done
             first = last_pe_end + timing.pv_drain + timing.finalize_latency
             stats.busy["finalize"] += words
@@ -296,8 +298,10 @@ def _tile_transfer(hw: HardwareConfig, ch: Channel, ready: int, ins: Instr,
     """Move a tile's rows (``LOAD_Q`` or ``STORE_O``): one transfer per head when its rows are
     contiguous, else one per row. Returns (last request, completion)."""
     out = (ready, ready)
-    # whole words, as the DMA moves rows (a Q row with its multiplier's word)
-    row = hw.q_row_elements(ins.d, bool(ins.args.get("row_scales", 0))) * elem_bytes
+    # whole words, as the DMA moves rows (a Q row with its multiplier's word, an O row with its
+    # statistics' word)
+    extra = ins.args.get("row_scales", 0) or ins.args.get("lse", 0)
+    row = hw.q_row_elements(ins.d, bool(extra)) * elem_bytes
     for h in range(ins.heads):
         base = ins.addr + h * ins.head_stride
         if ins.row_stride == row:

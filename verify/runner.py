@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from attenio.config import HardwareConfig, Workload
+from attenio.contract.formats import stats_word_bytes
 from attenio.contract.isa import INSTR_BYTES
 from attenio.contract.registers import status_fields
 from attenio.errors import ConfigError, ErrorCode, bad
@@ -246,6 +247,10 @@ class SimResult:
     # AXI bursts the schedule requests ("read", "write", "fetch"); None where the run is not
     # the generated program alone (a replaced or moved program, a reset, abort or rerun)
     predicted_requests: dict | None = None
+    # with lse: the statistics words the RTL wrote after its O rows and the integer model's
+    # (bytes, [batch, heads, seq_q, word bytes]; contract.formats.stats_word_bytes)
+    stats: np.ndarray | None = None
+    golden_stats: np.ndarray | None = None
 
     def failures(self) -> list[str]:
         """Why this run fails its rules, one line each (empty: it passes). The verdict that
@@ -265,6 +270,9 @@ class SimResult:
             return out        # a run that stopped early has no output or counters to judge
         if not self.bit_exact:
             out.append(f"{self.mismatches} output elements differ from the integer model")
+        if self.stats_mismatches:
+            out.append(f"{self.stats_mismatches} rows' statistics words (lse) differ from the "
+                       "integer model's")
         if self.errors and not within_bounds(self.errors):
             out.append(f"error against float64 max {self.errors['max_rel']:.2e}, mean "
                        f"{self.errors['mean_rel']:.2e} of V's range: outside the contract "
@@ -315,7 +323,14 @@ class SimResult:
     @property
     def bit_exact(self) -> bool:
         return self.out is not None and self.golden is not None and \
-            np.array_equal(self.out, self.golden)
+            np.array_equal(self.out, self.golden) and not self.stats_mismatches
+
+    @property
+    def stats_mismatches(self) -> int:
+        """Rows whose statistics word (lse) differs from the model's (0 without lse)."""
+        if self.stats is None or self.golden_stats is None:
+            return 0
+        return int(np.count_nonzero((self.stats != self.golden_stats).any(axis=-1)))
 
     @property
     def mismatches(self) -> int:
@@ -508,8 +523,14 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     out = prep.unpack_output(raw)
     golden = None
     metrics = {}
+    ml = {}
     if check or rerun:
-        golden = golden_output(hw, wl, prep.inputs)
+        golden = golden_output(hw, wl, prep.inputs, ml=ml)
+    stats = golden_stats = None
+    if wl.lse:
+        stats = prep.unpack_stats(raw)
+        if ml:
+            golden_stats = stats_word_bytes(hw, ml["m"], ml["l"])
     if check:
         metrics = error_vs_float(hw, wl, out, prep.inputs)
     if rerun and "out" in res.get("rerun", {}):
@@ -526,6 +547,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
         useful_macs=sched.useful_macs, schedule=sched, p_stall=p_stall,
         wall_s=res["wall_s"], sim_cycles=res["sim_cycles"], errors=metrics,
         extra={k: v for k, v in res.items() if k not in counters},
+        stats=stats, golden_stats=golden_stats,
         predicted_requests=None if (program is not None or prog_offset or prog_len is not None
                                     or reset_at is not None or abort_at is not None
                                     or start_twice or rerun) else sched.requests)

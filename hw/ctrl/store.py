@@ -102,7 +102,9 @@ class StoreEngine(wiring.Component):
                 fail(ErrorCode.TOKEN_UNDERFLOW)
         m.d.comb += self.queue.start.eq(s_start)
         m.d.comb += self.queue.head.ready.eq(s_pop_end | s_start)
-        wd_shead = words_of(view(shead.insn, Op.STORE_O).d) * k_out
+        # a row's words: its O, and with lse its statistics word
+        wd_shead = (words_of(view(shead.insn, Op.STORE_O).d)
+                    + view(shead.insn, Op.STORE_O).lse) * k_out
         with m.If(s_start):
             addr = view(shead.insn, Op.STORE_O).addr
             stride = view(shead.insn, Op.STORE_O).row_stride
