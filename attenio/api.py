@@ -61,7 +61,8 @@ def _like_q(o4: np.ndarray, q, layout: str | None) -> np.ndarray:
 
 def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig = "fpga",
               scheme: str = "tensor", q_scales: str = "tensor", k_block: int | None = None,
-              window=(-1, -1), layout: str | None = None, softmax_scale: float | None = None):
+              window=(-1, -1), layout: str | None = None, softmax_scale: float | None = None,
+              return_lse: bool = False):
     """``softmax(Q Kᵀ/√d) V`` as the accelerator computes it: Q, K, V quantized to the
     preset's ``data_bits`` by the host ``scheme`` (``tensor``: one scale each; ``smooth`` or
     ``rotate``: exact transforms first, docs/numerics.md "End to end"), Q with one scale per
@@ -78,7 +79,12 @@ def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig =
     past the diagonal; a row that sees no key gives 0). ``causal`` is aligned at the bottom
     right, as FlashAttention's (SDPA's ``is_causal`` is top-left: they agree when nq = nk).
     ``softmax_scale`` replaces ``1/√d`` (FlashAttention's name; SDPA's ``scale``): the host
-    folds it into the softmax multiplier, as it folds Q's and K's scales.
+    folds it into the softmax multiplier, as it folds Q's and K's scales. With ``return_lse``
+    the result is ``(out, lse)``: ``lse`` ``[batch, heads, seq_q]`` float32, each row's
+    natural log-sum-exp of its scaled scores (FlashAttention's ``softmax_lse``; −inf for a
+    row that sees no key), from the running max and row sum the accelerator writes after the
+    row with ``lse`` (docs/isa.md, ``STORE_O.lse``): what split-K decoding and ring
+    attention combine partial outputs by.
 
     Raises
     ------
@@ -100,13 +106,24 @@ def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig =
     left, right = check_window(window)
     wl = C.Workload(seq_q=nq, seq_k=nk, head_dim=d, heads=h, kv_heads=hk, batch=b,
                     causal=causal, element_bytes=hw.element_bytes, window_left=left,
-                    window_right=right)
-    return _like_q(_run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale), q,
-                   layout)
+                    window_right=right, lse=_flag("return_lse", return_lse))
+    out, lse = _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale)
+    out = _like_q(out, q, layout)
+    return (out, lse) if return_lse else out
 
 
-def _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale=None) -> np.ndarray:
+def _flag(name: str, value) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise bad(name, value, "True or False")
+    return bool(value)
+
+
+def _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale=None):
+    """The dequantized output ``[batch, heads, seq, d]`` and, with ``wl.lse``, each row's
+    log-sum-exp ``[batch, heads, seq]`` (float32, FlashAttention's ``softmax_lse`` dtype;
+    else None)."""
     from attenio.model.accuracy import Q_SCALES, quantize_scheme, run_int
+    from attenio.model.numerics import logsumexp
 
     if q_scales not in Q_SCALES:
         raise bad("q_scales", q_scales, f"choose one of: {', '.join(Q_SCALES)}")
@@ -120,7 +137,9 @@ def _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale=None) 
             raise bad("softmax_scale", softmax_scale, "a positive finite number (default 1/√d)")
         q4 = q4 * (float(softmax_scale) * math.sqrt(wl.head_dim))
     host = quantize_scheme(hw, q4, k4, v4, scheme, q_rows=q_scales == "row", k_block=k_block)
-    return run_int(hw, wl, host)
+    ml = {}
+    out = run_int(hw, wl, host, ml=ml)
+    return out, (logsumexp(hw, ml["m"], ml["l"]).astype(np.float32) if wl.lse else None)
 
 
 def _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, window,
@@ -159,7 +178,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int | No
                      max_seqlen_k: int | None = None, *, causal: bool = False, window=(-1, -1),
                      preset: str | C.HardwareConfig = "fpga", scheme: str = "tensor",
                      q_scales: str = "tensor", k_block: int | None = None,
-                     page_size: int = 0, softmax_scale: float | None = None) -> np.ndarray:
+                     page_size: int = 0, softmax_scale: float | None = None,
+                     return_lse: bool = False):
     """:func:`attention` on a batch of sequences of different lengths packed together, with
     FlashAttention's ``flash_attn_varlen_func`` layout and arguments: ``q`` is ``[total_q,
     heads, d]``, ``k`` and ``v`` ``[total_k, kv_heads, d]``, sequence i's tokens at
@@ -167,7 +187,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int | No
     ``window`` apply per sequence, aligned at its bottom right. Returns ``[total_q, heads,
     d]``. The tensors are quantized as one (as the accelerator's host would, one DRAM image).
     ``page_size``: the keys of a page when K and V come from a paged cache (the workload's;
-    the result does not depend on it). ``softmax_scale`` as :func:`attention`'s.
+    the result does not depend on it). ``softmax_scale`` as :func:`attention`'s; with
+    ``return_lse``, ``(out, lse)``, ``lse`` ``[heads, total_q]`` (FlashAttention's varlen
+    ``softmax_lse``).
 
     Raises
     ------
@@ -178,15 +200,17 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int | No
     hw = hardware(preset)
     (q4, k4, v4), wl = _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                max_seqlen_k, causal, window, hw.element_bytes, page_size)
-    return _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block,
-                    softmax_scale)[0].transpose(1, 0, 2)
+    wl = C.replace(wl, lse=_flag("return_lse", return_lse))
+    out, lse = _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale)
+    out = out[0].transpose(1, 0, 2)
+    return (out, lse[0]) if return_lse else out
 
 
 def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None, *,
                            causal: bool = False, window=(-1, -1),
                            preset: str | C.HardwareConfig = "fpga", scheme: str = "tensor",
                            q_scales: str = "tensor", k_block: int | None = None,
-                           softmax_scale: float | None = None) -> np.ndarray:
+                           softmax_scale: float | None = None, return_lse: bool = False):
     """:func:`attention` of new queries against K/V caches, with FlashAttention's
     ``flash_attn_with_kvcache`` layout and arguments: ``q`` is ``[batch, seqlen_q, heads,
     d]``; sequence b sees the first ``cache_seqlens[b]`` keys of its cache. Without
@@ -196,7 +220,8 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
     cache (docs/isa.md, "Paged K/V"). ``causal`` is aligned at each sequence's bottom right
     (the new queries are the cache's last positions), ``window`` and ``softmax_scale`` as
     :func:`attention`'s.
-    Returns ``[batch, seqlen_q, heads, d]``.
+    Returns ``[batch, seqlen_q, heads, d]``; with ``return_lse``, ``(out, lse)``, ``lse``
+    ``[batch, heads, seqlen_q]`` (FlashAttention's ``return_softmax_lse``).
 
     Raises
     ------
@@ -212,11 +237,14 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
                   "(FlashAttention's kvcache layout)")
     b, sq, h, d = q4.shape
     k, v, lens, page = _gather_cache(k_cache, v_cache, cache_seqlens, block_table, b)
-    out = attention_varlen(q4.reshape(b * sq, h, d), k, v, [i * sq for i in range(b + 1)],
+    res = attention_varlen(q4.reshape(b * sq, h, d), k, v, [i * sq for i in range(b + 1)],
                            [0, *np.cumsum(lens).tolist()], causal=causal, window=window,
                            preset=hw, scheme=scheme, q_scales=q_scales, k_block=k_block,
-                           page_size=page, softmax_scale=softmax_scale)
-    return out.reshape(b, sq, h, d)
+                           page_size=page, softmax_scale=softmax_scale,
+                           return_lse=return_lse)
+    out, lse = res if return_lse else (res, None)
+    out = out.reshape(b, sq, h, d)
+    return (out, lse.reshape(h, b, sq).transpose(1, 0, 2)) if return_lse else out
 
 
 def _gather_cache(k_cache, v_cache, cache_seqlens, block_table, batch: int):

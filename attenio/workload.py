@@ -295,7 +295,7 @@ def _check_page_size(wl) -> None:
 def workload_from_options(hw: HardwareConfig | None, *, n=None, d: int, nk=None,
                           heads: int = 1, kv_heads=None, batch=None, causal: bool = False,
                           seqlens=None, seqlens_k=None, window=(-1, -1), page_size: int = 0,
-                          decode: bool = False, cache_lens=None,
+                          decode: bool = False, cache_lens=None, lse: bool = False,
                           flag=lambda name: name) -> Workload | VarlenWorkload:
     """The workload of the CLI's and the API's options, the one place they are chosen: one
     shape (``n``, ``nk``, ``batch``), a varlen batch (``seqlens``, ``seqlens_k``) or a decode
@@ -303,7 +303,7 @@ def workload_from_options(hw: HardwareConfig | None, *, n=None, d: int, nk=None,
     caches of these lengths, a varlen batch of ``[n]·B`` and ``cache_lens``); a mix of them
     is refused, naming the option as ``flag(name)`` spells it (``--seqlens`` on the CLI)."""
     common = {"d": d, "heads": heads, "kv_heads": kv_heads, "causal": causal, "window": window,
-              "page_size": page_size}
+              "page_size": page_size, "lse": lse}
     if decode or cache_lens is not None:
         if not decode or cache_lens is None:
             raise bad(flag("decode"), decode, f"give {flag('decode')} with "

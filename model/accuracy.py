@@ -216,9 +216,12 @@ def quantize_scheme(hw: HardwareConfig, q, k, v, scheme: str,
     return HostInputs(qi, ki, vi, sq, sk, sv, scheme)
 
 
-def run_int(hw: HardwareConfig, wl: Workload, inp: HostInputs, progress=None) -> np.ndarray:
-    """The accelerator's output (the bit-exact integer model) read back as floats."""
-    out = nm.attention_int(hw, wl, inp.q, inp.k, inp.v, inp.sq, inp.sk, progress=progress)
+def run_int(hw: HardwareConfig, wl: Workload, inp: HostInputs, progress=None,
+            ml: dict | None = None) -> np.ndarray:
+    """The accelerator's output (the bit-exact integer model) read back as floats (``ml``:
+    a dict that receives each row's statistics, as :func:`numerics.attention_int`)."""
+    out = nm.attention_int(hw, wl, inp.q, inp.k, inp.v, inp.sq, inp.sk, progress=progress,
+                           ml=ml)
     sv = inp.sv
     if isinstance(sv, np.ndarray):          # per K/V head and channel → per query head
         sv = np.repeat(sv, wl.group_size, axis=1)

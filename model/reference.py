@@ -140,6 +140,31 @@ def attention_of(wl, q, k, v, *, head=None, block: int = 1024) -> np.ndarray:
     return out
 
 
+def lse_of(wl, q, k, *, chunk: int = 512) -> np.ndarray:
+    """Exact log-sum-exp of each query row's scaled scores ``q·k/√d`` under ``wl``'s masks
+    (FlashAttention's ``softmax_lse``), ``[batch, heads, seq_q]``; −inf for a row that sees no
+    key."""
+    q, k = np.asarray(q, dtype=np.float64), np.asarray(k, dtype=np.float64)
+    out = np.full(q.shape[:-1], -np.inf)
+    g, scale = wl.heads // wl.kv_heads, 1.0 / math.sqrt(wl.head_dim)
+    for seg in wl.segments():
+        kk = k[seg.batch, :, seg.keys]
+        keys = np.arange(seg.seq_k)
+        for r0 in range(0, seg.seq_q, chunk):
+            rows = np.arange(r0, min(seg.seq_q, r0 + chunk))
+            seen = visible(keys[None, :], rows[:, None], seg.diag, wl.causal, wl.window)
+            for h in range(wl.heads):
+                s = q[seg.batch, h, seg.q0 + rows] @ kk[h // g].T * scale
+                if seen is not None:
+                    s = np.where(seen, s, -np.inf)
+                mx = s.max(axis=1)
+                safe = np.where(np.isfinite(mx), mx, 0.0)
+                with np.errstate(divide="ignore"):
+                    out[seg.batch, h, seg.q0 + rows] = safe + np.log(
+                        np.exp(s - safe[:, None]).sum(axis=1))
+    return out
+
+
 def random_inputs(wl, dist: str = "gaussian", seed: int = 0) -> list[np.ndarray]:
     """Random float Q, K, V for a workload (``gaussian`` or ``uniform`` in [-1, 1]), shapes
     ``[batch, heads, seq_q, d]`` and ``[batch, kv_heads, seq_k, d]``."""

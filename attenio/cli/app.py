@@ -304,6 +304,9 @@ def _workload_options(fn):
         click.option("--page-size", "page_size", type=int, default=0, show_default=True,
                      metavar="P", help="K/V in a paged cache of P keys a page, found through "
                                        "a block table (0: contiguous)."),
+        click.option("--lse", is_flag=True,
+                     help="Also write each row's softmax statistics (its log-sum-exp, "
+                          "FlashAttention's softmax_lse): one more output word a row."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)

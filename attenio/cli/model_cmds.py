@@ -56,7 +56,7 @@ from attenio.errors import ConfigError
 @csv_option
 @_friendly
 def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k,
-           decode, cache_lens, page_size, dist, sigma, npz, scheme, q_scales, k_block, seed,
+           decode, cache_lens, page_size, lse, dist, sigma, npz, scheme, q_scales, k_block, seed,
            stepwise, window, json_path, csv_path):
     """Run the bit-exact integer model against float64 attention of the same quantized inputs
     and print the errors (N = 1024 unless --n or --seqlens says otherwise).
@@ -78,13 +78,13 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
         n = 1024
     wl = _workload(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
                    causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window,
-                   decode=decode, cache_lens=cache_lens, page_size=page_size)
+                   decode=decode, cache_lens=cache_lens, page_size=page_size, lse=lse)
     name = config_file or preset or "fpga"
     host = scheme + ("+rows" if q_scales == "row" else "") + (f"+kblk{k_block}" if k_block
                                                                else "")
     click.echo(f"golden check: preset={name} {_describe(wl)} data={dist} scheme={host} "
                f"seed={seed}")
-    from attenio.model.golden import MAX_REL_BOUND, MEAN_REL_BOUND, golden_check
+    from attenio.model.golden import LSE_REL_BOUND, MAX_REL_BOUND, MEAN_REL_BOUND, golden_check
 
     with _Bar("integer model") as bar:
         m = golden_check(hw, wl, dist, seed, stepwise, progress=bar, scheme=scheme,
@@ -104,6 +104,10 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
                f"bound {MAX_REL_BOUND:.0e})")
     click.echo(f"  mean abs error       {m['mean_abs']:.3e}  ({m['mean_rel']:.2e} of range, "
                f"bound {MEAN_REL_BOUND:.0e})")
+    if "lse_max_rel" in m:
+        click.echo(f"  log-sum-exp (lse)    max abs error {m['lse_max_abs']:.3e} "
+                   f"({m['lse_max_rel']:.2e} of 1 + |lse|, bound {LSE_REL_BOUND:.0e}); rows "
+                   f"that see no key {'agree' if m['lse_rows_agree'] else 'DIFFER'}")
     click.echo(f"  time                 integer model {m['t_int']:.2f} s, "
                f"float64 reference {m['t_ref']:.2f} s")
     click.echo(f"  result               {'PASS' if ok else 'FAIL'}")

@@ -77,8 +77,8 @@ def verilog_cmd(preset, config_file, output, sv):
 @csv_option
 @_friendly
 def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens,
-                 seqlens_k, decode, cache_lens, page_size, window, sim, waves, stall, dram, seed,
-                 q_scales, k_block, json_path, csv_path):
+                 seqlens_k, decode, cache_lens, page_size, lse, window, sim, waves, stall, dram,
+                 seed, q_scales, k_block, json_path, csv_path):
     """Run a workload on the RTL (cocotb) and check it against the models.
 
     Prints correctness (bit-exact with the integer model, error against float64), the RTL's
@@ -99,7 +99,7 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
         raise ConfigError(f"k_block={k_block} is invalid: a positive number of keys")
     wl = _workload(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
                    causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window,
-                   decode=decode, cache_lens=cache_lens, page_size=page_size)
+                   decode=decode, cache_lens=cache_lens, page_size=page_size, lse=lse)
     _outputs(json=json_path, csv=csv_path)
     name = config_file or preset
     rows = q_scales == "row"
@@ -123,6 +123,10 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     click.echo(f"  status               done={int(r.done)} error={r.error.name}")
     click.echo(f"  output               {'bit-exact' if r.bit_exact else 'MISMATCH'} with the "
                f"integer model ({r.mismatches} of {r.out.size} elements differ)")
+    if r.stats is not None:
+        rows_ = r.stats.shape[0] * r.stats.shape[1] * r.stats.shape[2]
+        click.echo(f"  statistics (lse)     {r.stats_mismatches} of {rows_:,} rows' words differ "
+                   "from the integer model's")
     click.echo(f"  error vs float64     max {r.errors.get('max_rel', float('nan')):.2e}, mean "
                f"{r.errors.get('mean_rel', float('nan')):.2e} of V's range (bounds "
                f"{MAX_REL_BOUND:.0e}, {MEAN_REL_BOUND:.0e})")

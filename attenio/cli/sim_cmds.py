@@ -50,7 +50,7 @@ from attenio.errors import ConfigError
 @csv_option
 @_friendly
 def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens,
-                 seqlens_k, decode, cache_lens, page_size, window, dataflow, trace_path,
+                 seqlens_k, decode, cache_lens, page_size, lse, window, dataflow, trace_path,
                  plot_path, program_path, json_path, csv_path):
     """Tile a workload, emit its program and print the predicted timeline.
 
@@ -67,7 +67,7 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     # (a workload this hardware cannot run is refused here, before any work)
     wl = _workload(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
                    causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window,
-                   decode=decode, cache_lens=cache_lens, page_size=page_size)
+                   decode=decode, cache_lens=cache_lens, page_size=page_size, lse=lse)
     if wl.windowed and dataflow in ("flat", "standard"):
         raise ConfigError(f"dataflow={dataflow!r} is invalid with --window: the phase models "
                           "have no windows (use attenio, fa2, fa2-uncapped)")
