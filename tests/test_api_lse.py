@@ -30,8 +30,9 @@ def test_lse_matches_float64(preset, causal):
                                  return_lse=True)
     assert out.shape == q.shape and lse.shape == (2, 4, 50) and lse.dtype == np.float32
     ref = _lse_ref(q, k, 1 / np.sqrt(32), causal)
-    # int8 inputs (fpga): the logits' own quantization error; int16 (asplos26) far below it
-    assert np.abs(lse - ref).max() < (0.05 if preset == "fpga" else 2e-3)
+    # int8 inputs (fpga): the logits' own quantization error (measured 1.2e-2 and 2.5e-2);
+    # int16 (asplos26) far below it (6.8e-5)
+    assert np.abs(lse - ref).max() < (0.05 if preset == "fpga" else 3e-4)
     np.testing.assert_array_equal(attenio.attention(q, k, v, causal=causal, preset=preset,
                                                     layout="bhsd"), out)
 
@@ -46,8 +47,8 @@ def test_split_k_combines_two_halves_into_the_whole():
     lse = np.logaddexp(parts[0][1], parts[1][1]).astype(np.float64)
     out = sum(o * np.exp(ls.astype(np.float64) - lse)[..., None] for o, ls in parts)
     exact = attenio.reference_attention(q, k, v, layout="bhsd")
-    assert np.abs(out - exact).max() < 2e-3
-    assert np.abs(lse - _lse_ref(q, k, 1 / 8)).max() < 2e-3
+    assert np.abs(out - exact).max() < 1e-4          # measured 1.7e-5 (the whole: 2.0e-5)
+    assert np.abs(lse - _lse_ref(q, k, 1 / 8)).max() < 3e-4
 
 
 def test_varlen_and_kvcache_lse_layouts():
@@ -60,7 +61,7 @@ def test_varlen_and_kvcache_lse_layouts():
     for b, n in enumerate((30, 11)):
         one = _lse_ref(q[b:b + 1].transpose(0, 2, 1, 3), kc[b:b + 1, :n].transpose(0, 2, 1, 3),
                        0.25, causal=True)[0]
-        assert np.abs(lse[b] - one).max() < 2e-3
+        assert np.abs(lse[b] - one).max() < 3e-4             # measured 7.6e-5
     _, lse_v = attenio.attention_varlen(q.reshape(6, 4, 16), kc.reshape(60, 2, 16),
                                         vc.reshape(60, 2, 16), [0, 3, 6], [0, 30, 60],
                                         preset="asplos26", return_lse=True)
