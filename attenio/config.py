@@ -456,8 +456,14 @@ class HardwareConfig(Serializable):
     def lse_supported(self) -> bool:
         """An output word holds a row's statistics: ``ℓ`` in one half, ``m`` in the other
         (``STORE_O.lse``; contract.formats.stats_word_bytes)."""
-        half = self.macs_per_line * self.out_bits // 2
+        half = self.stats_half_bits
         return self.row_sum_bits <= half and self.max_bits + 1 <= half
+
+    @property
+    def stats_half_bits(self) -> int:
+        """Bits of each half of a statistics word (one output word): ℓ in the low half, m in
+        the high one."""
+        return self.macs_per_line * self.out_bits // 2
 
 
 # ---- presets (brief §6) ----

@@ -48,8 +48,8 @@ def scale_word_bytes(hw: HardwareConfig, mant, exp, shape: tuple[int, ...]) -> n
 
 def _stats_halves(hw: HardwareConfig) -> tuple[int, int]:
     """Bytes of an output word and of each half of a statistics word."""
-    nb = hw.macs_per_line * hw.out_element_bytes
-    return nb, nb // 2
+    hb = hw.stats_half_bits // 8
+    return 2 * hb, hb
 
 
 def stats_word_bytes(hw: HardwareConfig, m, l) -> np.ndarray:

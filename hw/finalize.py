@@ -102,7 +102,7 @@ class Finalize(wiring.Component):
         # a statistics word rides beside the pipeline to stage D
         raw_c, m_c, l_c = delay(m, [self.i.payload.raw, self.i.payload.m, self.i.payload.l],
                                 self.LATENCY - 1, "stats")
-        half = q * cfg.out_bits // 2
+        half = cfg.stats_half_bits
         l_half, m_half = Signal(half), Signal(signed(half))
         m.d.comb += [l_half.eq(l_c), m_half.eq(m_c)]
         # stage D: saturate

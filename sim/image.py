@@ -12,6 +12,7 @@ import numpy as np
 from attenio.config import HardwareConfig, Workload
 from attenio.contract.formats import scale_word_bytes
 from attenio.contract.program import encode
+from attenio.errors import bad
 from attenio.model.golden import GoldenInputs
 from attenio.model.numerics import (
     key_reference,
@@ -36,25 +37,19 @@ class RunImage:
     o_bytes: int          # bytes of O the run writes at ``layout.o``
     ob: int               # bytes per output element
     row: int              # elements a row occupies in DRAM (head_dim padded to whole words)
-    o_row: int = 0        # elements an O row occupies: ``row``, plus its statistics' word (lse)
+    o_row: int            # elements an O row occupies: ``row``, plus its statistics' word (lse)
 
-    @property
-    def _o_row(self) -> int:
-        return self.o_row or self.row
-
-    def pack_output(self, o: np.ndarray, stats: np.ndarray | None = None) -> bytes:
-        """O (batch, heads, seq_q, head_dim) as the run writes it at ``layout.o``: rows padded
-        to whole words with zeros (the hardware writes 0 there: its padded lanes are 0), each
-        followed by its statistics word (``stats``: contract.formats.stats_word_bytes) with
-        ``lse``."""
-        data = _pack(_pad_rows(np.asarray(o), self.row), self.ob)
-        if self._o_row == self.row:
-            return data
-        return _with_words(data, stats, np.asarray(o).shape[:-1], self.row * self.ob)
+    def pack_output(self, o: np.ndarray) -> bytes:
+        """O (batch, heads, seq_q, head_dim) as a run without ``lse`` writes it at
+        ``layout.o``: rows padded to whole words with zeros (the hardware writes 0 there: its
+        padded lanes are 0)."""
+        if self.o_row != self.row:
+            raise bad("lse", True, "pack_output writes O alone (a workload without lse)")
+        return _pack(_pad_rows(np.asarray(o), self.row), self.ob)
 
     def _o_rows(self, raw: bytes) -> np.ndarray:
         shape = self.inputs.q.shape[:-1]
-        return np.frombuffer(raw, dtype=np.uint8).reshape(*shape, self._o_row * self.ob)
+        return np.frombuffer(raw, dtype=np.uint8).reshape(*shape, self.o_row * self.ob)
 
     def unpack_output(self, raw: bytes) -> np.ndarray:
         """The O the run wrote (``o_bytes`` read back at ``layout.o``), padding (and the
