@@ -3,6 +3,8 @@ attention of the same quantized inputs) on every host scheme and every input cla
 run, at logit spreads from 1 to 500: issue #33 found per-key K factors breaking it on large
 logits when the datapath rounded c_m·k_m."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -14,6 +16,7 @@ from attenio.model import golden as G
 
 FPGA = C.preset("fpga")
 ASPLOS = C.preset("asplos26")
+FPGA16 = C.load_toml(Path(__file__).resolve().parents[2] / "configs" / "fpga-int16.toml")[0]
 COMBOS = [(scheme, rows, kb) for scheme in A.SCHEMES for rows in (False, True)
           for kb in (None, 16)]
 
@@ -21,7 +24,7 @@ COMBOS = [(scheme, rows, kb) for scheme in A.SCHEMES for rows in (False, True)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sigma=st.floats(1.0, 500.0), combo=st.sampled_from(COMBOS),
        dist=st.sampled_from(["gaussian", "llm-outliers"]), seed=st.integers(0, 1000),
-       hw=st.sampled_from([FPGA, ASPLOS]))
+       hw=st.sampled_from([FPGA, ASPLOS, FPGA16]))
 def test_contract_holds_at_any_logit_spread_on_every_scheme(sigma, combo, dist, seed, hw):
     scheme, rows, kb = combo
     # with lse: each row's log-sum-exp from its statistics within LSE_REL_BOUND too
@@ -33,7 +36,7 @@ def test_contract_holds_at_any_logit_spread_on_every_scheme(sigma, combo, dist, 
     assert m["ok"], (m["max_rel"], m["mean_rel"], m["lse_max_rel"], m["lse_rows_agree"])
 
 
-@pytest.mark.parametrize("hw", [FPGA, ASPLOS], ids=["fpga", "asplos26"])
+@pytest.mark.parametrize("hw", [FPGA, ASPLOS, FPGA16], ids=["fpga", "asplos26", "fpga-int16"])
 @pytest.mark.parametrize("sigma", [300.0, 500.0])
 def test_per_key_scales_on_large_logits_the_issue_case(hw, sigma):
     """The shape that broke the contract: outlier-heavy inputs at logit σ in the hundreds, K
