@@ -375,7 +375,7 @@ class ComputeCore(wiring.Component):
         for stage in range(sm.latency):
             ng, nk = Signal.like(g4, name=f"sm_g{stage}"), Signal.like(k4, name=f"sm_k{stage}")
             m.d.sync += [ng.eq(tg), nk.eq(tk)]
-            tg, tk = ng, nk
+            pg, pk, tg, tk = tg, tk, ng, nk
         with m.If(sm.i.valid):
             m.d.sync += self.exp_busy.eq(self.exp_busy + 1)
         sm_ml = []
@@ -386,10 +386,17 @@ class ComputeCore(wiring.Component):
         for i in range(p):
             # row ρ's new m, ℓ come from the last line of its chain: ρ·b + b − 1
             res = s.from_chain_end(sm_ml, ml_layout, i, "ml")
+            # the P buffer's write address (half by the step's parity, then the group), added
+            # from the tags a stage early and registered per bank: no adder before the write
+            # and each register fans out to one bank's LUT RAMs, not every bank's (the routed
+            # fpga preset's speed-6 critical path, issue #31); distinct initial values keep
+            # synthesis from merging the copies (they are written before any write uses them)
+            pa = Signal(range(2 * gmax), name=f"pb_wa{i}", init=i % (2 * gmax))
+            m.d.sync += pa.eq(Mux(pk[0], gmax, 0) + pg)
             m.d.comb += [
                 ml_wr[i].addr.eq(tg), ml_wr[i].en.eq(sm.o.valid),
                 ml_wr[i].data.eq(res),
-                pb_wr[i].addr.eq(Mux(tk[0], gmax, 0) + tg), pb_wr[i].en.eq(sm.o.valid),
+                pb_wr[i].addr.eq(pa), pb_wr[i].en.eq(sm.o.valid),
                 pb_wr[i].data.p.eq(sm.o.payload.p[i]),
                 pb_wr[i].data.shift.eq(sm.o.payload.shift[i]),
             ]

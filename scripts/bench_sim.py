@@ -6,7 +6,8 @@ workloads and images.
     python scripts/bench_sim.py [--cases tiny:64:16 fpga:1024:64 fpga:4096:64]
                                 [--python-max-cycles 3000000] [--json FILE]
 
-A case is PRESET:N:D. The Python-DRAM path is skipped (and says so) above --python-max-cycles
+A case is PRESET:N:D, or CONFIG.toml:N:D for a configuration file (configs/fpga-8x8.toml:1024:64).
+The Python-DRAM path is skipped (and says so) above --python-max-cycles
 predicted cycles: at ~60k cycles/s it would take minutes. Rates are simulated cycles per
 second of wall time from the start register write to the interrupt.
 """
@@ -44,8 +45,8 @@ def plain(wd: Path, hw, quiet) -> dict:
 
 
 def run_case(spec: str, python_max: int, quiet) -> dict:
-    preset, n, d = spec.split(":")
-    hw = C.preset(preset)
+    preset, n, d = spec.rsplit(":", 2)
+    hw = C.load_toml(preset)[0] if preset.endswith(".toml") else C.preset(preset)
     wl = C.Workload.from_options(hw, n=int(n), d=int(d))
     row = {"case": spec}
     with tempfile.TemporaryDirectory(prefix="attenio-bench-") as tmp:
@@ -74,14 +75,14 @@ def main() -> None:
     ap.add_argument("--json", help="write the rows here as JSON")
     a = ap.parse_args()
     rows = []
-    print(f"{'case':<16}{'cycles':>12}{'fast c/s':>12}{'plain c/s':>12}{'fast/plain':>11}"
+    print(f"{'case':<28}{'cycles':>12}{'fast c/s':>12}{'plain c/s':>12}{'fast/plain':>11}"
           f"{'python c/s':>12}{'fast run s':>11}", flush=True)
     for spec in a.cases:
         row = run_case(spec, int(a.python_max_cycles), lambda *x: None)
         rows.append(row)
         f, p, py = row["fast"], row["plain"], row["python"]
         pyr = f"{py['rate']:>12,.0f}" if "rate" in py else f"{'skipped':>12}"
-        print(f"{spec:<16}{f['cycles']:>12,}{f['rate']:>12,.0f}{p['rate']:>12,.0f}"
+        print(f"{spec:<28}{f['cycles']:>12,}{f['rate']:>12,.0f}{p['rate']:>12,.0f}"
               f"{f['rate'] / p['rate']:>11.2f}{pyr}{f['total_s']:>11.1f}", flush=True)
         if f["verdict"]:
             print(f"  fast path verdict: {f['verdict']}", file=sys.stderr)
