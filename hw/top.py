@@ -212,7 +212,6 @@ class AttenIOTop(wiring.Component):
         refused = Signal()
         start = csr.ctrl[0]
         m.d.comb += [
-            eng_rst.eq(start & ~busy),
             eng.go.eq(busy), eng.abort.eq(csr.ctrl[1]),
             eng.prog_base.eq(Cat(csr.prog_base_lo, csr.prog_base_hi)),
             eng.prog_len.eq(csr.prog_len),
@@ -222,16 +221,23 @@ class AttenIOTop(wiring.Component):
         self._regions(m, csr, eng)
         cycles = Signal(64)
         end = busy & (eng.finished | ((eng.err != 0) & eng.drained))
-        with m.If(start & ~busy):
-            m.d.sync += [busy.eq(1), done.eq(0), refused.eq(0), cycles.eq(0)]
-        with m.Elif(start & busy):
+        # START resets the engine from a register (its reset reaches every register the engine
+        # has: from a register it is one net, not two LUT levels after busy and the CSR; the
+        # routed fpga preset's speed-8 critical path, issue #31), and the run begins the cycle
+        # after: the host sees one cycle more from its write to the interrupt, CYCLES is as it was
+        m.d.sync += eng_rst.eq(start & ~busy & ~eng_rst)
+        with m.If(start & ~busy & ~eng_rst):
+            m.d.sync += [done.eq(0), refused.eq(0), cycles.eq(0)]
+        with m.Elif(start):
             m.d.sync += refused.eq(1)
+        with m.If(eng_rst):
+            m.d.sync += busy.eq(1)
         with m.If(busy):
             m.d.sync += cycles.eq(cycles + 1)
         with m.If(end):
             m.d.sync += [busy.eq(0), done.eq(1)]
         m.d.comb += [
-            csr.status.eq(Cat(busy, done, Const(0, 6), eng.err, Const(0, 4), refused)),
+            csr.status.eq(Cat(busy | eng_rst, done, Const(0, 6), eng.err, Const(0, 4), refused)),
             csr.irq_status_set.eq(end),
             self.irq.eq((csr.irq_status & csr.irq_enable) != 0),
             csr.cycles.eq(cycles),

@@ -218,8 +218,9 @@ def _output_to(path: Path):
 
 
 # the testbench counts a run from the START write's handshake to the cycle it sees the
-# interrupt: the RTL's CYCLES plus the register write reaching CTRL and irq's register
-HOST_CYCLES = 3
+# interrupt: the RTL's CYCLES plus the register write reaching CTRL, the engine's registered
+# reset and irq's register
+HOST_CYCLES = 4
 
 
 @dataclass
