@@ -51,3 +51,30 @@ class Timing:
 
 
 TIMING = Timing()
+
+# Timing mutations (one constant ±1 in the model alone) under which the schedule generator gives
+# the same timeline, each with its reason: no RTL workload can catch them, so the mutation
+# campaign (scripts/mutate_timing.py) records them without running them, and
+# tests/sim/test_equivalent_mutations.py holds each claim on a sweep that reaches every engine.
+EQUIVALENT_MUTATIONS: dict[tuple[str, int], str] = {
+    # the fetch buffer holds whole chunks (fetch_buffer // fetch_chunk): 17 holds two, as 16
+    ("fetch_buffer", +1): "the buffer holds whole chunks",
+    # the channel's first request waits fetch_gap after its initial "last request" at −1:
+    # with fetch_gap = 2 it is at cycle ≥ 1 whatever fetch_delay below 1 says
+    ("fetch_delay", -1): "the first request is at cycle ≥ fetch_gap − 1 = 1 anyway",
+    # a chunk's data takes ≥ 2 cycles (8 instructions of 32 B on a bus of ≤ 128 B), so the
+    # next chunk's data never starts before the last ends when requests are 1 or 2 apart
+    ("fetch_gap", -1): "a chunk's data outlasts a gap of 1 or 2",
+    # a queue instruction keeps its engine ≥ request_delay + 1 cycles, so the engine, not the
+    # queue's room, holds back the next one; the other queues' instructions behind a full
+    # queue wait on its data (tokens) in generated programs
+    ("queue_depth", +1): "the engines, not the queues' room, hold instructions back",
+    ("queue_depth", -1): "the engines, not the queues' room, hold instructions back",
+    # the ring caps K/V bursts in flight at 2 · ring rows ≤ 16 and Q/O transfers are one
+    # burst a row or a 4 KB line: 17 in flight never occurs
+    ("max_outstanding", +1): "no program has 17 bursts in flight",
+    # the model does not read it: the store drains the output FIFO as the finalize fills it
+    # (the FIFO's room is the RTL's concern: tests/hw/test_core.py, the output stalled)
+    ("out_fifo_depth", +1): "the model does not read it",
+    ("out_fifo_depth", -1): "the model does not read it",
+}

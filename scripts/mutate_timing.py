@@ -28,13 +28,10 @@ import sys
 import time
 from pathlib import Path
 
+from attenio.contract.timing import EQUIVALENT_MUTATIONS as EQUIVALENT
 from attenio.contract.timing import Timing
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-# mutations the schedule generator gives the same timeline with, each with its reason, held by
-# a test on a sweep of workloads (no RTL run can catch them: they are not run here)
-from tests.sim.test_equivalent_mutations import EQUIVALENT  # noqa: E402
 
 # The fast RTL subset: each case asserts cycles, bytes and PE busy equal to the prediction
 # (SimResult.failures), across shapes that reach every engine: one row and odd lengths, the
