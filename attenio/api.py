@@ -118,10 +118,10 @@ def _flag(name: str, value) -> bool:
     return bool(value)
 
 
-def _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale=None):
+def _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale=None, table=None):
     """The dequantized output ``[batch, heads, seq, d]`` and, with ``wl.lse``, each row's
     log-sum-exp ``[batch, heads, seq]`` (float32, FlashAttention's ``softmax_lse`` dtype;
-    else None)."""
+    else None). ``table``: K and V are a paged pool read through it."""
     from attenio.model.accuracy import Q_SCALES, quantize_scheme, run_int
     from attenio.model.numerics import logsumexp
 
@@ -138,7 +138,7 @@ def _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale=None):
         q4 = q4 * (float(softmax_scale) * math.sqrt(wl.head_dim))
     host = quantize_scheme(hw, q4, k4, v4, scheme, q_rows=q_scales == "row", k_block=k_block)
     ml = {}
-    out = run_int(hw, wl, host, ml=ml)
+    out = run_int(hw, wl, host, ml=ml, table=table)
     return out, (logsumexp(hw, ml["m"], ml["l"]).astype(np.float32) if wl.lse else None)
 
 
@@ -215,20 +215,25 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
     ``flash_attn_with_kvcache`` layout and arguments: ``q`` is ``[batch, seqlen_q, heads,
     d]``; sequence b sees the first ``cache_seqlens[b]`` keys of its cache. Without
     ``block_table`` the caches are ``[batch, seqlen_cache, kv_heads, d]``; with it (``[batch,
-    pages]`` of page indices) they are ``[num_pages, page_size, kv_heads, d]`` and sequence
-    b's key j lies in page ``block_table[b][j // page_size]``, as the accelerator reads a paged
-    cache (docs/isa.md, "Paged K/V"). ``causal`` is aligned at each sequence's bottom right
-    (the new queries are the cache's last positions), ``window`` and ``softmax_scale`` as
-    :func:`attention`'s.
+    pages]`` of page indices, −1 for unused trailing entries as vLLM pads them; pages may be
+    shared between sequences) they are ``[num_pages, page_size, kv_heads, d]`` and sequence
+    b's key j lies in page ``block_table[b][j // page_size]``. The pages stay where they lie:
+    the integer model reads each sequence's keys through the table, as the accelerator walks
+    it (docs/isa.md, "Paged K/V"; no gathered copy of the cache is made), and the cache is
+    quantized as the host would quantize its pool (the pages no sequence touches left out).
+    ``causal`` is aligned at each sequence's bottom right (the new queries are the cache's
+    last positions), ``window`` and ``softmax_scale`` as :func:`attention`'s.
     Returns ``[batch, seqlen_q, heads, d]``; with ``return_lse``, ``(out, lse)``, ``lse``
     ``[batch, heads, seqlen_q]`` (FlashAttention's ``return_softmax_lse``).
 
     Raises
     ------
     ConfigError
-        Shapes that disagree, a length of 0 or past the cache, a page index outside the
-        cache or a table too short for its sequence (naming the entry), a page size the
-        hardware's table cannot express, options as :func:`attention`.
+        Shapes that disagree, a batch that is not ``cache_seqlens``'s, a length that is not
+        an integer in [1, the cache's keys], a block table entry that is not an integer page
+        of the cache (or −1 past the sequence's pages), a table too short for its sequence
+        (naming the sequence and the entry), a page size the hardware's table cannot
+        express, options as :func:`attention`.
     """
     hw = hardware(preset)
     q4 = np.asarray(q, dtype=np.float64)
@@ -236,44 +241,82 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
         raise bad("q", f"an array of shape {q4.shape}", "[batch, seqlen_q, heads, head dim] "
                   "(FlashAttention's kvcache layout)")
     b, sq, h, d = q4.shape
-    k, v, lens, page = _gather_cache(k_cache, v_cache, cache_seqlens, block_table, b)
-    res = attention_varlen(q4.reshape(b * sq, h, d), k, v, [i * sq for i in range(b + 1)],
-                           [0, *np.cumsum(lens).tolist()], causal=causal, window=window,
-                           preset=hw, scheme=scheme, q_scales=q_scales, k_block=k_block,
-                           page_size=page, softmax_scale=softmax_scale,
-                           return_lse=return_lse)
-    out, lse = res if return_lse else (res, None)
-    out = out.reshape(b, sq, h, d)
-    return (out, lse.reshape(h, b, sq).transpose(1, 0, 2)) if return_lse else out
-
-
-def _gather_cache(k_cache, v_cache, cache_seqlens, block_table, batch: int):
-    """Each sequence's first ``cache_seqlens[b]`` keys, packed (``[total, kv_heads, d]``), its
-    lengths and the page size (0 without a block table)."""
     kc, vc = np.asarray(k_cache, dtype=np.float64), np.asarray(v_cache, dtype=np.float64)
     if kc.ndim != 4 or kc.shape != vc.shape:
         raise bad("k_cache", f"shape {kc.shape} (v_cache {vc.shape})",
                   "two arrays of one shape [batch or pages, keys, kv_heads, head dim]")
-    lens = np.broadcast_to(np.asarray(cache_seqlens), (batch,)).astype(np.int64)
-    page = kc.shape[1] if block_table is not None else 0
-    span = kc.shape[1] if block_table is None else None
-    if block_table is None and kc.shape[0] != batch:
-        raise bad("k_cache", f"{kc.shape[0]} sequences", f"q's batch, {batch}")
-    for i, n in enumerate(lens):
-        if n < 1 or (span is not None and n > span):
-            raise bad(f"cache_seqlens[{i}]", int(n), f"must be in [1, {span or 'pages·size'}]")
+    lens = _cache_lengths(cache_seqlens, b, kc, block_table is not None)
     if block_table is None:
-        keys = [kc[i, :n] for i, n in enumerate(lens)]
-        values = [vc[i, :n] for i, n in enumerate(lens)]
-    else:
-        from attenio.sim.layout import check_block_tables
+        if kc.shape[0] != b:
+            raise bad("k_cache", f"{kc.shape[0]} sequences", f"q's batch, {b}")
+        k = np.concatenate([kc[i, :n] for i, n in enumerate(lens)])
+        v = np.concatenate([vc[i, :n] for i, n in enumerate(lens)])
+        res = attention_varlen(q4.reshape(b * sq, h, d), k, v, [i * sq for i in range(b + 1)],
+                               [0, *np.cumsum(lens).tolist()], causal=causal, window=window,
+                               preset=hw, scheme=scheme, q_scales=q_scales, k_block=k_block,
+                               softmax_scale=softmax_scale, return_lse=return_lse)
+        out, lse = res if return_lse else (res, None)
+        out = out.reshape(b, sq, h, d)
+        return (out, lse.reshape(h, b, sq).transpose(1, 0, 2)) if return_lse else out
+    out, lse = _paged_kvcache(hw, q4, kc, vc, lens, block_table, causal, window, scheme,
+                              q_scales, k_block, softmax_scale, return_lse)
+    return (out, lse) if return_lse else out
 
-        rows = check_block_tables(block_table, [-(-int(n) // page) for n in lens],
-                                  kc.shape[0], "a page of k_cache")
-        keys = [kc[list(r)].reshape(-1, *kc.shape[2:])[:n] for r, n in zip(rows, lens, strict=True)]
-        values = [vc[list(r)].reshape(-1, *vc.shape[2:])[:n]
-                  for r, n in zip(rows, lens, strict=True)]
-    return np.concatenate(keys), np.concatenate(values), lens.tolist(), page
+
+def _cache_lengths(cache_seqlens, batch: int, kc: np.ndarray, paged: bool) -> list[int]:
+    """``cache_seqlens`` (an integer for all, or one per sequence) checked: one per sequence
+    of q's batch, each an integer in [1, the keys a cache holds]."""
+    from attenio.blocktable import check_lengths
+
+    lens = cache_seqlens
+    if isinstance(lens, (int, np.integer)) and not isinstance(lens, bool):
+        lens = [int(lens)] * batch
+    arr = np.asarray(lens) if not isinstance(lens, (list, tuple)) else None
+    if arr is not None and arr.ndim == 0:
+        lens = [arr.item()] * batch
+    if paged:
+        hi, what = kc.shape[0] * kc.shape[1], f"the {kc.shape[0]} pages of {kc.shape[1]} keys"
+    else:
+        hi, what = kc.shape[1], f"the {kc.shape[1]} keys of a k_cache row"
+    out = list(check_lengths("cache_seqlens", lens, hi, what))
+    if len(out) != batch:
+        raise bad("cache_seqlens", f"{len(out)} lengths", f"one per sequence of q's batch, "
+                  f"{batch}")
+    return out
+
+
+def _paged_kvcache(hw, q4, kc, vc, lens, block_table, causal, window, scheme, q_scales,
+                   k_block, softmax_scale, return_lse):
+    """The paged case of :func:`attention_with_kvcache`: the integer model on the pool,
+    each sequence's keys read through the table."""
+    from attenio.blocktable import BlockTable
+
+    b, sq, h, d = q4.shape
+    pages, page, hk, dk = kc.shape
+    if dk != d:
+        raise bad("k_cache", f"shape {kc.shape}", f"head dim {d} as q")
+    if hk == 0 or h % hk:
+        raise bad("k_cache", f"{hk} heads", f"a divisor of q's {h} heads (GQA)")
+    table = BlockTable.of(block_table, lens, page, pages, what="a page of k_cache")
+    left, right = check_window(window)
+    wl = C.VarlenWorkload(seqlens_q=[sq] * b, seqlens_k=lens, head_dim=d, heads=h,
+                          kv_heads=hk, causal=causal, element_bytes=hw.element_bytes,
+                          window_left=left, window_right=right, page_size=page,
+                          lse=_flag("return_lse", return_lse))
+    # the pool as [1, kv_heads, pages · page, d]; rows no sequence reads are left out of the
+    # host's scales (zeros: they move neither a maximum nor, being unread, any result)
+    touched = np.zeros(pages * page, dtype=bool)
+    for i in range(b):
+        touched[table.key_rows(i)] = True
+    pool = []
+    for c in (kc, vc):
+        x = c.transpose(2, 0, 1, 3).reshape(1, hk, pages * page, d)
+        pool.append(np.where(touched[None, None, :, None], x, 0.0))
+    qp = q4.reshape(b * sq, h, d).transpose(1, 0, 2)[None]
+    out, lse = _run_int(hw, wl, qp, pool[0], pool[1], scheme, q_scales, k_block, softmax_scale,
+                        table=table)
+    out = out[0].transpose(1, 0, 2).reshape(b, sq, h, d)
+    return out, (None if lse is None else lse[0].reshape(h, b, sq).transpose(1, 0, 2))
 
 
 def reference_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k,

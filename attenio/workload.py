@@ -278,7 +278,7 @@ class VarlenWorkload(_HeadsAndMasks, Serializable):
                         head_dim=self.head_dim, heads=self.heads, kv_heads=self.kv_heads,
                         causal=self.causal, element_bytes=self.element_bytes,
                         window_left=self.window_left, window_right=self.window_right,
-                        page_size=self.page_size)
+                        page_size=self.page_size, lse=self.lse)
 
 
 MAX_PAGE = 1 << 15     # the ISA's 4-bit page_log2

@@ -11,12 +11,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attenio.blocktable import BlockTable
 from attenio.config import HardwareConfig, Workload
 from attenio.model import numerics as nm
 from attenio.model import reference as ref
 
 __all__ = ["MAX_REL_BOUND", "MEAN_REL_BOUND", "GoldenInputs", "quantized_inputs",
-           "golden_output", "error_vs_float", "logit_sigma", "within_bounds", "golden_check"]
+           "multipliers", "golden_output", "error_vs_float", "logit_sigma", "within_bounds",
+           "golden_check"]
 
 # the accuracy contract: error against float64 attention of the quantized inputs, as a
 # fraction of V's range
@@ -41,42 +43,104 @@ class GoldenInputs:
     sq: float | np.ndarray
     sk: float | np.ndarray
     sv: float | np.ndarray      # per tensor, or per K/V head and channel [b, hk, 1, d]
+    # a paged cache as it lies: K, V (and per-key K scales) are the pool's rows, ``[1,
+    # kv_heads, pages · page_size, d]``, and sequence i's keys are ``table.key_rows(i)``
+    table: BlockTable | None = None
+
+    def gathered(self, wl: Workload) -> GoldenInputs:
+        """These inputs with a paged cache's keys gathered into the workload's own K/V
+        tensors (``[batch, kv_heads, seq_k, ·]``): what the float64 reference reads (the
+        integer model reads the pages where they lie)."""
+        if self.table is None:
+            return self
+        t = self.table
+
+        def gather(x):
+            if np.ndim(x) == 0:
+                return x                 # one scale for the tensor
+            out = np.zeros((wl.batch, wl.kv_heads, wl.seq_k, x.shape[3]), dtype=x.dtype)
+            for i, seg in enumerate(wl.segments()):
+                out[seg.batch, :, seg.keys] = x[0][:, t.key_rows(i)]
+            return out
+
+        return GoldenInputs(self.q, gather(self.k), gather(self.v), self.sq, gather(self.sk),
+                            self.sv)
 
 
 def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
                      seed: int = 0, q_rows: bool = False, k_block: int | None = None,
                      scheme: str = "tensor", floats=None,
-                     sigma: float | None = None) -> GoldenInputs:
+                     sigma: float | None = None, table: BlockTable | None = None,
+                     checked: bool = False) -> GoldenInputs:
     """Float Q, K, V of ``wl`` quantized to ``hw.data_bits`` the way the host does it: the
     built-in class ``dist`` with ``seed`` (:data:`accuracy.DISTRIBUTIONS`: ``gaussian``,
     ``uniform``, ``llm-outliers``, ``peaky``) or the user's ``floats`` (``[q, k, v]``), under
     the host ``scheme`` (``tensor``, ``smooth``, ``rotate``), Q per row with ``q_rows``, K per
     block of ``k_block`` keys if given (:func:`accuracy.quantize_scheme`); ``sigma``: the
     built-in inputs scaled to that logit standard deviation (:func:`accuracy.make_inputs`).
+    With a block ``table`` (a paged cache) K and V are drawn for the pool's pages
+    (``[1, kv_heads, pages · page_size, d]``), where the table says each sequence's keys lie:
+    a page that two sequences share holds one set of keys. ``checked``: the caller has
+    checked ``wl`` against ``hw`` already (a run plan's workload).
 
     Raises ConfigError for a workload the hardware cannot run, an unknown ``dist`` or
     ``scheme``.
     """
     from attenio.model.accuracy import make_inputs, quantize_scheme
 
-    hw.check_workload(wl)
-    q, k, v = floats if floats is not None else make_inputs(wl, dist, seed, sigma)
+    if not checked:
+        hw.check_workload(wl)
+    if floats is not None:
+        q, k, v = floats
+    elif table is not None:
+        pool = Workload(seq_q=wl.seq_q, seq_k=table.pages * table.page_size,
+                        head_dim=wl.head_dim, heads=wl.heads, kv_heads=wl.kv_heads,
+                        batch=wl.batch)
+        q, k, v = make_inputs(pool, dist, seed, sigma)
+        k, v = k[:1], v[:1]
+    else:
+        q, k, v = make_inputs(wl, dist, seed, sigma)
     h = quantize_scheme(hw, q, k, v, scheme, q_rows=q_rows, k_block=k_block)
-    return GoldenInputs(h.q, h.k, h.v, h.sq, h.sk, h.sv)
+    return GoldenInputs(h.q, h.k, h.v, h.sq, h.sk, h.sv, table)
+
+
+def multipliers(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> nm.ScaleParams:
+    """The softmax multipliers the host writes for ``inp``'s scales, worked out once for a
+    run (its plan carries them): one pair for the tensor; with one Q scale per row (``inp.sq``
+    ``[batch, heads, seq_q, 1]``) one pair per row, flat; with one K scale per key (``inp.sk``)
+    each key's factor against twice the largest K scale, flat over ``inp.k``'s rows."""
+    per_row = np.ndim(inp.sq) > 0
+    per_key = np.ndim(inp.sk) > 0
+    sk = inp.sk
+    if per_key:
+        ks, sk = nm.key_reference(inp.sk)
+    if per_row:
+        sq = np.asarray(inp.sq, dtype=np.float64).reshape(wl.batch, wl.heads, wl.seq_q)
+        sp = nm.softmax_scale_rows(hw, sq.reshape(-1), sk, wl.head_dim)
+    else:
+        sp = nm.softmax_scale(hw, inp.sq, sk, wl.head_dim)
+    if per_key:
+        sp = nm.with_key_scales(hw, sp, ks.reshape(-1), sk)
+    return sp
 
 
 def golden_output(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, *,
-                  stepwise: bool = False, progress=None, ml: dict | None = None) -> np.ndarray:
+                  stepwise: bool = False, progress=None, ml: dict | None = None,
+                  scale: nm.ScaleParams | None = None) -> np.ndarray:
     """The integer model's output: what the accelerator must write, bit for bit (``ml``: a
-    dict that receives each row's statistics, what it writes after O with ``lse``)."""
+    dict that receives each row's statistics, what it writes after O with ``lse``).
+    ``scale``: the run plan's multipliers for these inputs (then neither the workload nor
+    the multipliers are worked out again); a paged cache's keys are read through
+    ``inp.table`` where they lie."""
     return nm.attention_int(hw, wl, inp.q, inp.k, inp.v, inp.sq, inp.sk, stepwise=stepwise,
-                            progress=progress, ml=ml)
+                            progress=progress, ml=ml, table=inp.table, plan_scale=scale)
 
 
 def error_vs_float(hw: HardwareConfig, wl: Workload, out: np.ndarray,
                    inp: GoldenInputs) -> dict:
     """Error of the integer output ``out`` against float64 attention of the quantized inputs
     (``max_abs``, ``max_rel``, ``mean_rel`` … as :func:`reference.error_metrics`)."""
+    inp = inp.gathered(wl)
     exact = ref.attention_of(wl, inp.q * inp.sq, inp.k * inp.sk, inp.v * inp.sv)
     sv = inp.sv
     if isinstance(sv, np.ndarray):          # per K/V head and channel → per query head
@@ -89,6 +153,7 @@ def lse_error(hw: HardwareConfig, wl: Workload, ml: dict, inp: GoldenInputs) -> 
     against float64's on the same quantized inputs: ``lse_max_abs`` over the rows that see a
     key, and ``lse_rows_agree`` (a row sees no key in both, or in neither)."""
     got = nm.logsumexp(hw, ml["m"], ml["l"])
+    inp = inp.gathered(wl)
     exact = ref.lse_of(wl, inp.q * inp.sq, inp.k * inp.sk)
     seen = np.isfinite(exact)
     err = np.abs(got[seen] - exact[seen])
@@ -119,13 +184,13 @@ def within_bounds(metrics: dict) -> bool:
 def golden_check(hw: HardwareConfig, wl: Workload, dist: str = "gaussian", seed: int = 0,
                  stepwise: bool = False, progress=None, *, scheme: str = "tensor",
                  q_rows: bool = False, k_block: int | None = None, floats=None,
-                 sigma: float | None = None) -> dict:
+                 sigma: float | None = None, table: BlockTable | None = None) -> dict:
     """The whole sequence on the inputs of :func:`quantized_inputs` (the same arguments): the
     metrics, the two models' times (``t_int``, ``t_ref``), the softmax ``scale`` (``None``
     with per-row or per-key scales), the logits' ``logit_sigma`` and ``ok`` (within the
-    bounds)."""
+    bounds). ``table``: a paged cache's block table (the inputs are then its pool)."""
     inp = quantized_inputs(hw, wl, dist, seed, q_rows=q_rows, k_block=k_block, scheme=scheme,
-                           floats=floats, sigma=sigma)
+                           floats=floats, sigma=sigma, table=table)
     t0 = time.perf_counter()
     ml = {}
     out = golden_output(hw, wl, inp, stepwise=stepwise, progress=progress, ml=ml)

@@ -367,20 +367,26 @@ def _standard(hw: HardwareConfig, nq: int, nk: int, d: int) -> Traffic:
 
 
 def workload_traffic(hw: HardwareConfig, wl, dataflow: str = "attenio",
-                     tiling: Tiling | list[Tiling] | None = None) -> Traffic:
+                     tiling: Tiling | list[Tiling] | None = None,
+                     table_starts: list[int] | None = None) -> Traffic:
     """Traffic of a whole workload: every batch, every K/V head and its query heads; of a
     varlen batch (``VarlenWorkload``), the sum of its sequences', each under its own tiling
-    (``tiling``: one per sequence, or one for all)."""
+    (``tiling``: one per sequence, or one for all). A paged cache reads each sequence's table
+    from entry ``table_starts[i]`` of the tables (default: the rows one after another, each
+    exactly its pages: the seeded shuffle's layout)."""
     tilings = tiling if isinstance(tiling, list) else [tiling] * wl.sequences
     if not isinstance(wl, Workload) or (wl.page_size and wl.batch > 1):
-        # sequence by sequence (a paged cache: each with its own table, one after another)
+        # sequence by sequence (a paged cache: each with its own table row)
         total, table0 = Traffic(), 0
         for i, t in enumerate(tilings):
             one = wl.sequence(i)
+            if table_starts is not None:
+                table0 = table_starts[i]
             total = total + _sequence_traffic(hw, one, dataflow, t, table0)
             table0 += _cdiv(one.seq_k, wl.page_size) if wl.page_size else 0
         return total
-    return _sequence_traffic(hw, wl, dataflow, tilings[0])
+    return _sequence_traffic(hw, wl, dataflow, tilings[0],
+                             table_starts[0] if table_starts else 0)
 
 
 def _sequence_traffic(hw, wl: Workload, dataflow: str, tiling, table0: int = 0) -> Traffic:

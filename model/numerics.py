@@ -473,24 +473,31 @@ def _check_int_tensor(name: str, x, shape: tuple[int, ...], bits: int) -> np.nda
 
 def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q_scale,
                   k_scale: float, *, stepwise: bool = False, progress=None,
-                  ml: dict | None = None) -> np.ndarray:
+                  ml: dict | None = None, table=None,
+                  plan_scale: ScaleParams | None = None) -> np.ndarray:
     """Integer attention for a whole workload, exactly as the accelerator computes it (each
     sequence of a :class:`VarlenWorkload` on its own rows and keys, ``wl.segments()``).
 
     Parameters
     ----------
     q : int array ``[batch, heads, seq_q, head_dim]``
-    k, v : int arrays ``[batch, kv_heads, seq_k, head_dim]``
+    k, v : int arrays ``[batch, kv_heads, seq_k, head_dim]``; with ``table`` (a paged cache,
+        :class:`attenio.blocktable.BlockTable`) the pool's rows ``[1, kv_heads, pages ·
+        page_size, head_dim]``, sequence i's keys read where ``table.key_rows(i)`` says
+        they lie (no copy of the cache is gathered)
     q_scale, k_scale : per-tensor scales of q and k (V's scale does not enter the datapath);
         ``q_scale`` may instead be one scale per query row, ``[batch, heads, seq_q, 1]`` (the
         per-row multipliers of :func:`softmax_scale_rows`), and ``k_scale`` one per key,
         ``[batch, kv_heads, seq_k, 1]`` (per-block K scales, :func:`quantize_keys`; twice the
         largest over the tensor is the reference and each key carries its factor,
-        :func:`key_factors`)
+        :func:`key_factors`; with ``table``, one per pool row)
     stepwise : use the block-by-block model instead of the vectorized one (same result)
     progress : ``progress(fraction)`` after each head, if given
     ml : if a dict, it receives ``m`` and ``l``, int64 ``[batch, heads, seq_q]``: each row's
         softmax statistics (:func:`row_stats`; :func:`logsumexp` turns them into the LSE)
+    plan_scale : the multipliers a run plan made of these scales (one pair, or per row
+        ``[batch·heads·seq_q]`` and per key ``[batch·kv_heads·keys]`` as the DRAM image
+        carries them): taken instead of working them out again, and ``wl`` taken as checked
 
     Returns
     -------
@@ -502,32 +509,41 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
     ConfigError
         A workload the hardware cannot run, or tensors whose shape, dtype or range do not match.
     """
-    cfg.check_workload(wl)
+    if plan_scale is None:
+        cfg.check_workload(wl)
     b, h, hk, nq, nk, d = wl.batch, wl.heads, wl.kv_heads, wl.seq_q, wl.seq_k, wl.head_dim
+    kb, kn = (1, table.pages * table.page_size) if table is not None else (b, nk)
     q = _check_int_tensor("q", q, (b, h, nq, d), cfg.data_bits)
-    k = _check_int_tensor("k", k, (b, hk, nk, d), cfg.data_bits)
-    v = _check_int_tensor("v", v, (b, hk, nk, d), cfg.data_bits)
+    k = _check_int_tensor("k", k, (kb, hk, kn, d), cfg.data_bits)
+    v = _check_int_tensor("v", v, (kb, hk, kn, d), cfg.data_bits)
     rows_q = np.ndim(q_scale) > 0
     if rows_q:
         qs = _scale_array("q_scale", q_scale, (b, h, nq))
     keys_k = np.ndim(k_scale) > 0
     if keys_k:
-        ks, sk = key_reference(_scale_array("k_scale", k_scale, (b, hk, nk)))
+        ks, sk = key_reference(_scale_array("k_scale", k_scale, (kb, hk, kn)))
     else:
         sk = k_scale
-    if not rows_q:
+    if plan_scale is not None:
+        sp = plan_scale
+    elif not rows_q:
         sp = softmax_scale(cfg, q_scale, sk, d)
     out = np.empty((b, h, nq, d), dtype=np.int64)
     stats = {"m": np.empty((b, h, nq), dtype=np.int64), "l": np.empty((b, h, nq), dtype=np.int64)}
     g = wl.group_size
-    units = [(seg, hi) for seg in wl.segments() for hi in range(h)]
-    for n0, (seg, hi) in enumerate(units):
-        bi, rq, rk = seg.batch, seg.rows, seg.keys
-        if rows_q:
-            sp = softmax_scale_rows(cfg, qs[bi, hi, rq], sk, d)
-        if keys_k:
-            sp = with_key_scales(cfg, sp, ks[bi, hi // g, rk], sk)
-        args = (cfg, q[bi, hi, rq], k[bi, hi // g, rk], v[bi, hi // g, rk], sp, wl.causal)
+    units = [(i, seg, hi) for i, seg in enumerate(wl.segments()) for hi in range(h)]
+    for n0, (i, seg, hi) in enumerate(units):
+        bi, rq = seg.batch, seg.rows
+        # where the sequence's keys lie: its own span, or its pages in the pool
+        kbi, rk = (0, table.key_rows(i)) if table is not None else (bi, seg.keys)
+        if plan_scale is not None:
+            sp = _unit_scale(plan_scale, wl, bi, hi, rq, kbi, hi // g, rk, kn)
+        else:
+            if rows_q:
+                sp = softmax_scale_rows(cfg, qs[bi, hi, rq], sk, d)
+            if keys_k:
+                sp = with_key_scales(cfg, sp, ks[kbi, hi // g, rk], sk)
+        args = (cfg, q[bi, hi, rq], k[kbi, hi // g, rk], v[kbi, hi // g, rk], sp, wl.causal)
         one = {}
         if stepwise:
             out[bi, hi, rq] = attention_head_stepwise(*args, window=wl.window, ml=one)
@@ -540,6 +556,20 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
     if ml is not None:
         ml.update(stats)
     return out
+
+
+def _unit_scale(sp: ScaleParams, wl, bi: int, hi: int, rq: slice, kbi: int, hki: int, rk,
+                kn: int) -> ScaleParams:
+    """A whole run's multipliers (flat per row ``[b·h·seq_q]``, per key ``[kb·hk·kn]``)
+    narrowed to one head of one sequence: its rows and its keys."""
+    if sp.per_row:
+        base = (bi * wl.heads + hi) * wl.seq_q
+        sp = sp.take(np.arange(base + rq.start, base + rq.stop))
+    if sp.k_m is not None:
+        base = (kbi * wl.kv_heads + hki) * kn
+        idx = base + (np.arange(rk.start, rk.stop) if isinstance(rk, slice) else rk)
+        sp = ScaleParams(sp.c_m, sp.c_sh, np.asarray(sp.k_m)[idx], np.asarray(sp.k_e)[idx])
+    return sp
 
 
 def _scale_array(name: str, x, shape: tuple[int, ...]) -> np.ndarray:

@@ -11,18 +11,13 @@ import numpy as np
 
 from attenio.config import HardwareConfig, Workload
 from attenio.contract.formats import scale_word_bytes
-from attenio.contract.program import encode
 from attenio.errors import bad
-from attenio.model.golden import GoldenInputs
-from attenio.model.numerics import (
-    key_reference,
-    softmax_scale,
-    softmax_scale_rows,
-    with_key_scales,
-)
-from attenio.sim.schedule import Layout, Schedule, schedule
+from attenio.model.golden import GoldenInputs, multipliers
+from attenio.sim.layout import Layout
+from attenio.sim.plan import RunPlan, build_plan
+from attenio.sim.timeline import Schedule
 
-__all__ = ["RunImage", "run_image"]
+__all__ = ["RunImage", "run_image", "plan_for"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +25,7 @@ class RunImage:
     """What a host writes to DRAM before ``CTRL.START`` and what it reads back."""
 
     inputs: GoldenInputs
-    schedule: Schedule
+    plan: RunPlan
     program: bytes
     layout: Layout
     image: bytes
@@ -38,6 +33,11 @@ class RunImage:
     ob: int               # bytes per output element
     row: int              # elements a row occupies in DRAM (head_dim padded to whole words)
     o_row: int            # elements an O row occupies: ``row``, plus its statistics' word (lse)
+
+    @property
+    def schedule(self) -> Schedule:
+        """The plan's schedule (tilings, program, timeline)."""
+        return self.plan.schedule
 
     def pack_output(self, o: np.ndarray) -> bytes:
         """O (batch, heads, seq_q, head_dim) as a run without ``lse`` writes it at
@@ -81,56 +81,60 @@ def _with_words(data: bytes, words: np.ndarray, shape: tuple[int, ...], row_byte
 
 
 def _place_pages(image: bytearray, lay: Layout, wl: Workload, k_rows: bytes,
-                 v_rows: bytes) -> None:
-    """A paged cache's bytes: each sequence's K and V rows (``[batch, kv_heads, seq_k, row]``
-    packed) copied page by page into their slots, and the block tables."""
+                 v_rows: bytes, pool: bool) -> None:
+    """A paged cache's bytes and its block table. ``pool``: K and V rows are the pool's
+    (``[kv_heads, pages · page_size, row]`` packed: the caller's cache as it lies), each page
+    copied to its slot; else the workload's own rows (``[batch, kv_heads, seq_k, row]``),
+    each sequence's copied page by page into the slots its table names."""
     pc, page = lay.paged, wl.page_size
     rows = {}
     for name, data in (("k", k_rows), ("v", v_rows)):
-        rows[name] = np.frombuffer(data, dtype=np.uint8).reshape(wl.batch, wl.kv_heads,
-                                                                 wl.seq_k, -1)
-    for i, seg in enumerate(wl.segments()):
-        for g, slot in enumerate(pc.slots[i]):
-            lo, hi = seg.k0 + g * page, seg.k0 + min((g + 1) * page, seg.seq_k)
-            for name, pool in (("k", lay.k), ("v", lay.v)):
-                r = rows[name][seg.batch, :, lo:hi]            # [kv_heads, keys, row]
-                rb = r.shape[-1]
-                for h in range(wl.kv_heads):
-                    at = pool + slot * pc.pitch + h * page * rb
-                    image[at:at + (hi - lo) * rb] = r[h].tobytes()
+        shape = (1, wl.kv_heads, pc.n_slots * page) if pool else (wl.batch, wl.kv_heads,
+                                                                   wl.seq_k)
+        rows[name] = np.frombuffer(data, dtype=np.uint8).reshape(*shape, -1)
+    if pool:
+        spans = [(0, s * page, (s + 1) * page, s) for s in range(pc.n_slots)]
+    else:
+        spans = [(seg.batch, seg.k0 + g * page, seg.k0 + min((g + 1) * page, seg.seq_k), slot)
+                 for i, seg in enumerate(wl.segments()) for g, slot in enumerate(pc.slots[i])]
+    for b, lo, hi, slot in spans:
+        for name, base in (("k", lay.k), ("v", lay.v)):
+            r = rows[name][b, :, lo:hi]            # [kv_heads, keys, row]
+            rb = r.shape[-1]
+            for h in range(wl.kv_heads):
+                at = base + slot * pc.pitch + h * page * rb
+                image[at:at + (hi - lo) * rb] = r[h].tobytes()
     words = lay.table_words.tobytes()
     image[lay.tables:lay.tables + len(words)] = words
 
 
-def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs,
-              block_tables=None) -> RunImage:
-    """The program for ``wl`` (with the softmax multiplier of ``inp``'s scales) and the DRAM
-    image holding it and ``inp``'s Q, K and V. With one Q scale per row (``inp.sq`` of shape
-    ``[batch, heads, seq_q, 1]``) each Q row carries its own multiplier (``row_scales``); with
-    one K scale per key (``inp.sk`` of shape ``[batch, kv_heads, seq_k, 1]``) each K row
-    carries its factor against twice the largest K scale (``key_scales``). A paged workload
-    (``page_size``) has its K and V in pages (``block_tables``: each sequence's slots, or a
-    seeded shuffle) and its block tables in the image."""
-    per_row = np.ndim(inp.sq) > 0
-    per_key = np.ndim(inp.sk) > 0
-    sk = inp.sk
-    if per_key:
-        ks, sk = key_reference(inp.sk)
-    if per_row:
-        sq = np.asarray(inp.sq, dtype=np.float64).reshape(wl.batch, wl.heads, wl.seq_q)
-        sp = softmax_scale_rows(hw, sq.reshape(-1), sk, wl.head_dim)
-    else:
-        sp = softmax_scale(hw, inp.sq, sk, wl.head_dim)
-    if per_key:
-        sp = with_key_scales(hw, sp, ks.reshape(-1), sk)
-    sched = schedule(hw, wl, scale=sp, keep_spans=False, block_tables=block_tables)
-    program = encode(sched.program)
-    lay = Layout.packed(hw, wl, len(program), per_row, per_key, block_tables)
+def plan_for(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, block_table=None,
+             **kw) -> RunPlan:
+    """The run plan of ``wl`` on ``inp``: its multipliers (:func:`model.golden.multipliers`)
+    and the block table of a paged cache (``inp.table`` where the inputs are a pool, else
+    ``block_table`` or the seeded shuffle); ``kw`` as :func:`build_plan`'s (``checked``:
+    ``wl`` was checked against ``hw`` already)."""
+    table = inp.table if inp.table is not None else block_table
+    return build_plan(hw, wl, scale=multipliers(hw, wl, inp), block_table=table, **kw)
+
+
+def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, block_table=None, *,
+              plan: RunPlan | None = None, checked: bool = False) -> RunImage:
+    """The program of ``plan`` (default :func:`plan_for` ``wl`` on ``inp``, with
+    ``block_table``) and the DRAM image holding it and ``inp``'s Q, K and V. With one Q scale
+    per row each Q row carries its own multiplier (``row_scales``); with one K scale per key
+    each K row carries its factor against twice the largest K scale (``key_scales``). A paged
+    workload (``page_size``) has its K and V in pages where the plan's block table puts them
+    (a pool of the caller's, ``inp.table``, as it lies) and the table in the image."""
+    plan = plan if plan is not None else plan_for(hw, wl, inp, block_table, checked=checked)
+    sp, lay = plan.scale, plan.layout
+    per_row, per_key = sp.per_row, sp.k_m is not None
+    program = plan.program_bytes
     eb, ob = hw.element_bytes, hw.out_element_bytes
     image = bytearray(lay.end)
     image[lay.program:lay.program + len(program)] = program
     row = hw.row_elements(wl.head_dim)
-    kv_shape = (wl.batch, wl.kv_heads, wl.seq_k)
+    kv_shape = np.shape(inp.k)[:3]
     rows = {}
     for base, x in ((lay.q, inp.q), (lay.k, inp.k), (lay.v, inp.v)):
         data = _pack(_pad_rows(np.asarray(x), row), eb)
@@ -145,6 +149,6 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs,
             continue
         image[base:base + len(data)] = data
     if lay.paged is not None:
-        _place_pages(image, lay, wl, rows[lay.k], rows[lay.v])
-    return RunImage(inp, sched, program, lay, bytes(image), hw.o_bytes(wl), ob, row,
+        _place_pages(image, lay, wl, rows[lay.k], rows[lay.v], inp.table is not None)
+    return RunImage(inp, plan, program, lay, bytes(image), hw.o_bytes(wl), ob, row,
                     hw.o_row_elements(wl.head_dim, wl.lse))

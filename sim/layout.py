@@ -8,11 +8,12 @@ from functools import cached_property
 
 import numpy as np
 
+from attenio.blocktable import PAD, BlockTable
 from attenio.config import HardwareConfig, Workload
 from attenio.contract.rules import ENTRY_BYTES, PAGE_ALIGN_LOG2
 from attenio.errors import bad
 
-__all__ = ["Layout", "PagedCache", "check_block_tables"]
+__all__ = ["Layout", "PagedCache", "block_table_for"]
 
 
 def _up(x: int, to: int = 4096) -> int:
@@ -21,72 +22,67 @@ def _up(x: int, to: int = 4096) -> int:
 
 @dataclass(frozen=True)
 class PagedCache:
-    """A paged K/V cache (``Workload.page_size`` > 0): pools of page slots and one block table
-    per sequence.
+    """A paged K/V cache (``Workload.page_size`` > 0): pools of page slots and the block
+    table (:class:`attenio.blocktable.BlockTable`, the caller's or the seeded shuffle).
 
     A slot of the K pool holds one page of ``page_size`` keys of every K/V head, head by head
     (head h's rows at ``h·page_size`` rows into the slot, so a head's rows in a page are
     contiguous); the V pool, right after it, the same for V at the same slot. Sequence i's
-    page g lies in slot ``slots[i][g]``; its table (``table_start[i]`` entries into the tables
-    region) holds each page's K address ``>> PAGE_ALIGN_LOG2``."""
+    page g lies in slot ``slots[i][g]``; its table row (``table_start[i]`` entries into the
+    tables region) holds each page's K address ``>> PAGE_ALIGN_LOG2`` (an unused entry,
+    −1 in the caller's table, as all ones)."""
 
     page_size: int
     pitch: int                       # bytes of a slot (a multiple of 64 and of the AXI word)
-    slots: tuple[tuple[int, ...], ...]
-    table_start: tuple[int, ...]
-    n_slots: int
+    table: BlockTable
 
     @classmethod
-    def place(cls, hw: HardwareConfig, wl, key_scales: bool = False, block_tables=None,
-              seed: int = 0) -> PagedCache:
-        """Page slots for ``wl``'s sequences: ``block_tables`` (one list of slot indices per
-        sequence, FlashAttention's ``block_table``) or, by default, a seeded shuffle of
-        ``0 … pages−1`` (pages anywhere in the pool, in no order)."""
-        p = wl.page_size
+    def place(cls, hw: HardwareConfig, wl, table: BlockTable,
+              key_scales: bool = False) -> PagedCache:
+        """The slots of ``wl``'s pages as ``table`` places them."""
         eb = hw.element_bytes
         row = max(hw.k_row_elements(wl.head_dim, key_scales), hw.row_elements(wl.head_dim)) * eb
-        pitch = _up(wl.kv_heads * p * row, max(1 << PAGE_ALIGN_LOG2, hw.axi_data_bytes))
-        need = [-(-seg.seq_k // p) for seg in wl.segments()]
-        starts = [0]
-        for n in need:
-            starts.append(starts[-1] + n)
-        if block_tables is None:
-            perm = np.random.default_rng(seed).permutation(starts[-1])
-            slots = tuple(tuple(int(x) for x in perm[a:b])
-                          for a, b in zip(starts[:-1], starts[1:], strict=True))
-            n_slots = starts[-1]
-        else:
-            slots = check_block_tables(block_tables, need)
-            n_slots = 1 + max(max(t) for t in slots)
-        return cls(p, pitch, slots, tuple(starts[:-1]), n_slots)
+        pitch = _up(wl.kv_heads * wl.page_size * row,
+                    max(1 << PAGE_ALIGN_LOG2, hw.axi_data_bytes))
+        return cls(wl.page_size, pitch, table)
+
+    @property
+    def slots(self) -> tuple[tuple[int, ...], ...]:
+        """Each sequence's pages, the ones it touches."""
+        return tuple(self.table.used(i) for i in range(self.table.sequences))
+
+    @property
+    def table_start(self) -> tuple[int, ...]:
+        return tuple(self.table.table_start(i) for i in range(self.table.sequences))
+
+    @property
+    def n_slots(self) -> int:
+        return self.table.pages
 
     def table_words(self, k_pool: int) -> np.ndarray:
-        """Every sequence's table, one after another: the entries the tables region holds."""
-        out = [(k_pool + s * self.pitch) >> PAGE_ALIGN_LOG2 for t in self.slots for s in t]
+        """The tables region's entries: each row as the table lies (unused entries all ones)."""
+        out = [(k_pool + s * self.pitch) >> PAGE_ALIGN_LOG2 if s != PAD else 0xFFFF_FFFF
+               for r in self.table.image_rows() for s in r]
         return np.asarray(out, dtype="<u4")
 
     @property
     def table_bytes(self) -> int:
-        return ENTRY_BYTES * sum(len(t) for t in self.slots)
+        return ENTRY_BYTES * self.table.entries
 
 
-def check_block_tables(tables, need: list[int], pages: int = 1 << 24,
-                       what: str = "a page index") -> tuple[tuple[int, ...], ...]:
-    """FlashAttention's ``block_table`` (a row of page indices per sequence) checked against
-    the pages each sequence ``need``s and the ``pages`` there are: each row's first
-    ``need[i]`` entries. Raises ConfigError naming the row or the entry."""
-    if len(tables) != len(need):
-        raise bad("block_table", f"{len(tables)} rows", f"one per sequence: {len(need)}")
-    out = []
-    for i, (row, n) in enumerate(zip(tables, need, strict=True)):
-        row = [int(x) for x in row]
-        if len(row) < n:
-            raise bad(f"block_table[{i}]", f"{len(row)} pages", f"the sequence needs {n}")
-        for g, x in enumerate(row[:n]):
-            if not 0 <= x < pages:
-                raise bad(f"block_table[{i}][{g}]", x, f"must be {what} in [0, {pages})")
-        out.append(tuple(row[:n]))
-    return tuple(out)
+def block_table_for(wl, block_table=None, seed: int = 0) -> BlockTable:
+    """The block table of a paged ``wl``: ``block_table`` (a :class:`BlockTable`, or the
+    caller's rows, checked against the sequences' key counts) or the seeded shuffle."""
+    lens = [seg.seq_k for seg in wl.segments()]
+    if block_table is None:
+        return BlockTable.shuffle(lens, wl.page_size, seed)
+    if isinstance(block_table, BlockTable):
+        if list(block_table.cache_lens) != lens or block_table.page_size != wl.page_size:
+            raise bad("block_table", f"cache lengths {list(block_table.cache_lens)}, page "
+                      f"size {block_table.page_size}", f"the workload's: {lens}, page size "
+                      f"{wl.page_size}")
+        return block_table
+    return BlockTable.of(block_table, lens, wl.page_size)
 
 
 @dataclass(frozen=True)
@@ -107,18 +103,19 @@ class Layout:
     @classmethod
     def packed(cls, hw: HardwareConfig, wl: Workload, program_bytes: int,
                row_scales: bool = False, key_scales: bool = False,
-               block_tables=None) -> Layout:
+               block_table: BlockTable | None = None) -> Layout:
         """Program, Q, K, V and O one after another, each region 4 KB aligned; with
         ``row_scales`` each Q row is followed by the word holding its multiplier, with
         ``key_scales`` each K row by the word holding its factor. A paged workload
-        (``page_size`` > 0) has page pools for K and V (:class:`PagedCache`) and the block
+        (``page_size`` > 0) has page pools for K and V (:class:`PagedCache`, its pages as
+        ``block_table`` places them: the caller's, or the seeded shuffle) and the block
         tables after V."""
         eb = hw.element_bytes
         dp = hw.row_elements(wl.head_dim)      # rows padded to whole words
         qb = wl.batch * wl.heads * wl.seq_q * hw.q_row_elements(wl.head_dim, row_scales) * eb
         paged = None
         if wl.page_size:
-            paged = PagedCache.place(hw, wl, key_scales, block_tables)
+            paged = PagedCache.place(hw, wl, block_table_for(wl, block_table), key_scales)
             kb = vb = paged.n_slots * paged.pitch
         else:
             kb = wl.batch * wl.kv_heads * wl.seq_k * hw.k_row_elements(wl.head_dim, key_scales) \

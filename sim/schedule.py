@@ -35,15 +35,12 @@ emit no program.
 from __future__ import annotations
 
 from attenio.config import HardwareConfig, VarlenWorkload, Workload
-from attenio.contract.program import INSTR_BYTES, validate
 from attenio.contract.timing import Timing
-from attenio.errors import bad
 from attenio.model import io_analysis as io
-from attenio.model.numerics import ScaleParams, softmax_scale
+from attenio.model.numerics import ScaleParams
 from attenio.sim.engines import ENGINES
 from attenio.sim.layout import Layout
-from attenio.sim.phases import phase_model
-from attenio.sim.program import build_program, program_length, program_tiles
+from attenio.sim.program import build_program
 from attenio.sim.timeline import Schedule, simulate_program
 
 __all__ = ["Timing", "Layout", "Schedule", "schedule", "build_program", "simulate_program",
@@ -53,115 +50,12 @@ __all__ = ["Timing", "Layout", "Schedule", "schedule", "build_program", "simulat
 def schedule(hw: HardwareConfig, wl: Workload | VarlenWorkload, dataflow: str = "attenio", *,
              timing: Timing | None = None, scale: ScaleParams | None = None,
              keep_spans: bool = True, tiling: io.Tiling | None = None,
-             progress=None, block_tables=None) -> Schedule:
-    """Tile ``wl`` for ``dataflow`` on ``hw``, emit the program and compute the timeline.
+             progress=None, block_table=None) -> Schedule:
+    """Tile ``wl`` for ``dataflow`` on ``hw``, emit the program and compute the timeline: the
+    schedule of the run plan (:func:`attenio.sim.plan.build_plan`, which takes the same
+    arguments; ``block_table``: where a paged cache's pages lie, the caller's table or a
+    seeded shuffle without)."""
+    from attenio.sim.plan import build_plan
 
-    ``tiling`` overrides the chosen tiling (for example the paper's b = 1 rule:
-    ``Tiling("attenio", rows=a, keys_per_step=1, fixed_b=True)``). ``block_tables``: where a
-    paged cache's pages lie (sim/layout.py, ``PagedCache.place``; a seeded shuffle without).
-
-    A :class:`VarlenWorkload` runs as one program: its sequences one after another, each cut
-    by the tiling it would have alone (no tile spans two sequences, none is padded), and the
-    third overlap level carries across them as across tiles of one sequence.
-
-    Raises
-    ------
-    ConfigError
-        An unknown dataflow, a workload the hardware cannot hold (head dim, one row of
-        memory), or a program the controller would reject.
-    """
-    timing = timing or Timing()
-    if dataflow not in io.DATAFLOWS:
-        raise bad("dataflow", dataflow, f"choose one of: {', '.join(io.DATAFLOWS)}")
-    if wl.head_dim > hw.max_head_dim:
-        raise bad("head_dim", wl.head_dim, f"must be in [1, {hw.max_head_dim}] (max_head_dim)")
-    varlen = isinstance(wl, VarlenWorkload)
-    if dataflow in ("flat", "standard"):
-        if varlen or wl.page_size:
-            what = "varlen batches" if varlen else "paged K/V caches"
-            raise bad("dataflow", dataflow, f"{what} run on the dataflows with a program: "
-                      "attenio, fa2, fa2-uncapped")
-        return phase_model(hw, wl, tiling or io.choose_tiling(hw, wl, dataflow), timing)
-    if scale is None:
-        qmax = (1 << (hw.data_bits - 1)) - 1
-        scale = softmax_scale(hw, 1.0 / qmax, 1.0 / qmax, wl.head_dim)
-    if varlen:
-        hw.check_workload(wl)
-        tilings = ([tiling] * wl.sequences if tiling is not None
-                   else _sequence_tilings(hw, wl, dataflow, timing, scale))
-        return _schedule_tiling(hw, wl, dataflow, tilings, timing, scale, keep_spans, progress,
-                                block_tables)
-    if tiling is not None:
-        return _schedule_tiling(hw, wl, dataflow, tiling, timing, scale, keep_spans, progress,
-                                block_tables)
-    tiling = io.choose_tiling(hw, wl, dataflow)
-    two = tiling.heads_per_tile > 1
-
-    def part(i):                       # progress of candidate i of the one or two
-        if progress is None:
-            return None
-        return lambda f: progress((i + f) / 2 if two else f)
-
-    best = _schedule_tiling(hw, wl, dataflow, tiling, timing, scale, keep_spans, part(0),
-                            block_tables)
-    if two:
-        # GQA packing shares K/V but makes tiles of fewer positions: keep it only when it
-        # wins by the model's cycles (then bytes)
-        mha = _schedule_tiling(hw, wl, dataflow, io.choose_tiling(hw, wl, dataflow, pack=False),
-                               timing, scale, keep_spans, part(1), block_tables)
-        if (mha.total_cycles, mha.read_bytes) < (best.total_cycles, best.read_bytes):
-            best = mha
-    return best
-
-
-def _sequence_tilings(hw: HardwareConfig, wl: VarlenWorkload, dataflow: str, timing: Timing,
-                      scale: ScaleParams) -> list[io.Tiling]:
-    """Each sequence's tiling, as :func:`schedule` chooses it for the sequence alone (GQA
-    packing kept where it wins on that sequence's own cycles); one choice per shape."""
-    chosen: dict[tuple[int, int], io.Tiling] = {}
-    out = []
-    for i in range(wl.sequences):
-        one = wl.sequence(i)
-        shape = (one.seq_q, one.seq_k)
-        if shape not in chosen:
-            chosen[shape] = schedule(hw, one, dataflow, timing=timing, scale=scale,
-                                     keep_spans=False).tiling
-        out.append(chosen[shape])
-    return out
-
-
-def _schedule_tiling(hw: HardwareConfig, wl: Workload | VarlenWorkload, dataflow: str,
-                     tiling: io.Tiling | list[io.Tiling], timing: Timing, scale: ScaleParams,
-                     keep_spans: bool, progress=None, block_tables=None) -> Schedule:
-    """The program of ``wl`` under ``tiling`` (or one tiling per sequence), validated, and its
-    timeline. The schedule reports the tiling of the longest sequence and keeps the list."""
-    rs, ks = scale.per_row, scale.k_m is not None
-    tiles = program_tiles(wl, tiling)
-    layout = Layout.packed(hw, wl, program_length(tiles) * INSTR_BYTES, rs, ks, block_tables)
-    program = build_program(hw, wl, tiling, layout, scale, tiles)
-    tilings = list(tiling) if isinstance(tiling, list) else None
-    if tilings is not None:
-        longest = max(range(len(tilings)), key=lambda i: wl.segments()[i].seq_q)
-        tiling = tilings[longest]
-    ring = None if dataflow == "attenio" else max(t.keys_per_step for t in tilings or [tiling])
-    if ring is None:
-        validate(program, hw)
-    else:
-        rows = max(t.rows for t in tilings or [tiling])
-        validate(program, _with_ring(hw, 2 * ring, rows), rtl=False)
-    total, stats, rb, wb, spans = simulate_program(
-        hw, wl, program, timing, ring, keep_spans, progress,
-        entries=layout.entries if layout.paged else None)
-    return Schedule(hw, wl, dataflow, tiling, program, total, stats.busy, stats.stalls,
-                    stats.useful_macs, rb, wb, spans, timing, activity=stats.activity,
-                    tilings=tilings, requests=stats.requests)
-
-
-def _with_ring(hw: HardwareConfig, ring: int, rows: int | None = None) -> HardwareConfig:
-    # Baselines keep their K/V blocks in the unified memory, not in the row ring: give the
-    # validator a ring (and tile) of the size the baseline's tiling uses.
-    import dataclasses
-    return dataclasses.replace(hw, kv_ring_depth=max(hw.kv_ring_depth, ring),
-                               tile_rows=max(hw.tile_rows, rows or 0))
-
-
+    return build_plan(hw, wl, dataflow, timing=timing, scale=scale, keep_spans=keep_spans,
+                      tiling=tiling, progress=progress, block_table=block_table).schedule

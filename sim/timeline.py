@@ -44,13 +44,25 @@ class Schedule:
     # AXI bursts the program requests: "read", "write" (data port), "fetch" (program port);
     # None for the phase-level baselines
     requests: dict | None = None
+    # where the program's tensors lie (sim/layout.py; None for the phase-level baselines):
+    # a paged cache's block table with it
+    layout: object | None = None
+
+    @property
+    def block_table(self):
+        """The block table the program walks (a paged cache; else None)."""
+        paged = getattr(self.layout, "paged", None)
+        return paged.table if paged is not None else None
 
     @property
     def traffic(self) -> io.Traffic:
         """The closed form of this schedule's DRAM traffic under its tiling(s)
         (model/io_analysis.py)."""
+        table = self.block_table
         return io.workload_traffic(self.hw, self.workload, self.dataflow,
-                                   self.tilings or self.tiling)
+                                   self.tilings or self.tiling,
+                                   table_starts=None if table is None else
+                                   [table.table_start(i) for i in range(table.sequences)])
 
     @property
     def pe_util_time(self) -> float:
@@ -83,6 +95,8 @@ class Schedule:
             "read_bytes": self.read_bytes, "write_bytes": self.write_bytes,
             "program_instructions": None if self.program is None else len(self.program),
             "requests": self.requests,
+            # the table the program walked, as given, with the cache lengths and page size
+            **(self.block_table.to_dict() if self.block_table else {}),
         }
 
     @property

@@ -401,11 +401,23 @@ def fast_path(dram: str, **python_only: bool) -> bool:
 
 def prepare(hw: HardwareConfig, wl: Workload, *, dist: str = "gaussian",
             seed: int = 0, inputs: GoldenInputs | None = None, q_rows: bool = False,
-            k_block: int | None = None) -> RunImage:
+            k_block: int | None = None, block_table=None, checked: bool = False) -> RunImage:
     """Quantized random inputs (``dist``, ``seed``, Q per row with ``q_rows``, K per block of
-    ``k_block`` keys; or the given ``inputs``), the program and the DRAM image of a run."""
-    return run_image(hw, wl, inputs if inputs is not None else
-                     quantized_inputs(hw, wl, dist, seed, q_rows=q_rows, k_block=k_block))
+    ``k_block`` keys; or the given ``inputs``), the run's plan and its DRAM image. A paged
+    workload's K/V lie where ``block_table`` says (the caller's rows: random pages of a pool
+    of its size, one set of keys in a page that sequences share) or in a seeded shuffle.
+    ``checked``: ``wl`` was checked against ``hw`` already."""
+    if not checked:
+        hw.check_workload(wl)
+    table = None
+    if wl.page_size and block_table is not None:
+        from attenio.sim.layout import block_table_for
+
+        table = block_table_for(wl, block_table)
+    if inputs is None:
+        inputs = quantized_inputs(hw, wl, dist, seed, q_rows=q_rows, k_block=k_block,
+                                  table=table, checked=True)
+    return run_image(hw, wl, inputs, table, checked=True)
 
 
 def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: int = 0,
@@ -420,13 +432,19 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
              rerun: bool = False, inputs: GoldenInputs | None = None,
              q_rows: bool = False, k_block: int | None = None,
              patch: list[tuple[int, bytes]] | None = None, dram: str = "auto",
-             workdir: Path | None = None) -> SimResult:
+             workdir: Path | None = None, block_table=None,
+             checked: bool = False) -> SimResult:
     """Run ``wl`` on the RTL of ``hw`` and compare with the models.
 
     ``inputs``: integer Q, K, V and their scales to run instead of random ones (a host
     scheme's output, model/accuracy.py); ``q_rows``, ``k_block``: random ones quantized with
-    a scale per Q row, per block of K rows. The inputs and the schedule are made once; the
-    result carries the schedule that ran and its own verdict (:meth:`SimResult.failures`).
+    a scale per Q row, per block of K rows; ``block_table``: a paged cache's pages (the
+    caller's rows, or a :class:`attenio.blocktable.BlockTable`; a seeded shuffle without).
+    The workload is checked (unless ``checked``: the caller did), the inputs made and the
+    run's plan built once
+    (sim/plan.py: tilings, layout, multipliers, program, timeline), and everything after
+    reads them; the result carries the schedule that ran and its own verdict
+    (:meth:`SimResult.failures`).
 
     ``program`` replaces the generated program bytes and ``patch`` writes ``(address,
     bytes)`` over the image (fault tests); ``errors`` are DRAM byte
@@ -451,7 +469,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     fast = fast_path(dram, p_stall=p_stall > 0, errors=bool(errors), rerun=rerun,
                      reset_at=reset_at is not None, abort_at=abort_at is not None,
                      start_twice=start_twice, trace=trace)
-    prep = prepare(hw, wl, dist=dist, seed=seed, inputs=inputs, q_rows=q_rows, k_block=k_block)
+    prep = prepare(hw, wl, dist=dist, seed=seed, inputs=inputs, q_rows=q_rows, k_block=k_block,
+                   block_table=block_table, checked=checked)
     sched = prep.schedule
     lay = prep.layout
     image = bytearray(prep.image)
@@ -526,7 +545,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     metrics = {}
     ml = {}
     if check or rerun:
-        golden = golden_output(hw, wl, prep.inputs, ml=ml)
+        golden = golden_output(hw, wl, prep.inputs, ml=ml, scale=prep.plan.scale)
     stats = golden_stats = None
     if wl.lse:
         stats = prep.unpack_stats(raw)

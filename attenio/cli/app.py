@@ -307,6 +307,10 @@ def _workload_options(fn):
         click.option("--lse", is_flag=True,
                      help="Also write each row's softmax statistics (its log-sum-exp, "
                           "FlashAttention's softmax_lse): one more output word a row."),
+        click.option("--block-table", "block_table", default=None, metavar="FILE",
+                     help="With --page-size: the paged cache's block table, a JSON list of "
+                          "lists of page indices (one row per sequence, -1 for unused "
+                          "entries) or a .npy array; default a seeded shuffle."),
     ]
     for opt in reversed(opts):
         fn = opt(fn)
@@ -320,6 +324,20 @@ def _workload(hw, **opts):
     from attenio.workload import workload_from_options
 
     return workload_from_options(hw, **opts, flag=lambda f: "--" + f.replace("_", "-"))
+
+
+def _block_table(path, wl):
+    """``--block-table FILE`` read and checked against ``wl``'s sequences (their cache
+    lengths) and page size (:class:`attenio.blocktable.BlockTable`); None without it."""
+    if path is None:
+        return None
+    from attenio.blocktable import BlockTable, load_block_table
+
+    if not wl.page_size:
+        raise ConfigError(f"block_table={path!r} is invalid without --page-size: a block "
+                          "table places the pages of a paged cache")
+    return BlockTable.of(load_block_table(path), [s.seq_k for s in wl.segments()],
+                         wl.page_size)
 
 
 def _describe(wl) -> str:

@@ -11,6 +11,7 @@ import click
 from attenio import config as C
 from attenio.cli.app import (
     _Bar,
+    _block_table,
     _describe,
     _friendly,
     _load_hw,
@@ -56,8 +57,8 @@ from attenio.errors import ConfigError
 @csv_option
 @_friendly
 def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k,
-           decode, cache_lens, page_size, lse, dist, sigma, npz, scheme, q_scales, k_block, seed,
-           stepwise, window, json_path, csv_path):
+           decode, cache_lens, page_size, lse, block_table, dist, sigma, npz, scheme, q_scales,
+           k_block, seed, stepwise, window, json_path, csv_path):
     """Run the bit-exact integer model against float64 attention of the same quantized inputs
     and print the errors (N = 1024 unless --n or --seqlens says otherwise).
 
@@ -79,6 +80,10 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
     wl = _workload(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
                    causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window,
                    decode=decode, cache_lens=cache_lens, page_size=page_size, lse=lse)
+    table = _block_table(block_table, wl)
+    if table is not None and npz is not None:
+        raise ConfigError(f"block_table={block_table!r} is invalid with --inputs: your K and "
+                          "V are the sequences' own keys (leave --block-table out)")
     name = config_file or preset or "fpga"
     host = scheme + ("+rows" if q_scales == "row" else "") + (f"+kblk{k_block}" if k_block
                                                                else "")
@@ -89,7 +94,7 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
     with _Bar("integer model") as bar:
         m = golden_check(hw, wl, dist, seed, stepwise, progress=bar, scheme=scheme,
                          q_rows=q_scales == "row", k_block=k_block, floats=floats,
-                         sigma=sigma)
+                         sigma=sigma, table=table)
     sp = m["scale"]
     ok = m["ok"]
     if sp is not None:
@@ -114,7 +119,8 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
     report = {"hardware": hw.to_dict(), "workload": wl.to_dict(), "dist": dist, "seed": seed,
               "scheme": scheme, "q_scales": q_scales, "k_block": k_block,
               "logit_sigma_target": sigma, **{k: v for k, v in m.items() if k != "scale"},
-              "c_m": sp.c_m if sp else None, "c_sh": sp.c_sh if sp else None}
+              "c_m": sp.c_m if sp else None, "c_sh": sp.c_sh if sp else None,
+              **(table.to_dict() if table is not None else {})}
     if json_path:
         _write_json(json_path, report)
     if csv_path:

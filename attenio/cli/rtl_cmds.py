@@ -11,6 +11,7 @@ import click
 from attenio import config as C
 from attenio.cli.app import (
     _Bar,
+    _block_table,
     _describe,
     _fmt_bytes,
     _friendly,
@@ -77,8 +78,8 @@ def verilog_cmd(preset, config_file, output, sv):
 @csv_option
 @_friendly
 def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens,
-                 seqlens_k, decode, cache_lens, page_size, lse, window, sim, waves, stall, dram,
-                 seed, q_scales, k_block, json_path, csv_path):
+                 seqlens_k, decode, cache_lens, page_size, lse, block_table, window, sim, waves,
+                 stall, dram, seed, q_scales, k_block, json_path, csv_path):
     """Run a workload on the RTL (cocotb) and check it against the models.
 
     Prints correctness (bit-exact with the integer model, error against float64), the RTL's
@@ -100,6 +101,7 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     wl = _workload(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
                    causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window,
                    decode=decode, cache_lens=cache_lens, page_size=page_size, lse=lse)
+    table = _block_table(block_table, wl)
     _outputs(json=json_path, csv=csv_path)
     name = config_file or preset
     rows = q_scales == "row"
@@ -114,7 +116,7 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
                + (f" k-block={k_block}" if k_block else ""))
     with _Bar("simulating", after=0) as bar:
         r = simulate(hw, wl, sim=sim, seed=seed, p_stall=stall, waves=waves, q_rows=rows,
-                     k_block=k_block, dram=dram,
+                     k_block=k_block, dram=dram, block_table=table, checked=True,
                      progress=lambda done_c, expect: bar(done_c / max(1, expect)),
                      log=lambda msg: click.echo(f"  {msg}"))
     traffic = r.schedule.traffic      # under the tiling(s) the program used
@@ -170,7 +172,9 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
             "predicted_read": r.predicted_read, "predicted_write": r.predicted_write,
             "useful_macs": r.useful_macs, "axi": r.extra.get("axi", []),
             "tiling": r.schedule.tiling, "failures": failures, "wall_s": r.wall_s,
-            "sim_cycles": r.sim_cycles, "predicted_requests": r.predicted_requests}
+            "sim_cycles": r.sim_cycles, "predicted_requests": r.predicted_requests,
+            # the block table the RTL walked (the caller's, or the seeded shuffle)
+            **(r.schedule.block_table.to_dict() if r.schedule.block_table else {})}
     if json_path:
         _write_json(json_path, report)
     if csv_path:

@@ -12,6 +12,7 @@ import click
 from attenio import config as C
 from attenio.cli.app import (
     _Bar,
+    _block_table,
     _describe,
     _fmt_bytes,
     _friendly,
@@ -50,8 +51,8 @@ from attenio.errors import ConfigError
 @csv_option
 @_friendly
 def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens,
-                 seqlens_k, decode, cache_lens, page_size, lse, window, dataflow, trace_path,
-                 plot_path, program_path, json_path, csv_path):
+                 seqlens_k, decode, cache_lens, page_size, lse, block_table, window, dataflow,
+                 trace_path, plot_path, program_path, json_path, csv_path):
     """Tile a workload, emit its program and print the predicted timeline.
 
     Exits 1 if the schedule's DRAM bytes differ from the closed form (docs/dataflows.md).
@@ -68,6 +69,7 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     wl = _workload(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
                    causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window,
                    decode=decode, cache_lens=cache_lens, page_size=page_size, lse=lse)
+    table = _block_table(block_table, wl)
     if wl.windowed and dataflow in ("flat", "standard"):
         raise ConfigError(f"dataflow={dataflow!r} is invalid with --window: the phase models "
                           "have no windows (use attenio, fa2, fa2-uncapped)")
@@ -83,13 +85,17 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
                           "program fits this controller (fa2's K/V blocks exceed its fields)")
     t0 = time.perf_counter()
     with _Bar("scheduling") as bar:
-        sch = schedule(hw, wl, dataflow, keep_spans=bool(trace_path or plot_path), progress=bar)
+        sch = schedule(hw, wl, dataflow, keep_spans=bool(trace_path or plot_path), progress=bar,
+                       block_table=table)
     elapsed = time.perf_counter() - t0
     # a program moves rows as whole words: its closed form is that of the padded head dim (the
     # phase models of flat and standard count d itself)
     padded = sch.program is not None and hw.row_elements(d) != d
+    bt = sch.block_table
     traffic = io.workload_traffic(hw, C.replace(wl, head_dim=hw.row_elements(d)) if padded
-                                  else wl, dataflow, sch.tilings or sch.tiling)
+                                  else wl, dataflow, sch.tilings or sch.tiling,
+                                  table_starts=None if bt is None else
+                                  [bt.table_start(i) for i in range(bt.sequences)])
     name = config_file or preset or "asplos26"
     click.echo(f"schedule: preset={name} dataflow={dataflow} {_describe(wl)}")
     t = sch.tiling

@@ -38,7 +38,7 @@ def test_simulate_builds_inputs_and_schedule_once(monkeypatch):
 
     from attenio.cli import main
     from attenio.model import golden
-    from attenio.sim import schedule as S
+    from attenio.sim import plan as P
 
     calls = {"schedule": 0, "inputs": 0}
 
@@ -48,7 +48,7 @@ def test_simulate_builds_inputs_and_schedule_once(monkeypatch):
             return fn(*a, **k)
         return wrapper
 
-    monkeypatch.setattr(S, "_schedule_tiling", counted("schedule", S._schedule_tiling))
+    monkeypatch.setattr(P._Builder, "schedule", counted("schedule", P._Builder.schedule))
     monkeypatch.setattr(golden.ref, "random_inputs", counted("inputs", golden.ref.random_inputs))
     res = CliRunner().invoke(main, ["simulate", "--preset", "tiny", "--n", "7", "--d", "8",
                                     "--q-scales", "row", "--k-block", "4"])

@@ -86,17 +86,22 @@ def test_windowed_tiles_start_at_a_page():
 
 
 def test_block_tables_place_the_pages_and_are_validated():
+    # the caller's table lies as given: row i at i · width entries, −1 (and a row's entries
+    # past its sequence's pages) kept; only the pages a sequence touches are its slots
     wl = decode_batch(4, lens=(8, 5))
-    lay = Layout.packed(TINY, wl, 0, block_tables=[[7, 2], [0, 3, 9]])
+    lay = Layout.packed(TINY, wl, 0, block_table=[[7, 2], [0, 3, 9]])
     assert lay.paged.slots == ((7, 2), (0, 3))
-    assert lay.entries(lay.tables, 4) == [(lay.k + s * lay.paged.pitch) >> PAGE_ALIGN_LOG2
-                                          for s in (7, 2, 0, 3)]
-    with pytest.raises(ConfigError, match=r"block_table\[1\]"):
-        Layout.packed(TINY, wl, 0, block_tables=[[7, 2], [0]])
-    with pytest.raises(ConfigError, match=r"block_table\[0\]\[1\]"):
-        Layout.packed(TINY, wl, 0, block_tables=[[7, -1], [0, 1]])
-    with pytest.raises(ConfigError, match="block_table"):
-        Layout.packed(TINY, wl, 0, block_tables=[[7, 2]])
+    assert lay.paged.table_start == (0, 3) and lay.paged.n_slots == 10
+    addr = [(lay.k + s * lay.paged.pitch) >> PAGE_ALIGN_LOG2 for s in (7, 2, 0, 3, 9)]
+    assert lay.entries(lay.tables, 6) == addr[:2] + [0xFFFF_FFFF] + addr[2:]
+    with pytest.raises(ConfigError, match=r"block_table\[1\]=.*sequence 1 has 5 keys"):
+        Layout.packed(TINY, wl, 0, block_table=[[7, 2], [0]])
+    with pytest.raises(ConfigError, match=r"block_table\[0\]\[1\]=-1.*needs page 1"):
+        Layout.packed(TINY, wl, 0, block_table=[[7, -1], [0, 1]])
+    with pytest.raises(ConfigError, match=r"block_table='1 rows'.*one per sequence: 2"):
+        Layout.packed(TINY, wl, 0, block_table=[[7, 2]])
+    with pytest.raises(ConfigError, match=r"block_table\[0\]\[1\]=0.7.*integer"):
+        Layout.packed(TINY, wl, 0, block_table=[[7, 0.7], [0, 1]])
 
 
 @pytest.mark.parametrize("hw", [C.tiny(), C.fpga(), C.asplos26()], ids=["tiny", "fpga", "asplos26"])

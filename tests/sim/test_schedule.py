@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from attenio import config as C
 from attenio.model import io_analysis as io
+from attenio.model.numerics import softmax_scale
 from attenio.sim import schedule as S
 from attenio.sim import tile_loop
 from attenio.sim.program import build_program, program_length, program_tiles
@@ -132,7 +133,7 @@ def test_program_length_is_counted_exactly(hw, wl):
     tiles = program_tiles(wl, sch.tiling)
     assert program_length(tiles) == len(sch.program)
     lay = S.Layout.packed(hw, wl, 0)
-    assert len(build_program(hw, wl, sch.tiling, lay, S.softmax_scale(hw, 0.01, 0.01, 8))) \
+    assert len(build_program(hw, wl, sch.tiling, lay, softmax_scale(hw, 0.01, 0.01, 8))) \
         == len(sch.program)
 
 

@@ -1,0 +1,218 @@
+"""One run's plan, built once (:func:`build_plan`): the tiling of every sequence, the DRAM
+layout (with the block table a paged cache walks: the caller's, or a seeded shuffle), the
+softmax multipliers, the program and its timeline. The program emitter and the timeline make
+it; the DRAM image (sim/image.py), the closed-form traffic, the RTL runner (verify/runner.py),
+the integer model's call and the API read it, and none of them builds any part again."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import cached_property
+
+from attenio.blocktable import BlockTable
+from attenio.config import HardwareConfig, VarlenWorkload, Workload
+from attenio.contract.program import INSTR_BYTES, encode, validate
+from attenio.contract.timing import Timing
+from attenio.errors import bad
+from attenio.model import io_analysis as io
+from attenio.model.numerics import ScaleParams, softmax_scale
+from attenio.sim.layout import Layout, block_table_for
+from attenio.sim.phases import phase_model
+from attenio.sim.program import build_program, program_length, program_tiles
+from attenio.sim.timeline import Schedule, simulate_program
+
+__all__ = ["RunPlan", "build_plan"]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What one run is: hardware, workload, dataflow, the softmax multipliers (``scale``:
+    one pair for all rows, or per row and per key, :class:`ScaleParams`) and the schedule
+    (tilings, program, timeline, ``layout`` with its block table). Frozen: every reader sees
+    the same plan."""
+
+    hw: HardwareConfig
+    wl: Workload | VarlenWorkload
+    dataflow: str
+    scale: ScaleParams | None
+    schedule: Schedule
+
+    @property
+    def layout(self) -> Layout | None:
+        return self.schedule.layout
+
+    @property
+    def block_table(self) -> BlockTable | None:
+        """The block table the program walks (a paged cache), the caller's or the shuffle."""
+        return self.schedule.block_table
+
+    @property
+    def tilings(self) -> list[io.Tiling]:
+        """Each sequence's tiling."""
+        return self.schedule.tilings or [self.schedule.tiling] * self.wl.sequences
+
+    @cached_property
+    def program_bytes(self) -> bytes:
+        """The program as the controller fetches it."""
+        return encode(self.schedule.program)
+
+    @cached_property
+    def traffic(self) -> io.Traffic:
+        """The closed form of the plan's DRAM traffic (model/io_analysis.py) under its
+        tilings and its block table's rows."""
+        return self.schedule.traffic
+
+    def to_dict(self) -> dict:
+        return self.schedule.to_dict()
+
+
+def default_scale(hw: HardwareConfig, wl) -> ScaleParams:
+    """The multipliers of inputs at full scale (one unit of each integer = 1/qmax): what a
+    schedule without inputs uses (its timing does not depend on them)."""
+    qmax = (1 << (hw.data_bits - 1)) - 1
+    return softmax_scale(hw, 1.0 / qmax, 1.0 / qmax, wl.head_dim)
+
+
+def build_plan(hw: HardwareConfig, wl: Workload | VarlenWorkload, dataflow: str = "attenio",
+               *, timing: Timing | None = None, scale: ScaleParams | None = None,
+               keep_spans: bool = False, tiling: io.Tiling | None = None, progress=None,
+               block_table=None, checked: bool = False) -> RunPlan:
+    """Tile ``wl`` for ``dataflow`` on ``hw``, lay it out, emit and validate the program and
+    compute its timeline, once.
+
+    ``scale``: the run's multipliers (default: inputs at full scale); ``tiling`` overrides
+    the chosen tiling (for example the paper's b = 1 rule: ``Tiling("attenio", rows=a,
+    keys_per_step=1, fixed_b=True)``); ``block_table``: a paged cache's pages (a
+    :class:`BlockTable`, or the caller's rows, checked here), a seeded shuffle without;
+    ``checked``: the caller has checked ``wl`` against ``hw`` (else a varlen batch is checked
+    here, each sequence against the hardware).
+
+    A :class:`VarlenWorkload` runs as one program: its sequences one after another, each cut
+    by the tiling it would have alone (no tile spans two sequences, none is padded), and the
+    third overlap level carries across them as across tiles of one sequence. Where GQA
+    packing is a choice, both candidates are timed (each a full schedule) and the faster
+    kept; no other part is built twice.
+
+    Raises
+    ------
+    ConfigError
+        An unknown dataflow, a workload the hardware cannot hold (head dim, one row of
+        memory), a block table that does not fit the workload, or a program the controller
+        would reject.
+    """
+    timing = timing or Timing()
+    if dataflow not in io.DATAFLOWS:
+        raise bad("dataflow", dataflow, f"choose one of: {', '.join(io.DATAFLOWS)}")
+    if wl.head_dim > hw.max_head_dim:
+        raise bad("head_dim", wl.head_dim, f"must be in [1, {hw.max_head_dim}] (max_head_dim)")
+    varlen = isinstance(wl, VarlenWorkload)
+    if dataflow in ("flat", "standard"):
+        if varlen or wl.page_size:
+            what = "varlen batches" if varlen else "paged K/V caches"
+            raise bad("dataflow", dataflow, f"{what} run on the dataflows with a program: "
+                      "attenio, fa2, fa2-uncapped")
+        sched = phase_model(hw, wl, tiling or io.choose_tiling(hw, wl, dataflow), timing)
+        return RunPlan(hw, wl, dataflow, None, sched)
+    if varlen and not checked:
+        hw.check_workload(wl)
+    scale = scale if scale is not None else default_scale(hw, wl)
+    table = block_table_for(wl, block_table) if wl.page_size else None
+    run = _Builder(hw, wl, dataflow, timing, scale, keep_spans, table)
+    if tiling is not None:
+        sched = run.schedule([tiling] * wl.sequences if varlen else tiling, progress)
+    elif varlen:
+        sched = run.schedule(_sequence_tilings(run), progress)
+    else:
+        sched = _best_of_packing(run, progress)
+    return RunPlan(hw, wl, dataflow, scale, sched)
+
+
+@dataclass(frozen=True)
+class _Builder:
+    """The inputs of a schedule that stay fixed while its tiling is chosen."""
+
+    hw: HardwareConfig
+    wl: Workload | VarlenWorkload
+    dataflow: str
+    timing: Timing
+    scale: ScaleParams
+    keep_spans: bool
+    table: BlockTable | None
+
+    def schedule(self, tiling: io.Tiling | list[io.Tiling], progress=None) -> Schedule:
+        """The program of ``wl`` under ``tiling`` (or one tiling per sequence), validated, and
+        its timeline. The schedule reports the tiling of the longest sequence and keeps the
+        list."""
+        hw, wl = self.hw, self.wl
+        rs, ks = self.scale.per_row, self.scale.k_m is not None
+        tiles = program_tiles(wl, tiling)
+        layout = Layout.packed(hw, wl, program_length(tiles) * INSTR_BYTES, rs, ks, self.table)
+        program = build_program(hw, wl, tiling, layout, self.scale, tiles)
+        tilings = list(tiling) if isinstance(tiling, list) else None
+        if tilings is not None:
+            longest = max(range(len(tilings)), key=lambda i: wl.segments()[i].seq_q)
+            tiling = tilings[longest]
+        ring = None if self.dataflow == "attenio" else max(t.keys_per_step
+                                                           for t in tilings or [tiling])
+        if ring is None:
+            validate(program, hw)
+        else:
+            rows = max(t.rows for t in tilings or [tiling])
+            validate(program, _with_ring(hw, 2 * ring, rows), rtl=False)
+        total, stats, rb, wb, spans = simulate_program(
+            hw, wl, program, self.timing, ring, self.keep_spans, progress,
+            entries=layout.entries if layout.paged else None)
+        return Schedule(hw, wl, self.dataflow, tiling, program, total, stats.busy,
+                        stats.stalls, stats.useful_macs, rb, wb, spans, self.timing,
+                        activity=stats.activity, tilings=tilings, requests=stats.requests,
+                        layout=layout)
+
+
+def _best_of_packing(run: _Builder, progress=None) -> Schedule:
+    """One shape's schedule under its chosen tiling; with GQA packing a choice, the faster
+    (by the model's cycles, then bytes) of packed and one head a tile."""
+    tiling = io.choose_tiling(run.hw, run.wl, run.dataflow)
+    two = tiling.heads_per_tile > 1
+
+    def part(i):                       # progress of candidate i of the one or two
+        if progress is None:
+            return None
+        return lambda f: progress((i + f) / 2 if two else f)
+
+    best = run.schedule(tiling, part(0))
+    if two:
+        # GQA packing shares K/V but makes tiles of fewer positions: keep it only when it
+        # wins by the model's cycles (then bytes)
+        mha = run.schedule(io.choose_tiling(run.hw, run.wl, run.dataflow, pack=False), part(1))
+        if (mha.total_cycles, mha.read_bytes) < (best.total_cycles, best.read_bytes):
+            best = mha
+    return best
+
+
+def _sequence_tilings(run: _Builder) -> list[io.Tiling]:
+    """Each sequence's tiling, as a run of the sequence alone would choose it (GQA packing
+    kept where it wins on that sequence's own cycles: the one case that times candidates);
+    one choice per shape."""
+    hw, wl = run.hw, run.wl
+    chosen: dict[tuple[int, int], io.Tiling] = {}
+    out = []
+    for i in range(wl.sequences):
+        one = wl.sequence(i)
+        shape = (one.seq_q, one.seq_k)
+        if shape not in chosen:
+            t = io.choose_tiling(hw, one, run.dataflow)
+            if t.heads_per_tile > 1:
+                alone = dataclasses.replace(run, wl=one, keep_spans=False, table=(
+                    block_table_for(one) if one.page_size else None))
+                t = _best_of_packing(alone).tiling
+            chosen[shape] = t
+        out.append(chosen[shape])
+    return out
+
+
+def _with_ring(hw: HardwareConfig, ring: int, rows: int | None = None) -> HardwareConfig:
+    # Baselines keep their K/V blocks in the unified memory, not in the row ring: give the
+    # validator a ring (and tile) of the size the baseline's tiling uses.
+    return dataclasses.replace(hw, kv_ring_depth=max(hw.kv_ring_depth, ring),
+                               tile_rows=max(hw.tile_rows, rows or 0))
