@@ -80,3 +80,69 @@ def test_kvcache_errors_name_the_entry():
         attenio.attention_with_kvcache(q, kc[:3, :, :, :], vc[:3], [21, 3, 16])
     with pytest.raises(ConfigError, match="q="):
         attenio.attention_with_kvcache(q[0], kc, vc, lens, table)
+
+
+def _gathered(cache, table, lens, page):
+    """Each sequence's first ``lens[b]`` keys gathered from the pool by hand, packed."""
+    return np.concatenate([np.stack([cache[table[b][j // page], j % page] for j in range(n)])
+                           for b, n in enumerate(lens)])
+
+
+def test_shared_pages_padding_and_partial_pages_match_the_reference():
+    # prefix caching: sequences 0 and 2 share their first page; −1 pads the rows as vLLM
+    # does; no length is a multiple of the page; the pool has pages no one reads (garbage)
+    page, lens = 4, [9, 3, 6]
+    table = [[5, 2, 7, -1], [0, -1, -1, -1], [5, 3, -1, -1]]
+    kc, vc = RNG.standard_normal((2, 9, page, 2, 8))
+    kc[[1, 4, 6, 8]] = 1e6                                 # unread pages leave no trace
+    q = RNG.standard_normal((3, 2, 4, 8))
+    out, lse = attenio.attention_with_kvcache(q, kc, vc, lens, table, causal=True,
+                                              return_lse=True)
+    cu = [0, *np.cumsum(lens).tolist()]
+    ref = attenio.reference_attention_varlen(
+        q.reshape(6, 4, 8), _gathered(kc, table, lens, page), _gathered(vc, table, lens, page),
+        [0, 2, 4, 6], cu, causal=True).reshape(3, 2, 4, 8)
+    v_range = vc.max() - vc.min()
+    assert np.abs(out - ref).max() <= 1e-3 * v_range * 20     # int8 on unit-variance inputs
+    assert np.abs(out - ref).mean() <= 1e-4 * v_range * 20
+    assert lse.shape == (3, 4, 2) and np.isfinite(lse).all()
+
+
+def test_paged_cache_reads_the_pool_where_it_lies(monkeypatch):
+    # the integer model reads each sequence's keys through the table (BlockTable.key_rows),
+    # not from a gathered copy: the pool reaches it whole
+    from attenio.model import numerics as nm
+
+    seen = {}
+    original = nm.attention_int
+
+    def spy(cfg, wl, q, k, v, *a, **kw):
+        seen["k"], seen["table"] = np.shape(k), kw.get("table")
+        return original(cfg, wl, q, k, v, *a, **kw)
+
+    monkeypatch.setattr(nm, "attention_int", spy)
+    q, kc, vc, lens, table, page = _paged_case()
+    attenio.attention_with_kvcache(q, kc, vc, lens, table)
+    assert seen["k"] == (1, kc.shape[2], kc.shape[0] * page, kc.shape[3])
+    assert seen["table"].rows[0][:3] == tuple(table[0][:3])
+
+
+@pytest.mark.parametrize("change,match", [
+    (lambda t, n: ([[0.7, *t[0][1:]], *t[1:]], n),
+     r"block_table\[0\]\[0\]=0.7 is invalid: must be an integer in \[-1, 10\]"),
+    (lambda t, n: (t, [9.0, 3, 16]), r"cache_seqlens\[0\]=9.0 is invalid: must be an integer"),
+    (lambda t, n: (t, [9, 3]), r"cache_seqlens='2 lengths' is invalid: one per sequence of "
+                               r"q's batch, 3"),
+    (lambda t, n: (t[:2], n), r"block_table='2 rows' is invalid: one per sequence: 3"),
+    (lambda t, n: (t[:, :2], [9, 3, 16]), r"block_table\[0\]='2 pages' is invalid: sequence 0 "
+                                          r"has 9 keys: it needs 3 pages of 4"),
+    (lambda t, n: (np.where(np.arange(5) == 1, -1, t), n),
+     r"block_table\[0\]\[1\]=-1 is invalid: sequence 0 needs page 1 \(its keys 4 … 7\)"),
+    (lambda t, n: (t, [9, 3, 45]), r"cache_seqlens\[2\]=45 is invalid: must be in \[1, 44\] "
+                                   r"\(the 11 pages of 4 keys\)"),
+])
+def test_bad_block_tables_and_lengths_name_the_entry(change, match):
+    q, kc, vc, lens, table, page = _paged_case()
+    t, n = change(table, lens)
+    with pytest.raises(ConfigError, match=match):
+        attenio.attention_with_kvcache(q, kc, vc, n, t)
