@@ -1,0 +1,134 @@
+"""The finalize stage of the compute core: once a tile's steps are done, its O words are read row
+by row (and, with ``lse``, each row's statistics word after them) through :class:`Finalize`
+(``O / ℓ`` with one reciprocal per row) into the output FIFO, one word a cycle, never more in
+flight than the FIFO can take."""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal, signed
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from attenio.config import HardwareConfig
+from attenio.contract.timing import TIMING
+from attenio.hw.finalize import Finalize, out_word_layout
+from attenio.hw.layouts import cmd_layout
+from attenio.hw.pv_stage import acc_word_layout
+from attenio.hw.sequencer import COUNTER_BITS
+from attenio.hw.softmax_stage import ml_layout
+from attenio.hw.streamfifo import StreamFIFO
+
+__all__ = ["FinalizeStage", "FIN_READ_LATENCY", "FIFO_LATENCY"]
+
+OUT_FIFO_DEPTH = TIMING.out_fifo_depth
+# cycles from the step sequencer's end to the first finalize read of O: the last P V write
+# (c4) is then done
+PV_DRAIN = TIMING.pv_drain
+# the finalize issue (c0) reads O and ℓ (c1) and registers the selected row's (c2)
+FIN_READ_LATENCY = 2
+FIFO_LATENCY = 2     # SyncFIFOBuffered: written in cycle t, readable in t + 2
+
+
+class FinalizeStage(wiring.Component):
+    """The tile's O (and statistics) → the output stream.
+
+    Ports
+    -----
+    running, steps_left, words, cmd : the tile runs, steps are left, its words a row and its
+        command (rows, keys, ``lse``).
+    active : finalize owns the O and m/ℓ read ports (from ``PV_DRAIN`` cycles after the last
+        step); ``o_addr`` and ``ml_addr`` are then its reads.
+    o_data, ml_data : the banks' words (a bank per line: row ρ in bank ρ mod p).
+    issue : a word was issued this cycle; ``all_issued``: every word of the tile was.
+    drained : nothing is in flight (the Finalize pipeline, its registers, the FIFO).
+    o : the output words (``q`` outputs of ``out_bits``), the tile's rows row-major.
+    clear : the tile's end: back to the first row.
+    fin_busy : cycles a word was issued (cumulative).
+
+    Latency: ``FIN_READ_LATENCY + Finalize.LATENCY + FIFO_LATENCY`` from the issue to the
+    word at the FIFO's head.
+    """
+
+    def __init__(self, cfg: HardwareConfig):
+        self.cfg = cfg
+        p, gmax, wmax = cfg.mac_lines, cfg.row_groups, cfg.words_per_row
+        super().__init__({
+            "running": In(1), "steps_left": In(1), "words": In(range(wmax + 1)),
+            "cmd": In(cmd_layout(cfg)), "clear": In(1),
+            "active": Out(1), "ml_addr": Out(range(gmax + 1)),
+            "o_addr": Out(range(gmax * wmax + 1)),
+            "o_data": In(data.ArrayLayout(acc_word_layout(cfg), p)),
+            "ml_data": In(data.ArrayLayout(ml_layout(cfg), p)),
+            "issue": Out(1), "all_issued": Out(1), "drained": Out(1),
+            "o": Out(stream.Signature(out_word_layout(cfg))),
+            "fin_busy": Out(COUNTER_BITS),
+        })
+        # the issue's row and word, the words in flight and the drain count (for the core's
+        # debug view)
+        self.frow = Signal(range(cfg.tile_rows + 1), name="frow")
+        self.fw = Signal(range(wmax + 1), name="fw")
+        self.inflight = Signal(range(OUT_FIFO_DEPTH + 1), name="inflight")
+        self.drain = Signal(range(PV_DRAIN + 1), name="drain")
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg, p, wmax = self.cfg, self.cfg.mac_lines, self.cfg.words_per_row
+        lp = p.bit_length() - 1
+        c = self.cmd
+        m.submodules.fin = fin = Finalize(cfg)
+        m.submodules.ofifo = ofifo = StreamFIFO(out_word_layout(cfg), OUT_FIFO_DEPTH)
+        frow, fw, inflight, drain = self.frow, self.fw, self.inflight, self.drain
+        f_raw = Signal()    # the word issued is the row's statistics (lse): after its O words
+        fwords = Signal(range(wmax + 2))
+        m.d.comb += [fwords.eq(self.words + c.lse), f_raw.eq(fw == self.words)]
+        f_all = self.all_issued
+        no_keys = Signal()
+        m.d.comb += no_keys.eq(c.keys == 0)
+        ready = Signal()
+        m.d.comb += ready.eq(self.running & ~self.steps_left & (drain == PV_DRAIN))
+        with m.If(self.running & ~self.steps_left & (drain != PV_DRAIN)):
+            m.d.sync += drain.eq(drain + 1)
+        m.d.comb += [
+            self.active.eq(ready),
+            self.ml_addr.eq(frow >> lp),
+            self.issue.eq(ready & ~f_all & (ofifo.level + inflight < OUT_FIFO_DEPTH)),
+            self.o_addr.eq((frow >> lp) * wmax + Mux(f_raw, 0, fw)),
+        ]
+        with m.If(self.issue):
+            m.d.sync += self.fin_busy.eq(self.fin_busy + 1)
+            with m.If(fw == fwords - 1):
+                m.d.sync += [fw.eq(0), frow.eq(frow + 1)]
+                with m.If(frow == c.rows - 1):
+                    m.d.sync += f_all.eq(1)
+            with m.Else():
+                m.d.sync += fw.eq(fw + 1)
+        f_lane = Signal(range(p))
+        fv1, fraw1 = Signal(), Signal()
+        m.d.sync += [fv1.eq(self.issue), fraw1.eq(f_raw), f_lane.eq(frow[:lp] if lp else 0)]
+        sel_o = Signal(acc_word_layout(cfg))
+        sel_l = Signal(cfg.row_sum_bits)
+        sel_m = Signal(signed(cfg.max_bits + 1))
+        with m.Switch(f_lane):
+            for i in range(p):
+                with m.Case(i):
+                    m.d.comb += [sel_o.eq(self.o_data[i]), sel_l.eq(self.ml_data[i].l),
+                                 sel_m.eq(self.ml_data[i].m)]
+        # the selected row's O word and ℓ are registered before the finalize unit (with lse,
+        # then its statistics: a row that saw no key reports m_init, model.numerics.row_stats)
+        fv2 = Signal()
+        empty = no_keys | (sel_l == 0)
+        m.d.sync += [fv2.eq(fv1), fin.i.payload.o.eq(sel_o),
+                     fin.i.payload.l.eq(Mux(no_keys, 0, sel_l)), fin.i.payload.raw.eq(fraw1),
+                     fin.i.payload.m.eq(Mux(empty, -(1 << cfg.max_bits), sel_m))]
+        m.d.comb += fin.i.valid.eq(fv2)
+        # the finalize unit never waits: its words fit the FIFO by the issue rule above
+        m.d.comb += [ofifo.i.valid.eq(fin.o.valid), ofifo.i.payload.eq(fin.o.payload)]
+        with m.If(self.issue & ~ofifo.i.valid):
+            m.d.sync += inflight.eq(inflight + 1)
+        with m.Elif(~self.issue & ofifo.i.valid):
+            m.d.sync += inflight.eq(inflight - 1)
+        wiring.connect(m, ofifo.o, wiring.flipped(self.o))
+        m.d.comb += self.drained.eq((inflight == 0) & ~ofifo.o.valid & ~fv1 & ~fv2)
+        with m.If(self.clear):
+            m.d.sync += [f_all.eq(0), drain.eq(0), frow.eq(0), fw.eq(0)]
+        return m

@@ -1,0 +1,164 @@
+"""The score stage of the compute core: the ``Q Kᵀ`` pipeline's control (the PE array does the
+products and sums), each line's visibility of its key (causal mask, window, end of keys) and
+the score transform's multiplier (the tile's, the row's own or times the key's factor), all
+meeting the group's scores as they leave the array for the softmax."""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from attenio.config import HardwareConfig
+from attenio.contract.formats import KEY_MANT_BITS
+from attenio.contract.formats import SCALE_SHIFT_MAX as MAX_SCALE_SHIFT
+from attenio.contract.rules import causal_visible, window_visible
+from attenio.hw.arith import shift_add_product
+from attenio.hw.lanes import Lanes
+from attenio.hw.layouts import cmd_layout, row_scale_layout, word_layout
+
+__all__ = ["ScoreStage", "QK_LATENCY"]
+
+# a Q Kᵀ (group, word) issued in cycle c0 has its group's scores accumulated in c4 and enters
+# the softmax in c5 (operands registered in c1 and c1b, products in c2, sums in c3)
+QK_LATENCY = 5
+
+
+def _log2(x: int) -> int:
+    return x.bit_length() - 1
+
+
+class ScoreStage(wiring.Component):
+    """Q Kᵀ issue → scores with their mask and multiplier.
+
+    Ports
+    -----
+    issue, is_qk, g, w, st : the step sequencer's issue (a ``Q Kᵀ`` (group, word) when both
+        are high), its row group, word and step.
+    words, groups, running, blog, cmd : the tile's words a row, row groups, running flag,
+        log2 keys per step and command.
+    k_data, k_scale : the K ring's copies (a word each, and each key's factor).
+    sc_data : the rows' multipliers of group ``sc_addr`` (the Q buffer's table, read in c1b).
+    pe_qk, pe_k, pe_acc, pe_acc_first : the PE array's control and K operands (its Q operands
+        come from the Q buffer directly).
+    valid, group, step, visible : in c4 a group's scores are done (``PEArray.scores``): its
+        group, step and which lines see their key.
+    c_m, c_sh : each lane's multiplier in c4: the tile's ``c_m``, ``c_sh``, the row's own
+        (``row_scales``), times the key's factor (``key_scales``: ``c_m·k_hi`` exactly and the
+        shift ``min(c_sh + k_e + KEY_MANT_BITS, SCALE_SHIFT_MAX)``, ``model.numerics.scale``).
+    ml_addr : the m/ℓ read address (the finished group, c3: the data arrive with its scores).
+
+    Latency: ``QK_LATENCY`` − 1 = 4 cycles from a group's last word to ``valid``.
+    """
+
+    def __init__(self, cfg: HardwareConfig):
+        self.cfg = cfg
+        p, gmax, wmax = cfg.mac_lines, cfg.row_groups, cfg.words_per_row
+        keys = range(cfg.max_seq_len + 1)
+        copies = cfg.max_keys_per_step
+        super().__init__({
+            "issue": In(1), "is_qk": In(1), "g": In(range(gmax + 1)), "w": In(range(wmax + 1)),
+            "st": In(keys), "words": In(range(wmax + 1)), "groups": In(range(gmax + 1)),
+            "running": In(1), "blog": In(range(_log2(copies) + 1)), "cmd": In(cmd_layout(cfg)),
+            "k_data": In(data.ArrayLayout(word_layout(cfg), copies)),
+            "k_scale": In(data.ArrayLayout(row_scale_layout(cfg), copies)),
+            "sc_data": In(data.ArrayLayout(row_scale_layout(cfg), p)),
+            "sc_addr": Out(range(gmax + 1)),
+            "pe_qk": Out(1), "pe_acc": Out(1), "pe_acc_first": Out(1),
+            "pe_k": Out(data.ArrayLayout(word_layout(cfg), p)),
+            "valid": Out(1), "group": Out(range(gmax + 1)), "step": Out(keys),
+            "visible": Out(p), "ml_addr": Out(range(gmax + 1)),
+            "c_m": Out(data.ArrayLayout(unsigned(cfg.scale_factor_bits), p)),
+            "c_sh": Out(data.ArrayLayout(unsigned(6), p)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        lanes = Lanes(m, self.cfg, self.blog)
+        kf2 = self._pipeline(m, lanes)
+        self._visibility(m)
+        self._multipliers(m, kf2)
+        return m
+
+    def _pipeline(self, m: Module, lanes: Lanes):
+        """The (group, word) tags c0 → c4 beside the array, and each line's key factor taken
+        with the issue (c0: the ring reads key kbase + copy) and carried to c2."""
+        cfg, p = self.cfg, self.cfg.mac_lines
+        g, st = self.g, self.st
+        tags = [(Signal(name=f"qk_v{k}"), Signal.like(g, name=f"qk_g{k}"),
+                 Signal.like(st, name=f"qk_st{k}"), Signal(name=f"qk_first{k}"),
+                 Signal(name=f"qk_last{k}")) for k in ("1", "1b", "2", "3")]
+        m.d.sync += [a.eq(b) for a, b in zip(tags[0], (
+            self.issue & self.is_qk, g, st, self.w == 0, self.w == self.words - 1), strict=True)]
+        for prev, nxt in zip(tags[:-1], tags[1:], strict=True):
+            m.d.sync += [a.eq(b) for a, b in zip(nxt, prev, strict=True)]
+        (v1, *_), (_, g1b, *_), _, (v3, g3, k3, first3, last3) = tags
+        # one multiplier per MAC serves both steps, its operands chosen by pe_qk (c1)
+        m.d.comb += [self.pe_qk.eq(v1), self.pe_acc.eq(v3), self.pe_acc_first.eq(first3),
+                     self.ml_addr.eq(g3), self.sc_addr.eq(g1b)]
+        wl = word_layout(cfg)
+        for i in range(p):
+            m.d.comb += self.pe_k[i].eq(lanes.copy(self.k_data, i, wl, "k"))
+        m.d.sync += [self.valid.eq(v3 & last3), self.group.eq(g3), self.step.eq(k3)]
+        kf = [lanes.copy(self.k_scale, i, row_scale_layout(cfg), "kf_c0") for i in range(p)]
+        for stage in ("c1", "c1b", "c2"):
+            nxt = [Signal(row_scale_layout(cfg), name=f"kf_{stage}_{i}") for i in range(p)]
+            m.d.sync += [nxt[i].eq(kf[i]) for i in range(p)]
+            kf = nxt
+        return kf
+
+    def _visibility(self, m: Module) -> None:
+        """Which line sees its key (k4·b + slot) in c4: the causal mask, the window and, in
+        the last step, keys past the end.
+
+        Packed heads (GQA, head_rows < rows): line i of group g holds tile row g·p + i, at
+        position (g·p + i) mod head_rows of its head. head_rows ≥ p (the decoder's rule), so
+        each line's position is a register that steps by p and wraps once per head, moved as
+        each group's scores finish (groups finish in order within a Q Kᵀ step); lines past the
+        tile's rows (padding) see every key."""
+        cfg, p = self.cfg, self.cfg.mac_lines
+        lp, c, blog = _log2(p), self.cmd, self.blog
+        bmask = Signal(range(p + 1))
+        m.d.comb += bmask.eq((1 << blog) - 1)
+        multi = Signal()
+        m.d.comb += multi.eq((c.head_rows != 0) & (c.head_rows < c.rows))
+        pos = [Signal(range(cfg.tile_rows + p), name=f"qk_pos{i}") for i in range(p)]
+        with m.If(~self.running | (self.valid & (self.group == self.groups - 1))):
+            m.d.sync += [pos[i].eq(i) for i in range(p)]
+        with m.Elif(self.valid):
+            for i in range(p):
+                nxt = pos[i] + p
+                m.d.sync += pos[i].eq(Mux(nxt >= c.head_rows, nxt - c.head_rows, nxt))
+        for i in range(p):
+            tile_row = (self.group << lp) + i
+            row = Mux(blog == 0, Mux(multi, pos[i], tile_row), i >> blog)
+            key_i = (self.step << blog) + (i & bmask)
+            seen = causal_visible(key_i, row + c.q_pos, c.diag)
+            inside = window_visible(key_i, row + c.q_pos, c.win_diag)
+            pad = multi & (tile_row >= c.rows)
+            m.d.comb += self.visible[i].eq(
+                (key_i < c.keys) & (((~c.causal | seen) & (~c.window | inside)) | pad))
+
+    def _multipliers(self, m: Module, kf2) -> None:
+        """Each lane's multiplier with its scores in c4: the rows' (read c1b → c2) meet the
+        keys' factors (c2); two register stages: c2 → c3 the product and the shift, c3 → c4
+        the choice and the cap."""
+        cfg, p, c = self.cfg, self.cfg.mac_lines, self.cmd
+        cmb = cfg.numerics.scale_mult_bits
+        sc = self.sc_data
+        for i in range(p):
+            cm2 = Mux(c.row_scales, sc[i].c_m, c.c_m)
+            sh2 = Mux(c.row_scales, sc[i].c_sh, c.c_sh)
+            cm3 = Signal(unsigned(cmb), name=f"cm3_{i}")
+            sh3 = Signal(unsigned(8), name=f"csh3_{i}")
+            m.d.sync += cm3.eq(cm2)
+            if not cfg.key_scales_supported:
+                m.d.sync += [sh3.eq(sh2), self.c_m[i].eq(cm3), self.c_sh[i].eq(sh3)]
+                continue
+            kf = kf2[i]
+            k_hi = kf.c_m[cmb - KEY_MANT_BITS:]
+            prod3 = Signal(unsigned(cfg.scale_factor_bits), name=f"cmk3_{i}")
+            m.d.sync += [prod3.eq(shift_add_product(cm2, k_hi)),
+                         sh3.eq(sh2 + Mux(c.key_scales, kf.c_sh + KEY_MANT_BITS, 0))]
+            m.d.sync += [self.c_m[i].eq(Mux(c.key_scales, prod3, cm3)),
+                         self.c_sh[i].eq(Mux(sh3 > MAX_SCALE_SHIFT, MAX_SCALE_SHIFT, sh3))]
