@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
 from attenio.contract.program import INSTR_BITS, Op
-from attenio.contract.rules import ENTRY_BYTES, PAGE_ALIGN_LOG2, next_is_v
+from attenio.contract.rules import ENTRY_BYTES, next_is_v
 from attenio.contract.timing import TIMING
 from attenio.errors import ErrorCode
 from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, log2
@@ -17,6 +17,7 @@ from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address
 from attenio.hw.ctrl.decode import kps_log2_of
 from attenio.hw.ctrl.dispatch import engine_ports
 from attenio.hw.ctrl.layouts import load_tag_layout, raise_error, view
+from attenio.hw.ctrl.pagewalk import page_start, page_walk
 from attenio.hw.layouts import kv_beat_layout, qcmd_layout, word_layout
 from attenio.hw.streamfifo import StreamFIFO
 
@@ -201,12 +202,12 @@ class LoadEngine(wiring.Component):
                              l_steps.eq((keys + kps - 1) >> kps_log2_of(kps, kps_max)),
                              l_rows.eq(nk0), l_contig.eq(contig), l_stride.eq(stride),
                              lb.beats.eq(k_beats)]
-                self._page_start(m, u, lb, kv_head, k_beats)
+                page_start(cfg, m, u, lb, kv_head, k_beats)
         credit = Signal()
         m.d.comb += credit.eq(~l_is_kv | ~l_unit_first
                               | self._ring_credit(m, Mux(l_on_v, l_vs, l_ks), l_b, l_on_v, ring))
         m.submodules.tags = tags = StreamFIFO(load_tag_layout(), MAX_OUTSTANDING)
-        is_t, base_set = self._page_walk(m, u, lb, fail)
+        is_t, base_set = page_walk(cfg, m, u, lb, fail, self.stop)
         l_want = Signal()
         m.d.comb += l_want.eq(lbusy & lb.ready & ~self.stop & credit & (rd_out < MAX_OUTSTANDING)
                               & tags.i.ready & ~(u.need_entry & ~is_t))
@@ -217,9 +218,9 @@ class LoadEngine(wiring.Component):
                            l_want)
         m.d.comb += lb.moved.eq(l_start | ar | base_set)
         instr_done = self._advance(m, u, lb, ar, is_t)
-        tag = self._tag(m, lraw, l_is_kv, l_on_v, l_wd, l_wk, instr_done, is_t, u.t_req[0])
+        tag = _tag(cfg, m, lraw, l_is_kv, l_on_v, l_wd, l_wk, instr_done, is_t, u.t_req[0])
         m.d.comb += [tags.i.valid.eq(ar), tags.i.payload.eq(tag)]
-        r = self._read_data(m, tags, fail, u)
+        r = _read_data(self, m, tags, fail, u)
         r_burst_end = r & self.rlast
         m.d.comb += tags.o.ready.eq(r_burst_end)
         m.d.sync += rd_out.eq(rd_out + ar - r_burst_end)
@@ -231,62 +232,6 @@ class LoadEngine(wiring.Component):
         m.d.comb += [self.idle.eq((rd_out == 0) & ~self.arvalid), self.ended.eq(load_end),
                      self.request.eq(ar), self.beat.eq(r), self.started.eq(l_start)]
         return m
-
-    def _page_start(self, m: Module, u: _LoadRegs, lb: BurstRegs, kv_head, k_beats) -> None:
-        """A ``LOAD_KV`` starts: a paged one first requests table words 0 and 1 (from the
-        word holding ``table``), then waits for its first page (contract.rules.PageWalk)."""
-        lab = log2(self.cfg.axi_data_bytes)
-        paged = kv_head.paged
-        tbase = Signal(ADDR_BITS)
-        m.d.comb += tbase.eq(kv_head.table & ~((1 << lab) - 1))
-        e0 = kv_head.table[2:lab] if lab > 2 else 0
-        m.d.sync += [u.t_req.eq(0), u.t_addr.eq(tbase), u.t_pre.eq(Mux(paged, 2, 0)),
-                     u.need_entry.eq(paged), u.e_idx.eq(e0), u.e_word.eq(0),
-                     u.slot_ok[0].eq(0), u.slot_ok[1].eq(0), u.k_beats.eq(k_beats)]
-        with m.If(paged):
-            m.d.sync += [lb.base.eq(tbase), lb.beats.eq(1)]
-
-    def _page_walk(self, m: Module, u: _LoadRegs, lb: BurstRegs, fail):
-        """A paged ``LOAD_KV``'s block table: ``is_t``, the current request is a table word
-        (before a K block that starts a page: words 0 and 1 before ``K(0)``, word j + 1
-        before the first page of word j); ``base_set``, a K block that starts a page takes
-        its entry (once its word is in) as its address, ``entry·64 + k_addr``, and keeps the
-        page for its V block (``v_addr`` from the same entry). Returns (is_t, base_set)."""
-        cfg = self.cfg
-        ab = cfg.axi_data_bytes
-        lab = log2(ab)
-        kv = view(u.raw, Op.LOAD_KV)
-        pages = Signal(25)
-        words = Signal(25, name="l_t_words")
-        # the table's word count is the instruction's: a register, set the cycle after the
-        # instruction starts (u.raw), read from the first request on (lb.ready: 3 cycles
-        # after the start), so its two adds and shifts stay off the request path
-        m.d.comb += pages.eq((kv.keys + (Const(1, 16) << kv.page_log2) - 1) >> kv.page_log2)
-        m.d.sync += words.eq((kv.table[2:lab] if lab > 2 else 0) + pages + u.epb - 1
-                             >> log2(u.epb))
-        is_t = Signal()
-        m.d.comb += is_t.eq(u.busy & u.is_kv & ~u.on_v & kv.paged & (u.t_pre != 0)
-                            & (u.t_req < words))
-        entry = Signal(32)
-        m.d.comb += entry.eq(u.slots[u.e_word].word_select(u.e_idx if u.epb > 1 else 0, 32))
-        page = Signal(ADDR_BITS)
-        m.d.comb += page.eq(entry << PAGE_ALIGN_LOG2)
-        base_set = Signal()
-        m.d.comb += base_set.eq(u.busy & u.need_entry & ~is_t & u.slot_ok[u.e_word] & ~self.stop)
-        with m.If(base_set):
-            kaddr = (page + kv.k_addr)[:ADDR_BITS]
-            m.d.sync += [lb.base.eq(kaddr), u.kbase.eq(kaddr), u.kpage[u.ks[0]].eq(page),
-                         lb.beats.eq(u.k_beats), lb.off.eq(0), u.need_entry.eq(0)]
-            if u.epb > 1:
-                m.d.sync += u.e_idx.eq(u.e_idx + 1)
-                with m.If(u.e_idx == u.epb - 1):
-                    m.d.sync += u.e_word.eq(~u.e_word)
-            else:
-                m.d.sync += u.e_word.eq(~u.e_word)
-            if lab > PAGE_ALIGN_LOG2:       # a page must start on an AXI word
-                with m.If(entry[:lab - PAGE_ALIGN_LOG2] != 0):
-                    fail(ErrorCode.ADDRESS_RANGE)
-        return is_t, base_set
 
     def _advance(self, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is_t):
         """The unit after the current one, kept as registers, and the move to it with each
@@ -378,24 +323,6 @@ class LoadEngine(wiring.Component):
                                      u.k_beats.eq(p_beats)]
         return instr_done
 
-    def _tag(self, m: Module, lraw, l_is_kv, l_on_v, l_wd, l_wk, instr_done, is_t, slot):
-        """A burst's tag: where its beats go and what its last beat means. Words of a row (R
-        beats count rows by it): a Q row with its multiplier or a K row with key_scales has
-        one more; ``lanes`` are those of the row's last data word. A block-table word
-        (``is_t``) goes to its ``slot``, one word a "row"."""
-        tag_in = Signal(load_tag_layout())
-        lastlanes = view(lraw, Op.LOAD_KV).d - ((l_wd - 1) << log2(self.cfg.macs_per_line))
-        m.d.comb += [
-            tag_in.kv.eq(l_is_kv & ~is_t), tag_in.v.eq(l_on_v),
-            tag_in.wd.eq(Mux(is_t, 1, Mux(l_is_kv, Mux(l_on_v, l_wd, l_wk),
-                                          l_wd + view(lraw, Op.LOAD_Q).row_scales))),
-            tag_in.sc.eq(l_is_kv & ~l_on_v & view(lraw, Op.LOAD_KV).key_scales & ~is_t),
-            tag_in.t.eq(is_t), tag_in.slot.eq(slot),
-            tag_in.lanes.eq(lastlanes), tag_in.end.eq(instr_done),
-            tag_in.push.eq(view(lraw).push_next),
-        ]
-        return tag_in
-
     def _ring_credit(self, m: Module, cur_s, l_b, l_on_v, ring: int):
         """The current K/V block may be requested: block s of b keys waits until
         s·b + b ≤ freed + ring. Both sides are registers: the need depends on the unit only,
@@ -409,37 +336,57 @@ class LoadEngine(wiring.Component):
         m.d.sync += ok.eq((need <= Mux(l_on_v, self.v_free, self.k_free)) & ~self.credits_stale)
         return ok
 
-    def _read_data(self, m: Module, tags, fail, u: _LoadRegs):
-        """R beats to the core: the oldest burst's tag says Q or K/V, which ring, the row's
-        words and its last word's lanes (the rest zeroed). Returns the R handshake."""
-        cfg = self.cfg
-        q = cfg.macs_per_line
-        t = tags.o.payload
-        t_kv, t_v, t_wd, t_lanes, t_end = t.kv, t.v, t.wd, t.lanes, t.end
-        rw = Signal(12)
-        row_last = Signal()
-        data_last = Signal()       # the row's last data word (before a K/V row's factor word)
-        m.d.comb += [row_last.eq(rw == t_wd - 1), data_last.eq(rw == t_wd - 1 - t.sc)]
-        beat_ok = self.rvalid & tags.o.valid
-        m.d.comb += [
-            self.q.valid.eq(beat_ok & ~self.stop & ~t_kv & ~t.t),
-            self.kv.valid.eq(beat_ok & ~self.stop & t_kv),
-            self.kv.payload.v.eq(t_v), self.kv.payload.last.eq(row_last),
-            self.kv.payload.sc.eq(t.sc & row_last),
-            self.kv.payload.end.eq(t_end & self.rlast),
-            self.rready.eq(tags.o.valid & (self.stop | t.t
-                                           | Mux(t_kv, self.kv.ready, self.q.ready))),
-        ]
-        for lane in range(q):
-            elem = self.rdata[lane * cfg.data_bits:(lane + 1) * cfg.data_bits]
-            m.d.comb += [self.q.payload[lane].eq(elem),
-                         self.kv.payload.data[lane].eq(
-                             Mux(~data_last | (lane < t_lanes), elem, 0))]
-        r = self.rvalid & self.rready
-        with m.If(r & t.t):                          # a block-table word
-            m.d.sync += [u.slots[t.slot].eq(self.rdata), u.slot_ok[t.slot].eq(1)]
-        with m.If(r):
-            m.d.sync += rw.eq(Mux(row_last, 0, rw + 1))
-            with m.If(self.rresp != 0):
-                fail(ErrorCode.AXI_READ)
-        return r
+
+def _tag(cfg: HardwareConfig, m: Module, lraw, l_is_kv, l_on_v, l_wd, l_wk, instr_done, is_t, slot):
+    """A burst's tag: where its beats go and what its last beat means. Words of a row (R
+    beats count rows by it): a Q row with its multiplier or a K row with key_scales has
+    one more; ``lanes`` are those of the row's last data word. A block-table word
+    (``is_t``) goes to its ``slot``, one word a "row"."""
+    tag_in = Signal(load_tag_layout())
+    lastlanes = view(lraw, Op.LOAD_KV).d - ((l_wd - 1) << log2(cfg.macs_per_line))
+    m.d.comb += [
+        tag_in.kv.eq(l_is_kv & ~is_t), tag_in.v.eq(l_on_v),
+        tag_in.wd.eq(Mux(is_t, 1, Mux(l_is_kv, Mux(l_on_v, l_wd, l_wk),
+                                      l_wd + view(lraw, Op.LOAD_Q).row_scales))),
+        tag_in.sc.eq(l_is_kv & ~l_on_v & view(lraw, Op.LOAD_KV).key_scales & ~is_t),
+        tag_in.t.eq(is_t), tag_in.slot.eq(slot),
+        tag_in.lanes.eq(lastlanes), tag_in.end.eq(instr_done),
+        tag_in.push.eq(view(lraw).push_next),
+    ]
+    return tag_in
+
+
+def _read_data(eng: LoadEngine, m: Module, tags, fail, u: _LoadRegs):
+    """R beats to the core: the oldest burst's tag says Q or K/V, which ring, the row's
+    words and its last word's lanes (the rest zeroed). Returns the R handshake."""
+    cfg = eng.cfg
+    q = cfg.macs_per_line
+    t = tags.o.payload
+    t_kv, t_v, t_wd, t_lanes, t_end = t.kv, t.v, t.wd, t.lanes, t.end
+    rw = Signal(12)
+    row_last = Signal()
+    data_last = Signal()       # the row's last data word (before a K/V row's factor word)
+    m.d.comb += [row_last.eq(rw == t_wd - 1), data_last.eq(rw == t_wd - 1 - t.sc)]
+    beat_ok = eng.rvalid & tags.o.valid
+    m.d.comb += [
+        eng.q.valid.eq(beat_ok & ~eng.stop & ~t_kv & ~t.t),
+        eng.kv.valid.eq(beat_ok & ~eng.stop & t_kv),
+        eng.kv.payload.v.eq(t_v), eng.kv.payload.last.eq(row_last),
+        eng.kv.payload.sc.eq(t.sc & row_last),
+        eng.kv.payload.end.eq(t_end & eng.rlast),
+        eng.rready.eq(tags.o.valid & (eng.stop | t.t
+                                       | Mux(t_kv, eng.kv.ready, eng.q.ready))),
+    ]
+    for lane in range(q):
+        elem = eng.rdata[lane * cfg.data_bits:(lane + 1) * cfg.data_bits]
+        m.d.comb += [eng.q.payload[lane].eq(elem),
+                     eng.kv.payload.data[lane].eq(
+                         Mux(~data_last | (lane < t_lanes), elem, 0))]
+    r = eng.rvalid & eng.rready
+    with m.If(r & t.t):                          # a block-table word
+        m.d.sync += [u.slots[t.slot].eq(eng.rdata), u.slot_ok[t.slot].eq(1)]
+    with m.If(r):
+        m.d.sync += rw.eq(Mux(row_last, 0, rw + 1))
+        with m.If(eng.rresp != 0):
+            fail(ErrorCode.AXI_READ)
+    return r

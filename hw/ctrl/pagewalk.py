@@ -1,0 +1,76 @@
+"""A paged ``LOAD_KV``'s walk of its block table in the load engine (hw/ctrl/load.py): the
+table words it requests and the entry each page-starting K block takes as its address, in the
+order ``contract.rules.PageWalk`` states for the schedule generator. ``u`` is the engine's
+registers (``_LoadRegs``), ``lb`` its burst registers."""
+
+from __future__ import annotations
+
+from amaranth import Const, Module, Mux, Signal
+
+from attenio.config import HardwareConfig
+from attenio.contract.program import Op
+from attenio.contract.rules import PAGE_ALIGN_LOG2
+from attenio.errors import ErrorCode
+from attenio.hw.ctrl.axi import ADDR_BITS, log2
+from attenio.hw.ctrl.bursts import BurstRegs
+from attenio.hw.ctrl.layouts import view
+
+__all__ = ["page_start", "page_walk"]
+
+
+def page_start(cfg: HardwareConfig, m: Module, u, lb: BurstRegs, kv_head,
+               k_beats) -> None:
+    """A ``LOAD_KV`` starts: a paged one first requests table words 0 and 1 (from the
+    word holding ``table``), then waits for its first page (contract.rules.PageWalk)."""
+    lab = log2(cfg.axi_data_bytes)
+    paged = kv_head.paged
+    tbase = Signal(ADDR_BITS)
+    m.d.comb += tbase.eq(kv_head.table & ~((1 << lab) - 1))
+    e0 = kv_head.table[2:lab] if lab > 2 else 0
+    m.d.sync += [u.t_req.eq(0), u.t_addr.eq(tbase), u.t_pre.eq(Mux(paged, 2, 0)),
+                 u.need_entry.eq(paged), u.e_idx.eq(e0), u.e_word.eq(0),
+                 u.slot_ok[0].eq(0), u.slot_ok[1].eq(0), u.k_beats.eq(k_beats)]
+    with m.If(paged):
+        m.d.sync += [lb.base.eq(tbase), lb.beats.eq(1)]
+
+
+def page_walk(cfg: HardwareConfig, m: Module, u, lb: BurstRegs, fail, stop):
+    """A paged ``LOAD_KV``'s block table: ``is_t``, the current request is a table word
+    (before a K block that starts a page: words 0 and 1 before ``K(0)``, word j + 1
+    before the first page of word j); ``base_set``, a K block that starts a page takes
+    its entry (once its word is in) as its address, ``entry·64 + k_addr``, and keeps the
+    page for its V block (``v_addr`` from the same entry). Returns (is_t, base_set)."""
+    ab = cfg.axi_data_bytes
+    lab = log2(ab)
+    kv = view(u.raw, Op.LOAD_KV)
+    pages = Signal(25)
+    words = Signal(25, name="l_t_words")
+    # the table's word count is the instruction's: a register, set the cycle after the
+    # instruction starts (u.raw), read from the first request on (lb.ready: 3 cycles
+    # after the start), so its two adds and shifts stay off the request path
+    m.d.comb += pages.eq((kv.keys + (Const(1, 16) << kv.page_log2) - 1) >> kv.page_log2)
+    m.d.sync += words.eq((kv.table[2:lab] if lab > 2 else 0) + pages + u.epb - 1
+                         >> log2(u.epb))
+    is_t = Signal()
+    m.d.comb += is_t.eq(u.busy & u.is_kv & ~u.on_v & kv.paged & (u.t_pre != 0)
+                        & (u.t_req < words))
+    entry = Signal(32)
+    m.d.comb += entry.eq(u.slots[u.e_word].word_select(u.e_idx if u.epb > 1 else 0, 32))
+    page = Signal(ADDR_BITS)
+    m.d.comb += page.eq(entry << PAGE_ALIGN_LOG2)
+    base_set = Signal()
+    m.d.comb += base_set.eq(u.busy & u.need_entry & ~is_t & u.slot_ok[u.e_word] & ~stop)
+    with m.If(base_set):
+        kaddr = (page + kv.k_addr)[:ADDR_BITS]
+        m.d.sync += [lb.base.eq(kaddr), u.kbase.eq(kaddr), u.kpage[u.ks[0]].eq(page),
+                     lb.beats.eq(u.k_beats), lb.off.eq(0), u.need_entry.eq(0)]
+        if u.epb > 1:
+            m.d.sync += u.e_idx.eq(u.e_idx + 1)
+            with m.If(u.e_idx == u.epb - 1):
+                m.d.sync += u.e_word.eq(~u.e_word)
+        else:
+            m.d.sync += u.e_word.eq(~u.e_word)
+        if lab > PAGE_ALIGN_LOG2:       # a page must start on an AXI word
+            with m.If(entry[:lab - PAGE_ALIGN_LOG2] != 0):
+                fail(ErrorCode.ADDRESS_RANGE)
+    return is_t, base_set
