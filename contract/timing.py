@@ -3,7 +3,7 @@ models (docs/architecture.md, "Timing contract").
 
 ``hw/`` reads its depths and step constants from :data:`TIMING`; the latencies that are sums
 of the RTL blocks' own ``latency`` (``p_ready_latency``, ``finalize_latency``) are checked
-against the blocks by tests/hw/test_contract.py, and the controller's hand-off latencies by
+against the blocks by tests/contract/test_timing.py, and the controller's hand-off latencies by
 the cycle-exact RTL suite (tests/cocotb).
 """
 
