@@ -105,7 +105,7 @@ def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig =
         raise bad("k", f"{hk} heads", f"a divisor of q's {h} heads (GQA)")
     left, right = check_window(window)
     wl = C.Workload(seq_q=nq, seq_k=nk, head_dim=d, heads=h, kv_heads=hk, batch=b,
-                    causal=causal, element_bytes=hw.element_bytes, window_left=left,
+                    causal=causal, window_left=left,
                     window_right=right, lse=_flag("return_lse", return_lse))
     out, lse = _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale)
     out = _like_q(out, q, layout)
@@ -143,7 +143,7 @@ def _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale=None, 
 
 
 def _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, window,
-            element_bytes: int = 1, page_size: int = 0):
+            page_size: int = 0):
     """The packed tensors (``[1, heads, total, d]``) and the workload of a varlen call."""
     arrays = []
     for name, x in (("q", q), ("k", k), ("v", v)):
@@ -162,7 +162,7 @@ def _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, cau
     left, right = check_window(window)
     wl = C.VarlenWorkload.from_cu_seqlens(
         cu_seqlens_q, cu_seqlens_k, head_dim=q3.shape[2], heads=q3.shape[1],
-        kv_heads=k3.shape[1], causal=causal, element_bytes=element_bytes, window_left=left,
+        kv_heads=k3.shape[1], causal=causal, window_left=left,
         window_right=right, page_size=page_size)
     for name, x, total, most, lens in (
             ("q", q3, wl.seq_q, max_seqlen_q, wl.seqlens_q),
@@ -199,7 +199,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int | No
     """
     hw = hardware(preset)
     (q4, k4, v4), wl = _varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                               max_seqlen_k, causal, window, hw.element_bytes, page_size)
+                               max_seqlen_k, causal, window, page_size)
     wl = C.replace(wl, lse=_flag("return_lse", return_lse))
     out, lse = _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale)
     out = out[0].transpose(1, 0, 2)
@@ -300,7 +300,7 @@ def _paged_kvcache(hw, q4, kc, vc, lens, block_table, causal, window, scheme, q_
     table = BlockTable.of(block_table, lens, page, pages, what="a page of k_cache")
     left, right = check_window(window)
     wl = C.VarlenWorkload(seqlens_q=[sq] * b, seqlens_k=lens, head_dim=d, heads=h,
-                          kv_heads=hk, causal=causal, element_bytes=hw.element_bytes,
+                          kv_heads=hk, causal=causal,
                           window_left=left, window_right=right, page_size=page,
                           lse=_flag("return_lse", return_lse))
     # the pool as [1, kv_heads, pages · page, d]; rows no sequence reads are left out of the

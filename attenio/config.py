@@ -443,10 +443,6 @@ class HardwareConfig(Serializable):
             if n > self.max_seq_len:
                 raise bad(name, n,
                           f"must be in [1, {self.max_seq_len}] (max_seq_len of this hardware)")
-        if wl.element_bytes != self.element_bytes:
-            raise bad("element_bytes", wl.element_bytes,
-                      f"this hardware takes {self.element_bytes}-byte elements "
-                      f"(data_bits={self.data_bits})")
         if wl.lse and not self.lse_supported:
             raise bad("lse", True, f"this hardware's output word ({self.macs_per_line} x "
                       f"{self.out_bits} bits) cannot hold a row's m and ℓ "

@@ -45,6 +45,9 @@ class Serializable:
     ``NESTED``, become tables)."""
 
     NESTED: ClassVar[dict[str, type]] = {}
+    # fields an older file may still hold, read and dropped (Workload's element_bytes: the
+    # hardware's element size is the only one)
+    LEGACY: ClassVar[tuple[str, ...]] = ()
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -61,6 +64,7 @@ class Serializable:
         if not isinstance(data, dict):
             raise bad(where or cls.__name__, data, "must be a table of fields")
         known = {f.name: f for f in fields(cls)}  # type: ignore[arg-type]
+        data = {k: v for k, v in data.items() if k not in cls.LEGACY}
         unknown = sorted(set(data) - set(known))
         if unknown:
             raise bad(f"{prefix}{unknown[0]}", data[unknown[0]],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, ClassVar, NamedTuple
 
 from attenio.errors import bad
 from attenio.fields import Serializable, check_bool, check_int
@@ -51,6 +51,8 @@ class Segment(NamedTuple):
 class _HeadsAndMasks:
     """What both workloads say alike: their heads (GQA groups), window and paging."""
 
+    LEGACY: ClassVar[tuple[str, ...]] = ("element_bytes",)   # the hardware's, not a workload's
+
     @property
     def group_size(self) -> int:
         """Query heads per K/V head (1 for multi-head, ``heads`` for MQA)."""
@@ -70,13 +72,12 @@ class _HeadsAndMasks:
 
 def _check_heads_and_masks(wl) -> None:
     """The fields both workloads share: head dim, heads, K/V heads dividing them, causal,
-    element size, the window's sides (≥ −1) and the page size."""
+    the window's sides (≥ −1) and the page size."""
     check_int(wl, "head_dim", 1, 1024)
     check_int(wl, "heads", 1, 1 << 12)
     check_int(wl, "kv_heads", 1, 1 << 12)
     check_bool(wl, "causal")
     check_bool(wl, "lse")
-    check_int(wl, "element_bytes", 1, 8)
     if wl.heads % wl.kv_heads:
         raise bad("kv_heads", wl.kv_heads, f"must divide heads={wl.heads}")
     for side in ("window_left", "window_right"):
@@ -100,7 +101,6 @@ class Workload(_HeadsAndMasks, Serializable):
     kv_heads: int = 1
     batch: int = 1
     causal: bool = False
-    element_bytes: int = 1
     window_left: int = -1
     window_right: int = -1
     page_size: int = 0
@@ -126,7 +126,6 @@ class Workload(_HeadsAndMasks, Serializable):
         (:meth:`HardwareConfig.check_workload`)."""
         wl = cls(seq_q=n, seq_k=n if nk is None else nk, head_dim=d, heads=heads,
                  kv_heads=heads if kv_heads is None else kv_heads, batch=batch, causal=causal,
-                 element_bytes=hw.element_bytes if hw is not None else 1,
                  window_left=window[0], window_right=window[1], page_size=page_size,
                  lse=lse)
         if hw is not None:
@@ -172,7 +171,6 @@ class VarlenWorkload(_HeadsAndMasks, Serializable):
     heads: int = 1
     kv_heads: int = 1
     causal: bool = False
-    element_bytes: int = 1
     window_left: int = -1
     window_right: int = -1
     page_size: int = 0
@@ -226,7 +224,6 @@ class VarlenWorkload(_HeadsAndMasks, Serializable):
         key lengths (default: the same, self-attention); with ``hw``, it must fit it."""
         wl = cls(seqlens_q=seqlens, seqlens_k=seqlens if nk is None else nk, head_dim=d,
                  heads=heads, kv_heads=heads if kv_heads is None else kv_heads, causal=causal,
-                 element_bytes=hw.element_bytes if hw is not None else 1,
                  window_left=window[0], window_right=window[1], page_size=page_size,
                  lse=lse)
         if hw is not None:
@@ -276,7 +273,7 @@ class VarlenWorkload(_HeadsAndMasks, Serializable):
         """Sequence ``i`` as a workload of its own."""
         return Workload(seq_q=self.seqlens_q[i], seq_k=self.seqlens_k[i],
                         head_dim=self.head_dim, heads=self.heads, kv_heads=self.kv_heads,
-                        causal=self.causal, element_bytes=self.element_bytes,
+                        causal=self.causal,
                         window_left=self.window_left, window_right=self.window_right,
                         page_size=self.page_size, lse=self.lse)
 

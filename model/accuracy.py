@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attenio.config import HardwareConfig, Workload, replace
+from attenio.config import HardwareConfig, Workload
 from attenio.errors import bad
 from attenio.model import numerics as nm
 from attenio.model import reference as ref
@@ -267,7 +267,7 @@ def compare(hws: dict[str, HardwareConfig], wl: Workload, q, k, v,
                      "rel_frobenius": rel_frobenius(approx, exact)})
 
     for name, hw in hws.items():
-        wl_hw = replace(wl, element_bytes=hw.element_bytes)
+        wl_hw = wl
         hw.check_workload(wl_hw)
         for scheme in schemes:
             for g in q_scales:

@@ -24,7 +24,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for n in (131072, 1 << 20):
         for d in (64, 128):
-            wl = C.Workload.square(n, d, element_bytes=hw.element_bytes)
+            wl = C.Workload.square(n, d)
             times = []
             for _ in range(args.repeats):
                 t0 = time.perf_counter()

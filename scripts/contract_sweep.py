@@ -36,7 +36,7 @@ def main() -> None:
     cases += [("llm-outliers", s) for s in SIGMAS[1:]]
     for name in a.preset or ["fpga", "asplos26"]:
         hw = C.preset(name)
-        wl = C.Workload(seq_q=a.n, seq_k=a.n, head_dim=a.d, element_bytes=hw.element_bytes)
+        wl = C.Workload(seq_q=a.n, seq_k=a.n, head_dim=a.d)
         for dist, sigma in cases:
             worst = None
             for scheme in A.SCHEMES:

@@ -30,7 +30,7 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     hw = C.preset(a.preset)
-    wl = C.Workload(seq_q=a.n, seq_k=a.n, head_dim=a.d, element_bytes=hw.element_bytes)
+    wl = C.Workload(seq_q=a.n, seq_k=a.n, head_dim=a.d)
     rows = []
     print(f"K block sweep: preset={a.preset} N={a.n} d={a.d} seed={a.seed}; Q per row; "
           "relative Frobenius error over bf16's")

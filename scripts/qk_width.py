@@ -42,7 +42,7 @@ def main() -> None:
     fpga = C.preset("fpga")
     wide = C.replace(fpga, data_bits=16, max_seq_len=4096)
     wl8 = C.Workload(seq_q=a.n, seq_k=a.n, head_dim=a.d)
-    wl16 = C.replace(wl8, element_bytes=2)
+    wl16 = wl8
     designs = [("int8 Q,K,V (fpga)", fpga, wl8, 8, 8), ("int16 Q,K + int8 V", wide, wl16, 16, 8),
                ("int16 Q,K,V", wide, wl16, 16, 16)]
     rows = []

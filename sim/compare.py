@@ -27,7 +27,7 @@ def compare_dataflows(hw: HardwareConfig, ns: list[int], ds: list[int], causal: 
     rows = []
     for d in ds:
         for n in ns:
-            wl = Workload.square(n, d, causal=causal, element_bytes=hw.element_bytes)
+            wl = Workload.square(n, d, causal=causal)
             if progress:
                 progress(f"d={d} N={n}")
             for flow in io.DATAFLOWS:
@@ -68,5 +68,5 @@ def bandwidth_sweep(hw: HardwareConfig, n: int, d: int, causal: bool = False,
     for bw in bandwidths:
         h = dataclasses.replace(hw, dram_bytes_per_cycle=bw,
                                 axi_data_bits=max(hw.axi_data_bits, min(1024, bw * 8)))
-        wl = Workload.square(n, d, causal=causal, element_bytes=h.element_bytes)
+        wl = Workload.square(n, d, causal=causal)
         yield bw, {f: schedule(h, wl, f, keep_spans=False).total_cycles for f in io.DATAFLOWS}

@@ -142,7 +142,7 @@ def compare(hw: HardwareConfig, data: GpuData, ns: list[int], ds: list[int],
             for causal in causals:
                 one = best_gpu_row(data, n, d, causal, dtype, filled=False)
                 full = best_gpu_row(data, n, d, causal, dtype, filled=True)
-                wl = Workload.square(n, d, causal=causal, element_bytes=hw.element_bytes)
+                wl = Workload.square(n, d, causal=causal)
                 sch = schedule(hw, wl, keep_spans=False)
                 sch_bw = schedule(hw_bw, wl, keep_spans=False)
                 fl = attention_flops(n, d, causal)

@@ -49,7 +49,7 @@ def _best(data: dict, workload: str, paged_only: bool = False) -> dict:
 
 
 def _workload(hw: HardwareConfig, data: dict, name: str, heads: int):
-    t, d, eb = data["traces"], data["d"], hw.element_bytes
+    t, d = data["traces"], data["d"]
     if name == "prefill":
         return VarlenWorkload.from_options(hw, seqlens=t["prefill_lengths"], d=d, heads=heads,
                                            causal=True)
@@ -60,8 +60,7 @@ def _workload(hw: HardwareConfig, data: dict, name: str, heads: int):
     dec = t["decode"]
     lens = t["decode_cache_lengths"]
     return VarlenWorkload(seqlens_q=[1] * len(lens), seqlens_k=lens, head_dim=d, heads=heads,
-                          kv_heads=dec["kv_heads"], page_size=dec["page_size"],
-                          element_bytes=eb)
+                          kv_heads=dec["kv_heads"], page_size=dec["page_size"])
 
 
 def compare_serving(hw: HardwareConfig, data: dict, gpu_peak_tflops: float = H200_PEAK_TFLOPS,

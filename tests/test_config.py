@@ -76,7 +76,7 @@ def test_widths_the_model_cannot_carry_are_refused():
 
 BAD_WL = [
     ("seq_q", 0), ("seq_k", -1), ("head_dim", 0), ("heads", 0), ("kv_heads", 0),
-    ("batch", 0), ("causal", 1), ("element_bytes", 0), ("seq_q", 1.5),
+    ("batch", 0), ("causal", 1), ("seq_q", 1.5),
 ]
 
 
@@ -100,8 +100,6 @@ def test_workload_checked_against_hardware():
         hw.check_workload(C.Workload.square(64, 65))
     with pytest.raises(ConfigError, match=r"seq_k=5000"):
         hw.check_workload(C.Workload(seq_q=8, seq_k=5000, head_dim=8))
-    with pytest.raises(ConfigError, match=r"element_bytes=2"):
-        hw.check_workload(C.Workload.square(8, 8, element_bytes=2))
 
 
 def test_derived_widths_follow_their_derivations():
@@ -207,7 +205,7 @@ def test_workload_from_options_refuses_rather_than_defaults(opts, field):
 
 def test_workload_from_options_defaults():
     wl = C.Workload.from_options(C.asplos26(), n=64, d=32, heads=4)
-    assert (wl.seq_k, wl.kv_heads, wl.element_bytes) == (64, 4, 2)
+    assert (wl.seq_k, wl.kv_heads) == (64, 4)
 
 
 def test_table_ram_is_checked_and_reaches_the_verilog():

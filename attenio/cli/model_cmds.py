@@ -205,7 +205,7 @@ def accuracy(presets, configs, dists, npz, q_path, k_path, v_path, schemes, q_sc
             for sd in range(seed, seed + seeds):
                 cases.append((dist, wl, (dist, sd)))
     for hw in hws.values():      # refuse a workload a preset cannot run, before any work
-        hw.check_workload(C.replace(wl, element_bytes=hw.element_bytes))
+        hw.check_workload(wl)
     click.echo(f"accuracy: N={wl.seq_q}x{wl.seq_k} d={wl.head_dim} heads={wl.heads}/"
                f"{wl.kv_heads} batch={wl.batch} causal={wl.causal} "
                + (f"seed={seed}" if seeds == 1 else f"seeds={seed}..{seed + seeds - 1} "

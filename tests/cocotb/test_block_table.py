@@ -58,7 +58,7 @@ def test_without_a_table_the_report_names_the_shuffle(tmp_path):
       "lse": True}, [[5, 4], [3, 2, 1, 0]], {}),
 ])
 def test_callers_tables_bit_exact_and_cycle_exact(shape, table, scales):
-    wl = C.VarlenWorkload(element_bytes=TINY.element_bytes, **shape)
+    wl = C.VarlenWorkload(**shape)
     r = simulate(TINY, wl, seed=3, block_table=table, log=lambda *a: None, **scales)
     assert r.failures() == []
     assert r.cycles == r.predicted_cycles

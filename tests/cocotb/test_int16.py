@@ -46,7 +46,7 @@ def test_the_shipped_config_is_the_fpga_array_at_16_bits():
 @pytest.mark.parametrize("hw, shape, scales, p", CASES)
 def test_int16_bit_exact_and_cycle_exact(hw, shape, scales, p):
     cls = C.VarlenWorkload if "seqlens_q" in shape else C.Workload
-    wl = cls(element_bytes=hw.element_bytes, **shape)
+    wl = cls(**shape)
     r = simulate(hw, wl, seed=5, p_stall=p, log=lambda *a: None, **scales)
     assert r.failures() == [], r.failures()
     if p == 0:
@@ -58,7 +58,7 @@ def test_int16_bit_exact_and_cycle_exact(hw, shape, scales, p):
 def test_int16_large_logits_hold_the_contract_on_the_rtl():
     """Outlier-heavy scores of σ = 300 with Q per row and K per block, the case 16-bit Q/K is
     for: bit-exact with the integer model and within the contract of float64."""
-    wl = C.Workload(seq_q=40, seq_k=64, head_dim=32, element_bytes=2)
+    wl = C.Workload(seq_q=40, seq_k=64, head_dim=32)
     inp = quantized_inputs(TINY16, wl, "llm-outliers", 3, q_rows=True, k_block=4,
                            scheme="rotate", sigma=300.0)
     r = simulate(TINY16, wl, inputs=inp, log=lambda *a: None)

@@ -28,7 +28,7 @@ CASES = [
 @pytest.mark.parametrize("hw, shape, p", CASES)
 def test_statistics_words_bit_exact_and_cycle_exact(hw, shape, p):
     cls = C.VarlenWorkload if "seqlens_q" in shape else C.Workload
-    wl = cls(element_bytes=hw.element_bytes, lse=True, **shape)
+    wl = cls(lse=True, **shape)
     r = simulate(hw, wl, seed=11, p_stall=p, log=lambda *a: None)
     assert r.failures() == [], r.failures()
     assert r.stats is not None and r.stats_mismatches == 0
@@ -41,7 +41,7 @@ def test_statistics_words_bit_exact_and_cycle_exact(hw, shape, p):
     assert err["lse_rows_agree"] and err["lse_max_rel"] <= LSE_REL_BOUND, err
 
 def test_a_statistics_word_is_one_more_word_a_row():
-    wl = C.Workload(seq_q=64, seq_k=64, head_dim=16, element_bytes=1)
+    wl = C.Workload(seq_q=64, seq_k=64, head_dim=16)
     plain = simulate(TINY, wl, seed=2, log=lambda *a: None)
     with_lse = simulate(TINY, C.replace(wl, lse=True), seed=2, log=lambda *a: None)
     assert with_lse.failures() == [] and plain.failures() == []
@@ -53,6 +53,6 @@ def test_a_statistics_word_is_one_more_word_a_row():
 def test_icarus_statistics_words():
     if shutil.which("iverilog") is None:
         pytest.fail("iverilog is not installed: make test installs it (apt-get install iverilog)")
-    wl = C.Workload(seq_q=9, seq_k=5, head_dim=8, causal=True, element_bytes=1, lse=True)
+    wl = C.Workload(seq_q=9, seq_k=5, head_dim=8, causal=True, lse=True)
     r = simulate(TINY, wl, sim="icarus", seed=4, log=lambda *a: None)
     assert r.failures() == [] and r.cycles == r.predicted_cycles

@@ -94,7 +94,7 @@ VARLEN = [
 
 @pytest.mark.parametrize("shape, scales, p", VARLEN)
 def test_tiny_varlen(shape, scales, p):
-    wl = C.VarlenWorkload(element_bytes=TINY.element_bytes, **shape)
+    wl = C.VarlenWorkload(**shape)
     r = simulate(TINY, wl, seed=13, p_stall=p, log=lambda *a: None, **scales)
     check_run(TINY, wl, r)
     if p == 0:
@@ -114,7 +114,7 @@ WINDOWS = [
 
 @pytest.mark.parametrize("shape, p", WINDOWS)
 def test_tiny_window(shape, p):
-    wl = C.Workload(element_bytes=TINY.element_bytes, **shape)
+    wl = C.Workload(**shape)
     r = simulate(TINY, wl, seed=17, p_stall=p, log=lambda *a: None)
     check_run(TINY, wl, r)
     if p == 0:
@@ -123,7 +123,7 @@ def test_tiny_window(shape, p):
 
 def test_tiny_varlen_with_a_window():
     wl = C.VarlenWorkload(seqlens_q=[30, 5, 64], seqlens_k=[30, 50, 64], head_dim=16, heads=2,
-                          kv_heads=1, causal=True, window_left=7, element_bytes=1)
+                          kv_heads=1, causal=True, window_left=7)
     r = simulate(TINY, wl, seed=19, log=lambda *a: None, q_rows=True, k_block=4)
     check_run(TINY, wl, r)
     assert r.cycles == r.predicted_cycles
@@ -145,7 +145,7 @@ PAGED = [
 
 @pytest.mark.parametrize("shape, scales, p", PAGED)
 def test_tiny_paged(shape, scales, p):
-    wl = C.VarlenWorkload(element_bytes=TINY.element_bytes, **shape)
+    wl = C.VarlenWorkload(**shape)
     r = simulate(TINY, wl, seed=23, p_stall=p, log=lambda *a: None, **scales)
     assert r.failures() == []
     if p == 0:
@@ -153,7 +153,7 @@ def test_tiny_paged(shape, scales, p):
 
 
 PAGED_FAULT = C.VarlenWorkload(seqlens_q=[1, 1], seqlens_k=[20, 9], head_dim=8, heads=2,
-                               kv_heads=1, page_size=4, element_bytes=1)
+                               kv_heads=1, page_size=4)
 
 
 def _paged_fault(expect, **kw):
@@ -457,8 +457,7 @@ def test_fpga_preset_varlen_window_and_pages():
     # varlen batch, a sliding window and a paged cache in one program, several tiles
     hw = C.fpga()
     wl = C.VarlenWorkload(seqlens_q=[40, 300], seqlens_k=[40, 330], head_dim=32, heads=2,
-                          kv_heads=1, causal=True, window_left=60, page_size=8,
-                          element_bytes=1)
+                          kv_heads=1, causal=True, window_left=60, page_size=8)
     r = simulate(hw, wl, seed=29, log=lambda *a: None)
     assert r.failures() == []
     assert r.cycles == r.predicted_cycles
@@ -475,7 +474,7 @@ def test_instruction_bound_decode_batch():
     data/verify/timing-mutations.json)."""
     hw = C.replace(TINY, dram_latency=20, dram_bytes_per_cycle=1)
     wl = C.VarlenWorkload(seqlens_q=[1] * 40, seqlens_k=[1 + i % 2 for i in range(40)],
-                          head_dim=8, element_bytes=hw.element_bytes)
+                          head_dim=8)
     r = simulate(hw, wl, seed=23, log=lambda *a: None)
     check_run(hw, wl, r)
     assert r.cycles == r.predicted_cycles

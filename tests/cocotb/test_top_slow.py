@@ -26,7 +26,7 @@ def test_fpga_n1024_d64():
 def test_fpga_varlen():
     hw = C.fpga()
     wl = C.VarlenWorkload(seqlens_q=[300, 17, 64, 129], seqlens_k=[300, 40, 64, 129],
-                          head_dim=64, heads=2, kv_heads=1, causal=True, element_bytes=1)
+                          head_dim=64, heads=2, kv_heads=1, causal=True)
     r = simulate(hw, wl, seed=2, log=lambda *a: None)
     check_run(hw, wl, r)
     assert r.cycles == r.predicted_cycles
@@ -35,8 +35,7 @@ def test_fpga_varlen():
 @pytest.mark.slow
 def test_fpga_window():
     hw = C.fpga()
-    wl = C.Workload(seq_q=1000, seq_k=1000, head_dim=64, causal=True, window_left=200,
-                    element_bytes=1)
+    wl = C.Workload(seq_q=1000, seq_k=1000, head_dim=64, causal=True, window_left=200)
     r = simulate(hw, wl, seed=4, log=lambda *a: None)
     check_run(hw, wl, r)
     assert r.cycles == r.predicted_cycles
@@ -55,7 +54,7 @@ def test_fpga_window():
 ])
 def test_fpga_paged(shape, p):
     hw = C.fpga()
-    wl = C.VarlenWorkload(element_bytes=1, **shape)
+    wl = C.VarlenWorkload(**shape)
     r = simulate(hw, wl, seed=3, p_stall=p, log=lambda *a: None)
     assert r.failures() == []
     if p == 0:

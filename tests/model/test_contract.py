@@ -28,7 +28,7 @@ COMBOS = [(scheme, rows, kb) for scheme in A.SCHEMES for rows in (False, True)
 def test_contract_holds_at_any_logit_spread_on_every_scheme(sigma, combo, dist, seed, hw):
     scheme, rows, kb = combo
     # with lse: each row's log-sum-exp from its statistics within LSE_REL_BOUND too
-    wl = C.Workload(seq_q=64, seq_k=512, head_dim=128, element_bytes=hw.element_bytes,
+    wl = C.Workload(seq_q=64, seq_k=512, head_dim=128,
                     lse=True)
     m = G.golden_check(hw, wl, dist, seed, scheme=scheme, q_rows=rows, k_block=kb,
                        sigma=sigma)
@@ -41,7 +41,7 @@ def test_contract_holds_at_any_logit_spread_on_every_scheme(sigma, combo, dist, 
 def test_per_key_scales_on_large_logits_the_issue_case(hw, sigma):
     """The shape that broke the contract: outlier-heavy inputs at logit σ in the hundreds, K
     per block of 16 keys, d = 128 (N = 1024 in the issue; 512 keys here, 3 seeds)."""
-    wl = C.Workload(seq_q=128, seq_k=512, head_dim=128, element_bytes=hw.element_bytes)
+    wl = C.Workload(seq_q=128, seq_k=512, head_dim=128)
     for seed in range(3):
         m = G.golden_check(hw, wl, "llm-outliers", seed, k_block=16, sigma=sigma)
         assert m["ok"] and m["max_rel"] < 2e-4, (seed, m["max_rel"])
@@ -72,7 +72,7 @@ def test_contract_at_size(hw, n, d):
     """The contract at the sizes the docs quote (issue #34 item 6: it was tested up to
     N = 1024 on int8 and N = 200 on int16): Gaussian and outlier-heavy inputs, causal, with the
     finest host scales."""
-    wl = C.Workload(seq_q=n, seq_k=n, head_dim=d, causal=True, element_bytes=hw.element_bytes)
+    wl = C.Workload(seq_q=n, seq_k=n, head_dim=d, causal=True)
     for dist, kw in (("gaussian", {}), ("llm-outliers",
                                         {"scheme": "rotate", "q_rows": True, "k_block": 16})):
         m = G.golden_check(hw, wl, dist, 1, **kw)

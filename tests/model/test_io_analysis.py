@@ -26,7 +26,7 @@ def test_fig11_traffic_ratios(d, expected):
     for flow, want in expected.items():
         ratios = []
         for n in NS:
-            wl = C.Workload.square(n, d, element_bytes=2)
+            wl = C.Workload.square(n, d)
             base = io.workload_traffic(HW, wl, "attenio", io.Tiling("attenio", rows=a))
             ratios.append(io.workload_traffic(HW, wl, flow).elements / base.elements)
         assert geomean(ratios) == pytest.approx(want, rel=0.10), flow
@@ -36,7 +36,7 @@ def test_eq14_and_eq15():
     m, d, n = 262144, 64, 131072
     a = io.attenio_rows_eq14(m, d)
     assert a == (m - d) // (2 * d + 4)
-    wl = C.Workload.square(n, d, element_bytes=2)
+    wl = C.Workload.square(n, d)
     t = io.workload_traffic(HW, wl, "attenio", io.Tiling("attenio", rows=a)).elements
     assert t == 2 * n * d * (1 + -(-n // a))
     # Eq. 15 (continuous a): within the rounding of a and of N/a
@@ -63,8 +63,8 @@ def test_compulsory_and_lower_bound():
 
 def test_causal_skipping_halves_traffic_at_long_n():
     for n in (16384, 32768, 65536):
-        full = io.workload_traffic(HW, C.Workload.square(n, 64, element_bytes=2))
-        causal = io.workload_traffic(HW, C.Workload.square(n, 64, causal=True, element_bytes=2))
+        full = io.workload_traffic(HW, C.Workload.square(n, 64))
+        causal = io.workload_traffic(HW, C.Workload.square(n, 64, causal=True))
         assert causal.elements <= 0.6 * full.elements
 
 
@@ -93,15 +93,15 @@ def test_gqa_shares_kv_passes():
 
 
 def test_fa2_tiles_follow_the_papers_rule():
-    t = io.choose_tiling(HW, C.Workload.square(8192, 64, element_bytes=2), "fa2")
+    t = io.choose_tiling(HW, C.Workload.square(8192, 64), "fa2")
     assert (t.rows, t.keys_per_step) == (64, 1024)
-    t = io.choose_tiling(HW, C.Workload.square(8192, 64, element_bytes=2), "fa2-uncapped")
+    t = io.choose_tiling(HW, C.Workload.square(8192, 64), "fa2-uncapped")
     assert t.rows == 1024
 
 
 def test_small_tiles_take_several_keys_per_step():
     # one row per MAC line: 1007 rows fill the 64 lines, so b stays 1 (the paper's tile)
-    t = io.choose_tiling(HW, C.Workload.square(8192, 128, element_bytes=2))
+    t = io.choose_tiling(HW, C.Workload.square(8192, 128))
     assert (t.rows, t.keys_per_step) == (1007, 1)
     fpga4 = C.replace(C.fpga(), max_keys_per_step=4)
     t1 = io.choose_tiling(fpga4, C.Workload(seq_q=1, seq_k=64, head_dim=64))  # 1 row, 4 lines
@@ -114,4 +114,4 @@ def test_small_tiles_take_several_keys_per_step():
 
 def test_unknown_dataflow():
     with pytest.raises(ConfigError, match=r"dataflow='fa3'.*attenio, fa2"):
-        io.choose_tiling(HW, C.Workload.square(64, 64, element_bytes=2), "fa3")
+        io.choose_tiling(HW, C.Workload.square(64, 64), "fa3")

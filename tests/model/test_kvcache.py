@@ -131,15 +131,15 @@ def test_paged_cache_reads_the_pool_where_it_lies(monkeypatch):
     (lambda t, n: ([[0.7, *t[0][1:]], *t[1:]], n),
      r"block_table\[0\]\[0\]=0.7 is invalid: must be an integer in \[-1, 10\]"),
     (lambda t, n: (t, [9.0, 3, 16]), r"cache_seqlens\[0\]=9.0 is invalid: must be an integer"),
-    (lambda t, n: (t, [9, 3]), r"cache_seqlens='2 lengths' is invalid: one per sequence of "
-                               r"q's batch, 3"),
+    (lambda t, n: (t, [9, 3]), (r"cache_seqlens='2 lengths' is invalid: one per sequence of "
+                               r"q's batch, 3")),
     (lambda t, n: (t[:2], n), r"block_table='2 rows' is invalid: one per sequence: 3"),
-    (lambda t, n: (t[:, :2], [9, 3, 16]), r"block_table\[0\]='2 pages' is invalid: sequence 0 "
-                                          r"has 9 keys: it needs 3 pages of 4"),
+    (lambda t, n: (t[:, :2], [9, 3, 16]), (r"block_table\[0\]='2 pages' is invalid: sequence 0 "
+                                          r"has 9 keys: it needs 3 pages of 4")),
     (lambda t, n: (np.where(np.arange(5) == 1, -1, t), n),
      r"block_table\[0\]\[1\]=-1 is invalid: sequence 0 needs page 1 \(its keys 4 … 7\)"),
-    (lambda t, n: (t, [9, 3, 45]), r"cache_seqlens\[2\]=45 is invalid: must be in \[1, 44\] "
-                                   r"\(the 11 pages of 4 keys\)"),
+    (lambda t, n: (t, [9, 3, 45]), (r"cache_seqlens\[2\]=45 is invalid: must be in \[1, 44\] "
+                                   r"\(the 11 pages of 4 keys\)")),
 ])
 def test_bad_block_tables_and_lengths_name_the_entry(change, match):
     q, kc, vc, lens, table, page = _paged_case()

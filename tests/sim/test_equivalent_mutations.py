@@ -23,7 +23,7 @@ WORKLOADS = [
     (C.replace(TINY, dram_bytes_per_cycle=1), C.Workload.square(64, 8)),
     (C.replace(TINY, dram_latency=20, dram_bytes_per_cycle=1),
      C.VarlenWorkload(seqlens_q=[1] * 40, seqlens_k=[1 + i % 2 for i in range(40)],
-                      head_dim=8, element_bytes=1)),
+                      head_dim=8)),
     (TINY, C.VarlenWorkload.from_options(TINY, seqlens=[1] * 4, nk=[37, 100, 64, 5], d=8,
                                          heads=4, kv_heads=2, page_size=4)),
     (TINY, C.Workload(seq_q=200, seq_k=200, head_dim=16, causal=True, window_left=30,

@@ -98,7 +98,7 @@ def test_energy_counts_dram_bytes():
     from attenio.sim.schedule import schedule
 
     hw = C.asplos26()
-    wl = C.Workload.square(4096, 64, element_bytes=2)
+    wl = C.Workload.square(4096, 64)
     att, fa2 = schedule(hw, wl, keep_spans=False), schedule(hw, wl, "fa2", keep_spans=False)
     ea, ef = cost.energy(hw, att), cost.energy(hw, fa2)
     assert ef["dram"] / ea["dram"] == pytest.approx(

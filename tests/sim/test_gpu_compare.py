@@ -41,7 +41,7 @@ def test_projection_arithmetic(tmp_path):
     hw = C.asplos26()
     (row,) = G.compare(hw, data, [1024], [64], [False], gpu_peak_tflops=1000.0,
                        gpu_bandwidth_tbs=5.0)
-    acc_cycles = schedule(hw, C.Workload.square(1024, 64, element_bytes=2),
+    acc_cycles = schedule(hw, C.Workload.square(1024, 64),
                           keep_spans=False).total_cycles
     assert row["acc_cycles"] == acc_cycles
     scale = 2 * hw.macs * 1e9 / 1e12 / 1000.0

@@ -74,7 +74,7 @@ def test_memo_is_exact_for_paged_tiles():
 
 def test_windowed_tiles_start_at_a_page():
     wl = C.Workload(seq_q=100, seq_k=100, head_dim=8, causal=True, window_left=10,
-                    page_size=8, element_bytes=1)
+                    page_size=8)
     s = schedule(TINY, wl, keep_spans=False)
     lay = Layout.packed(TINY, wl, len(s.program) * 32)
     kvs = [i for i in s.program if i.op == Op.LOAD_KV]
@@ -112,14 +112,14 @@ def test_block_tables_place_the_pages_and_are_validated():
     {"seqlens_q": [300, 17], "seqlens_k": [300, 400], "causal": True},
 ])
 def test_closed_form_counts_pages_and_table_words(hw, shape):
-    wl = C.VarlenWorkload(head_dim=32, page_size=8, element_bytes=hw.element_bytes, **shape)
+    wl = C.VarlenWorkload(head_dim=32, page_size=8, **shape)
     s = schedule(hw, wl, keep_spans=False)
     assert s.read_bytes == s.traffic.read_bytes
 
 
 def test_closed_form_of_a_paged_batch():
     wl = C.Workload(seq_q=40, seq_k=90, head_dim=8, batch=3, causal=True, window_left=20,
-                    page_size=4, element_bytes=1)
+                    page_size=4)
     s = schedule(TINY, wl, keep_spans=False)
     assert s.read_bytes == s.traffic.read_bytes
 
@@ -139,10 +139,10 @@ def test_steady_state_skip_is_exact_for_paged_tiles(monkeypatch, lens, page):
 
 
 def test_dataflows_that_cannot_page_say_so():
-    wl = C.Workload(seq_q=64, seq_k=64, head_dim=8, page_size=4, element_bytes=1)
+    wl = C.Workload(seq_q=64, seq_k=64, head_dim=8, page_size=4)
     for flow in ("flat", "standard"):
         with pytest.raises(ConfigError, match="paged K/V caches run on the dataflows"):
             schedule(TINY, wl, flow)
     with pytest.raises(ConfigError, match="pages must hold at least one block"):
-        schedule(C.asplos26(), C.Workload(seq_q=4096, seq_k=4096, head_dim=128, page_size=16,
-                                          element_bytes=2), "fa2")
+        schedule(C.asplos26(), C.Workload(seq_q=4096, seq_k=4096, head_dim=128, page_size=16),
+                 "fa2")

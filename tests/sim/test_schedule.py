@@ -24,8 +24,8 @@ CASES = [
     (TINY, C.Workload(seq_q=33, seq_k=300, head_dim=16, heads=4, kv_heads=2, batch=2)),
     (TINY, C.Workload(seq_q=16, seq_k=100, head_dim=8, heads=8, kv_heads=1, causal=True)),
     (FPGA, C.Workload.square(1024, 64)),
-    (ASP, C.Workload.square(8192, 64, element_bytes=2)),
-    (ASP, C.Workload.square(8192, 128, causal=True, element_bytes=2)),
+    (ASP, C.Workload.square(8192, 64)),
+    (ASP, C.Workload.square(8192, 128, causal=True)),
 ]
 
 
@@ -48,7 +48,7 @@ def test_flat_and_standard_bytes_by_hand(hw, wl):
     reads Q once and K and V once per tile of R query rows (S spilled once each way when a row
     does not fit), writes O once; Standard writes S and P (N_q·N_k each) and O once, and reads
     S and P at least once and Q, K, V at least once."""
-    b, ob = wl.element_bytes, hw.out_element_bytes       # inputs; outputs (out_bits wide)
+    b, ob = hw.element_bytes, hw.out_element_bytes       # inputs; outputs (out_bits wide)
     nq, nk, d = wl.seq_q, wl.seq_k, wl.head_dim
     qo = wl.batch * wl.heads * nq * d
     kv_heads = wl.batch * wl.heads         # FLAT and Standard do not share K/V across a group
@@ -84,11 +84,10 @@ def test_busy_plus_idle_is_total(hw, wl):
     (C.replace(FPGA, dram_bytes_per_cycle=3, kv_ring_depth=6), C.Workload.square(700, 40),
      "attenio"),
     (TINY, C.Workload(seq_q=8, seq_k=500, head_dim=12), "attenio"),  # several keys per step
-    (C.replace(ASP, dram_bytes_per_cycle=4), C.Workload.square(3000, 64, causal=True,
-                                                                element_bytes=2), "attenio"),
+    (C.replace(ASP, dram_bytes_per_cycle=4), C.Workload.square(3000, 64, causal=True), "attenio"),
     # keys not a multiple of the block: the last K block is short, and it is loaded during
     # the step before the last (the shortcut once counted it as a whole block)
-    (ASP, C.Workload.square(3000, 128, causal=True, element_bytes=2), "fa2"),
+    (ASP, C.Workload.square(3000, 128, causal=True), "fa2"),
     (TINY, C.Workload(seq_q=8, seq_k=501, head_dim=12), "attenio"),
 ])
 def test_steady_state_skip_is_exact(monkeypatch, hw, wl, flow):
@@ -101,14 +100,13 @@ def test_steady_state_skip_is_exact(monkeypatch, hw, wl, flow):
 
 
 @pytest.mark.parametrize("hw,wl", [
-    (ASP, C.Workload.square(32768, 64, causal=True, element_bytes=2)),
-    (C.replace(ASP, dram_bytes_per_cycle=4), C.Workload.square(6000, 128, causal=True,
-                                                                element_bytes=2)),
+    (ASP, C.Workload.square(32768, 64, causal=True)),
+    (C.replace(ASP, dram_bytes_per_cycle=4), C.Workload.square(6000, 128, causal=True)),
     (FPGA, C.Workload(seq_q=3000, seq_k=3500, head_dim=64, heads=4, kv_heads=2, causal=True)),
     (FPGA, C.Workload(seq_q=3000, seq_k=3000, head_dim=64, causal=True, window_left=700)),
     (TINY, C.Workload(seq_q=1000, seq_k=1000, head_dim=16, causal=True, batch=2)),
     (ASP, C.VarlenWorkload(seqlens_q=[4000, 2500, 4000], seqlens_k=[4000, 2600, 4000],
-                           head_dim=128, causal=True, element_bytes=2)),
+                           head_dim=128, causal=True)),
 ])
 def test_causal_tile_suffix_memo_is_exact(monkeypatch, hw, wl):
     fast = S.schedule(hw, wl, keep_spans=False)
@@ -182,8 +180,8 @@ def test_more_bandwidth_is_never_slower():
 
 
 def test_causal_and_small_tiles_save_cycles():
-    full = S.schedule(ASP, C.Workload.square(32768, 64, element_bytes=2), keep_spans=False)
-    causal = S.schedule(ASP, C.Workload.square(32768, 64, causal=True, element_bytes=2),
+    full = S.schedule(ASP, C.Workload.square(32768, 64), keep_spans=False)
+    causal = S.schedule(ASP, C.Workload.square(32768, 64, causal=True),
                         keep_spans=False)
     assert causal.total_cycles <= 0.6 * full.total_cycles
     # 1 row on 4 MAC lines: 4 keys per step instead of 1 (with the bandwidth to feed them)
@@ -224,7 +222,7 @@ def test_trace_and_plot(tmp_path):
 
 @pytest.mark.parametrize("hw, wl", [
     (TINY, C.Workload.square(300, 16)),
-    (ASP, C.Workload.square(131072, 64, element_bytes=2)),
+    (ASP, C.Workload.square(131072, 64)),
     (FPGA, C.Workload(seq_q=40, seq_k=40, head_dim=16, heads=8, kv_heads=2, causal=True)),
 ])
 def test_trace_slices_nest_on_every_track(hw, wl):
@@ -327,7 +325,7 @@ def test_progress_is_reported():
 
 
 @pytest.mark.parametrize("hw, wl", [(TINY, C.Workload.square(300, 16)),
-                                    (ASP, C.Workload.square(32768, 64, element_bytes=2))])
+                                    (ASP, C.Workload.square(32768, 64))])
 def test_plot_density_agrees_with_the_busy_counts(hw, wl):
     # the Gantt's binned busy fractions average to each engine's utilization
     from attenio.sim.trace import busy_density
@@ -344,7 +342,7 @@ def test_plot_density_agrees_with_the_busy_counts(hw, wl):
     (C.tiny(), C.Workload(seq_q=150, seq_k=150, head_dim=16, causal=True, heads=2)),
     (C.fpga(), C.Workload(seq_q=1024, seq_k=1024, head_dim=64, heads=4, kv_heads=2)),
     (C.replace(C.asplos26(), sram_bytes=96 * 1024),
-     C.Workload.square(8192, 128, element_bytes=2)),
+     C.Workload.square(8192, 128)),
 ])
 def test_tile_memo_is_exact(hw, wl):
     # without spans the model reuses a tile's timeline for tiles in the same relative state;

@@ -21,7 +21,7 @@ CASES = [
     (FPGA, C.VarlenWorkload(seqlens_q=[700, 64, 300], seqlens_k=[700, 64, 300], head_dim=64,
                             causal=True)),
     (ASP, C.VarlenWorkload(seqlens_q=[3000, 17, 1024], seqlens_k=[3000, 17, 1024],
-                           head_dim=128, heads=4, kv_heads=1, causal=True, element_bytes=2)),
+                           head_dim=128, heads=4, kv_heads=1, causal=True)),
 ]
 
 

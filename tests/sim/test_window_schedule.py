@@ -27,7 +27,7 @@ CASES = [
     (TINY, windowed(1, 150, 8, (20, -1), True, heads=2, kv_heads=1)),     # windowed decode
     (TINY, windowed(40, 20, 8, (3, 0), False)),                             # rows see nothing
     (FPGA, windowed(2000, 2000, 64, (300, -1), True)),
-    (ASP, windowed(20000, 20000, 128, (4096, -1), True, element_bytes=2)),
+    (ASP, windowed(20000, 20000, 128, (4096, -1), True)),
 ]
 
 

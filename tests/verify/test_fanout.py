@@ -7,7 +7,7 @@ from attenio import config as C
 from attenio.verify.campaign import campaign
 
 TINY = C.tiny()
-WL = C.Workload(seq_q=16, seq_k=16, head_dim=8, heads=1, element_bytes=TINY.element_bytes)
+WL = C.Workload(seq_q=16, seq_k=16, head_dim=8, heads=1)
 
 
 @pytest.mark.slow
