@@ -14,6 +14,7 @@ import numpy as np
 
 from attenio import config as C
 from attenio.contract.rules import check_window
+from attenio.contract.variant import variant_of
 from attenio.errors import ConfigError, bad
 
 __all__ = ["attention", "attention_varlen", "attention_with_kvcache", "reference_attention",
@@ -51,11 +52,12 @@ def _as4d(x, name: str, layout: str | None = None) -> np.ndarray:
 
 
 def _like_q(o4: np.ndarray, q, layout: str | None) -> np.ndarray:
-    """``[batch, heads, seq, d]`` back in ``q``'s shape, layout and float dtype."""
+    """``[batch, heads, seq, d_v]`` back in ``q``'s shape (with V's head dim), layout and float
+    dtype."""
     q = np.asarray(q)
     if layout == "bshd":
         o4 = o4.transpose(0, 2, 1, 3)
-    out = o4.reshape(q.shape)
+    out = o4.reshape(q.shape[:-1] + o4.shape[-1:])
     return out.astype(q.dtype) if np.issubdtype(q.dtype, np.floating) else out
 
 
@@ -95,8 +97,9 @@ def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig =
     """
     hw = hardware(preset)
     q4, k4, v4 = _as4d(q, "q", layout), _as4d(k, "k", layout), _as4d(v, "v", layout)
-    if k4.shape != v4.shape:
-        raise bad("v", f"shape {np.shape(v)}", f"the shape of k, {np.shape(k)}")
+    if k4.shape[:3] != v4.shape[:3]:
+        raise bad("v", f"shape {np.shape(v)}", f"the shape of k, {np.shape(k)}, but for its "
+                  "head dim")
     b, h, nq, d = q4.shape
     bk, hk, nk, dk = k4.shape
     if (bk, dk) != (b, d):
@@ -105,8 +108,9 @@ def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig =
         raise bad("k", f"{hk} heads", f"a divisor of q's {h} heads (GQA)")
     left, right = check_window(window)
     wl = C.Workload(seq_q=nq, seq_k=nk, head_dim=d, heads=h, kv_heads=hk, batch=b,
-                    causal=causal, window_left=left,
-                    window_right=right, lse=_flag("return_lse", return_lse))
+                    causal=causal, window_left=left, window_right=right,
+                    lse=_flag("return_lse", return_lse),
+                    head_dim_v=None if v4.shape[3] == d else v4.shape[3])
     out, lse = _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale)
     out = _like_q(out, q, layout)
     return (out, lse) if return_lse else out
@@ -131,11 +135,10 @@ def _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale=None, 
     if softmax_scale is not None:
         # softmax(s·Q Kᵀ) = softmax((s·√d·Q) Kᵀ/√d): the factor rides on Q's scale, so the
         # integers are those of Q and the multiplier folds it in (model.scales.softmax_scale)
-        if not (isinstance(softmax_scale, (int, float, np.floating))
-                and not isinstance(softmax_scale, bool) and math.isfinite(softmax_scale)
-                and softmax_scale > 0):
-            raise bad("softmax_scale", softmax_scale, "a positive finite number (default 1/√d)")
-        q4 = q4 * (float(softmax_scale) * math.sqrt(wl.head_dim))
+        if isinstance(softmax_scale, np.floating):
+            softmax_scale = float(softmax_scale)
+        var = variant_of(wl, softmax_scale)       # checks it: positive and finite
+        q4 = q4 * (var.scale * math.sqrt(var.head_dim_qk))
     host = quantize_scheme(hw, q4, k4, v4, scheme, q_rows=q_scales == "row", k_block=k_block)
     ml = {}
     out = run_int(hw, wl, host, ml=ml, table=table)

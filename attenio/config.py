@@ -434,6 +434,10 @@ class HardwareConfig(Serializable):
         if wl.head_dim > self.max_head_dim:
             raise bad("head_dim", wl.head_dim, f"must be in [1, {self.max_head_dim}] "
                       f"(max_head_dim of this hardware)")
+        if wl.d_v != wl.d_qk:       # what is not built yet: contract.variant.Variant.unbuilt
+            raise bad("head_dim_v", wl.d_v, f"must equal head_dim={wl.d_qk} here: separate "
+                      "Q·K and V head dims are not built yet in the program format and the "
+                      "RTL (the float64 reference takes them: attenio.reference_attention)")
         if isinstance(wl, VarlenWorkload):
             lengths = [(f"seqlens_{s}[{i}]", n) for s in "qk"
                        for i, n in enumerate(getattr(wl, f"seqlens_{s}"))]

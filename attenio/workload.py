@@ -69,11 +69,24 @@ class _HeadsAndMasks:
     def windowed(self) -> bool:
         return self.window != (-1, -1)
 
+    @property
+    def d_qk(self) -> int:
+        """Elements of a Q and a K row (``head_dim``)."""
+        return self.head_dim
+
+    @property
+    def d_v(self) -> int:
+        """Elements of a V and an O row: ``head_dim_v``, or ``head_dim`` when not given
+        (contract/variant.py says what each layer does with the two)."""
+        return self.head_dim if self.head_dim_v is None else self.head_dim_v
+
 
 def _check_heads_and_masks(wl) -> None:
-    """The fields both workloads share: head dim, heads, K/V heads dividing them, causal,
+    """The fields both workloads share: head dims, heads, K/V heads dividing them, causal,
     the window's sides (≥ −1) and the page size."""
     check_int(wl, "head_dim", 1, 1024)
+    if wl.head_dim_v is not None:
+        check_int(wl, "head_dim_v", 1, 1024)
     check_int(wl, "heads", 1, 1 << 12)
     check_int(wl, "kv_heads", 1, 1 << 12)
     check_bool(wl, "causal")
@@ -89,8 +102,9 @@ def _check_heads_and_masks(wl) -> None:
 class Workload(_HeadsAndMasks, Serializable):
     """One attention problem: ``O = softmax(Q Kᵀ/√d) V`` per (batch, head).
 
-    Q is ``[batch, heads, seq_q, head_dim]``; K and V are ``[batch, kv_heads, seq_k,
-    head_dim]``; query head h reads K/V head ``h // (heads // kv_heads)`` (GQA/MQA). With
+    Q is ``[batch, heads, seq_q, head_dim]``; K is ``[batch, kv_heads, seq_k, head_dim]`` and
+    V ``[batch, kv_heads, seq_k, head_dim_v]`` (``head_dim_v`` None: ``head_dim``; O has V's
+    head dim, ``d_v``); query head h reads K/V head ``h // (heads // kv_heads)`` (GQA/MQA). With
     ``causal``, query row i sees keys ``j ≤ i + seq_k - seq_q`` (aligned at the bottom right).
     """
 
@@ -107,6 +121,8 @@ class Workload(_HeadsAndMasks, Serializable):
     # also write each row's softmax statistics (running max m and row sum ℓ: its
     # log-sum-exp, FlashAttention's softmax_lse), one word after the row's O
     lse: bool = False
+    # V's (and O's) head dim when it is not Q·K's (DeepSeek's MLA: 192 and 128); None: equal
+    head_dim_v: int | None = None
 
     def __post_init__(self):
         check_int(self, "seq_q", 1, MAX_LEN)
@@ -175,6 +191,7 @@ class VarlenWorkload(_HeadsAndMasks, Serializable):
     window_right: int = -1
     page_size: int = 0
     lse: bool = False          # as Workload.lse
+    head_dim_v: int | None = None     # as Workload.head_dim_v
 
     def __post_init__(self):
         for name in ("seqlens_q", "seqlens_k"):
@@ -275,7 +292,7 @@ class VarlenWorkload(_HeadsAndMasks, Serializable):
                         head_dim=self.head_dim, heads=self.heads, kv_heads=self.kv_heads,
                         causal=self.causal,
                         window_left=self.window_left, window_right=self.window_right,
-                        page_size=self.page_size, lse=self.lse)
+                        page_size=self.page_size, lse=self.lse, head_dim_v=self.head_dim_v)
 
 
 MAX_PAGE = 1 << 15     # the ISA's 4-bit page_log2

@@ -100,6 +100,14 @@ def key_span(row_lo: int, row_hi: int, diag: int, keys: int, causal: bool = Fals
     return first, max(0, end)
 
 
+def skips_row_groups(causal, one_head, one_key, groups):
+    """A tile skips row groups step by step (:func:`skipped_groups`) when it is causal, holds
+    one head (GQA packing shares no diagonal), takes one key a step and has more than one row
+    group: the schedule's tile loop and the compute core's command decode both ask this.
+    Integers and booleans, or Amaranth values."""
+    return causal & one_head & one_key & (groups > 1)
+
+
 def skipped_groups(first_key: int, q_pos: int, diag: int, lines: int, groups: int) -> int:
     """Row groups (of ``lines`` rows, from the tile's first) that see no key of a causal step
     whose first key is ``first_key``: row ρ sees it only if ``ρ ≥ first_key − q_pos − diag``.

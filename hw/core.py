@@ -27,6 +27,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.config import HardwareConfig
+from attenio.contract.rules import skips_row_groups
 from attenio.contract.timing import TIMING
 from attenio.hw.arith import memory_banks
 from attenio.hw.finalize import Finalize, out_word_layout
@@ -167,8 +168,8 @@ class ComputeCore(wiring.Component):
         cm = self.cmd.payload
         g_new = ((cm.rows << cm.kps_log2) + (p - 1)) >> lp
         t0_new = -(cm.q_pos + cm.diag)
-        skip_new = (cm.causal & (cm.kps_log2 == 0) & (g_new > 1)
-                    & ((cm.head_rows == 0) | (cm.head_rows >= cm.rows)))
+        skip_new = skips_row_groups(cm.causal, (cm.head_rows == 0) | (cm.head_rows >= cm.rows),
+                                    cm.kps_log2 == 0, g_new)
         with m.If(take):
             m.d.sync += [c.eq(cm), groups.eq(g_new), words.eq((cm.d + (q - 1)) >> lq),
                          self.busy.eq(1), t0.eq(t0_new), skip.eq(skip_new)]

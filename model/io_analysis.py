@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass, field
 
 from attenio.config import HardwareConfig, Workload
-from attenio.contract.rules import ENTRY_BYTES, key_span, keys_seen
+from attenio.contract.rules import ENTRY_BYTES, PageWalk, key_span, keys_seen
 from attenio.errors import ConfigError, bad
 
 __all__ = [
@@ -303,19 +303,20 @@ def tile_span(p0: int, rows: int, seq_q: int, seq_k: int, causal: bool, kv_block
     return (first - first % page if page else first), end
 
 
-def _kv_reads(seq_q: int, seq_k: int, d: int, positions: int, causal: bool,
+def _kv_reads(seq_q: int, seq_k: int, positions: int, causal: bool,
               kv_block: int, window=(-1, -1), page: int = 0, table0: int = 0,
               per_word: int = 1) -> tuple[int, int]:
-    """K plus V elements read by a dataflow that streams K/V once per query tile, and from a
-    paged cache the block-table words (of ``per_word`` entries) its walks read, the
-    sequence's table starting ``table0`` entries into a word (``contract.rules.PageWalk``)."""
+    """Keys (K rows, and as many V rows) read by a dataflow that streams K/V once per query
+    tile, and from a paged cache the block-table words (of ``per_word`` entries) its walks
+    read, the sequence's table starting ``table0`` entries into a word
+    (``contract.rules.PageWalk``)."""
     total = words = 0
     for p0, r in query_tiles(seq_q, positions, causal):
         first, end = tile_span(p0, r, seq_q, seq_k, causal, kv_block, window, page)
-        total += 2 * d * (end - first)
-        if page and end > first:
-            e0 = (table0 + first // page) % per_word
-            words += _cdiv(e0 + _cdiv(end - first, page), per_word)
+        total += end - first
+        if page and end > first:        # the table words its walk reads (tables 4 KB aligned)
+            words += PageWalk(ENTRY_BYTES * (table0 + first // page), end - first,
+                              page.bit_length() - 1, per_word * ENTRY_BYTES).words
     return total, words
 
 
@@ -324,14 +325,15 @@ def head_traffic(hw: HardwareConfig, wl: Workload, tiling: Tiling, table0: int =
     A paged cache adds the block-table words each ``LOAD_KV`` reads (its sequence's table at
     entry ``table0`` of the tables, which start on a 4 KB line)."""
     nq, nk, d = wl.seq_q, wl.seq_k, wl.head_dim
+    dv = wl.d_v                     # V's and O's rows (contract/variant.py)
     h = tiling.heads_per_tile
     if tiling.dataflow == "standard":
         return _standard(hw, nq, nk, d).scaled(h)
     per_word = max(1, hw.axi_data_bytes // ENTRY_BYTES)
-    kv, words = _kv_reads(nq, nk, d, tiling.positions, causal_mask(wl), tiling.kv_block,
-                          wl.window, wl.page_size, table0, per_word)
-    reads = {"Q": h * nq * d, "K": kv // 2, "V": kv // 2}
-    writes = {"O": h * nq * d}
+    keys, words = _kv_reads(nq, nk, tiling.positions, causal_mask(wl), tiling.kv_block,
+                            wl.window, wl.page_size, table0, per_word)
+    reads = {"Q": h * nq * d, "K": keys * d, "V": keys * dv}
+    writes = {"O": h * nq * dv}
     if wl.lse:          # each row's statistics: one output word (docs/isa.md)
         writes["LSE"] = h * nq * hw.macs_per_line
     if tiling.dataflow == "flat" and "spills" in tiling.notes:

@@ -307,7 +307,7 @@ def attention_head_stepwise(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
     f = cfg.numerics.logit_frac_bits
     m = np.full(nq, m_init(cfg), dtype=np.int64)
     l = np.zeros(nq, dtype=np.int64)
-    o = np.zeros((nq, q.shape[1]), dtype=np.int64)
+    o = np.zeros((nq, v.shape[1]), dtype=np.int64)     # O has V's head dim
     rows = np.arange(nq)
     seen = dict.fromkeys(("score", "logit", "max", "exp", "row_sum", "acc"), 0)
     for j0 in range(0, nk, kb):
@@ -368,14 +368,13 @@ def attention_head(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
     """
     q, k, v = (np.asarray(x, dtype=np.int64) for x in (q, k, v))
     nq, nk = q.shape[0], k.shape[0]
-    d = q.shape[1]
     kb = cfg.softmax_block
     f = cfg.numerics.logit_frac_bits
     nblk = -(-nk // kb)
     pad = nblk * kb - nk
     kf = k.astype(np.float64)
     vf = v.astype(np.float64)
-    out = np.empty((nq, d), dtype=np.int64)
+    out = np.empty((nq, v.shape[1]), dtype=np.int64)       # O has V's head dim
     m_all = np.empty(nq, dtype=np.int64)
     l_all = np.empty(nq, dtype=np.int64)
     minit = m_init(cfg)
@@ -410,7 +409,7 @@ def attention_head(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
         # Block where each row's last segment starts; earlier segments end before it.
         last_blk = nblk - 1 - np.argmax(rises[:, ::-1], axis=1)
         l = np.zeros(nr, dtype=np.int64)
-        o = np.zeros((nr, d), dtype=np.int64)
+        o = np.zeros((nr, v.shape[1]), dtype=np.int64)
         if nseg.max(initial=0) > 1:
             seg = np.cumsum(rises, axis=1, dtype=np.int32)
             for s_id in range(1, int(nseg.max())):
@@ -515,7 +514,7 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
     kb, kn = (1, table.pages * table.page_size) if table is not None else (b, nk)
     q = _check_int_tensor("q", q, (b, h, nq, d), cfg.data_bits)
     k = _check_int_tensor("k", k, (kb, hk, kn, d), cfg.data_bits)
-    v = _check_int_tensor("v", v, (kb, hk, kn, d), cfg.data_bits)
+    v = _check_int_tensor("v", v, (kb, hk, kn, wl.d_v), cfg.data_bits)
     rows_q = np.ndim(q_scale) > 0
     if rows_q:
         qs = _scale_array("q_scale", q_scale, (b, h, nq))
@@ -528,7 +527,7 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
         sp = plan_scale
     elif not rows_q:
         sp = softmax_scale(cfg, q_scale, sk, d)
-    out = np.empty((b, h, nq, d), dtype=np.int64)
+    out = np.empty((b, h, nq, wl.d_v), dtype=np.int64)
     stats = {"m": np.empty((b, h, nq), dtype=np.int64), "l": np.empty((b, h, nq), dtype=np.int64)}
     g = wl.group_size
     units = [(i, seg, hi) for i, seg in enumerate(wl.segments()) for hi in range(h)]

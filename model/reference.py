@@ -20,7 +20,8 @@ __all__ = ["attention", "attention_head", "streamed_head", "error_metrics"]
 
 def attention_head(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
                    block: int = 1024, chunk: int = 1024, window=(-1, -1)) -> np.ndarray:
-    """One head: ``q`` (nq, d), ``k`` and ``v`` (nk, d); returns (nq, d) float64.
+    """One head: ``q`` and ``k`` (nq, d), (nk, d), ``v`` (nk, dv); returns (nq, dv) float64
+    (``dv`` may differ from ``d``: separate Q·K and V head dims, contract/variant.py).
 
     With ``causal``, row i sees keys ``j ≤ i + nk - nq``; with ``window = (left, right)``
     only keys ``i + nk − nq − left … i + nk − nq + right`` (−1: unbounded; FlashAttention's
@@ -32,8 +33,9 @@ def attention_head(q, k, v, *, causal: bool = False, sm_scale: float | None = No
     v = np.asarray(v, dtype=np.float64)
     nq, d = q.shape
     nk = k.shape[0]
-    if k.shape != (nk, d) or v.shape != (nk, d):
-        raise bad("k/v shape", (k.shape, v.shape), f"expected ({nk}, {d}) to match q {q.shape}")
+    if k.shape != (nk, d) or v.ndim != 2 or v.shape[0] != nk:
+        raise bad("k/v shape", (k.shape, v.shape), f"expected k ({nk}, {d}) to match q "
+                  f"{q.shape} and v ({nk}, any head dim)")
     scale = 1.0 / math.sqrt(d) if sm_scale is None else sm_scale
     return streamed_head(q, k, v, causal=causal, scale=scale, block=block, chunk=chunk,
                          window=window)
@@ -48,18 +50,17 @@ def streamed_head(q, k, v, *, causal: bool, scale: float, block: int = 1024,
     the format before ``P·V``), ``round_out`` (the output rounded) and ``scale_scores`` (the
     scores scaled after ``Q Kᵀ``, as GPU kernels do, instead of Q before it). Returns float64.
     """
-    nq, d = q.shape
-    nk = k.shape[0]
+    nq, nk, dv = q.shape[0], k.shape[0], v.shape[1]
     window = check_window(window)
     scale = dtype(scale)
     neg = dtype(-np.inf)
-    out = np.empty((nq, d))
+    out = np.empty((nq, dv))
     for r0 in range(0, nq, chunk):
         qs = q[r0:r0 + chunk] if scale_scores else q[r0:r0 + chunk] * scale
         rows = np.arange(r0, r0 + len(qs))
         m = np.full(len(qs), neg, dtype=dtype)
         l = np.zeros(len(qs), dtype=dtype)
-        acc = np.zeros((len(qs), d), dtype=dtype)
+        acc = np.zeros((len(qs), dv), dtype=dtype)
         # only the keys some row of the chunk sees (causal and window skip the rest)
         first, end = key_span(int(rows[0]), int(rows[-1]), nk - nq, nk, causal, window)
         for j0 in range(first, end, block):
@@ -109,15 +110,15 @@ def attention(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
         raise bad("q.ndim", q.ndim, "expected 2 (one head) or 4 ([batch, heads, n, d]) dims "
                   f"for q, k and v (got {q.ndim}, {k.ndim}, {v.ndim})")
     b, h, nq, d = q.shape
-    if k.shape != v.shape:
-        raise bad("v.shape", v.shape, f"must equal k.shape {k.shape}")
+    if k.shape[:3] != v.shape[:3]:
+        raise bad("v.shape", v.shape, f"must equal k.shape {k.shape} but for its head dim")
     if k.shape[0] != b or k.shape[3] != d:
         raise bad("k.shape", k.shape, f"batch and head dim must match q.shape {q.shape}")
     hk = k.shape[1]
     if h % hk:
         raise bad("kv_heads", hk, f"must divide heads={h}")
     g = h // hk
-    out = np.empty(q.shape)
+    out = np.empty(q.shape[:3] + v.shape[3:])
     for bi in range(b):
         for hi in range(h):
             out[bi, hi] = head(q[bi, hi], k[bi, hi // g], v[bi, hi // g],
@@ -131,7 +132,7 @@ def attention_of(wl, q, k, v, *, head=None, block: int = 1024) -> np.ndarray:
     tensors: each sequence (``wl.segments()``) attends to its own keys under ``wl``'s causal
     and window masks, aligned at its own bottom right. ``head`` as :func:`attention`."""
     q = np.asarray(q, dtype=np.float64)
-    out = np.zeros(q.shape)
+    out = np.zeros(q.shape[:3] + (np.shape(v)[3],))       # O has V's head dim
     for seg in wl.segments():
         b, rq, rk = seg.batch, seg.rows, seg.keys
         out[b:b + 1, :, rq] = attention(q[b:b + 1, :, rq], k[b:b + 1, :, rk], v[b:b + 1, :, rk],

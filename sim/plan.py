@@ -14,7 +14,8 @@ from attenio.blocktable import BlockTable
 from attenio.config import HardwareConfig, VarlenWorkload, Workload
 from attenio.contract.program import INSTR_BYTES, encode, validate
 from attenio.contract.timing import Timing
-from attenio.errors import bad
+from attenio.contract.variant import variant_of
+from attenio.errors import ConfigError, bad
 from attenio.model import io_analysis as io
 from attenio.model.numerics import ScaleParams, softmax_scale
 from attenio.sim.layout import Layout, block_table_for
@@ -106,6 +107,8 @@ def build_plan(hw: HardwareConfig, wl: Workload | VarlenWorkload, dataflow: str 
         raise bad("dataflow", dataflow, f"choose one of: {', '.join(io.DATAFLOWS)}")
     if wl.head_dim > hw.max_head_dim:
         raise bad("head_dim", wl.head_dim, f"must be in [1, {hw.max_head_dim}] (max_head_dim)")
+    for why in variant_of(wl).unbuilt():       # what the program format cannot say yet
+        raise ConfigError(f"{why}")
     varlen = isinstance(wl, VarlenWorkload)
     if dataflow in ("flat", "standard"):
         if varlen or wl.page_size:

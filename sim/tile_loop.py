@@ -6,7 +6,13 @@ from __future__ import annotations
 from collections import deque
 
 from attenio.contract.program import Instr
-from attenio.contract.rules import PAGE_ALIGN_LOG2, PageWalk, kv_blocks_during, skipped_groups
+from attenio.contract.rules import (
+    PAGE_ALIGN_LOG2,
+    PageWalk,
+    kv_blocks_during,
+    skipped_groups,
+    skips_row_groups,
+)
 from attenio.sim.engines import Channel, Span, Stats, cdiv
 
 __all__ = ["tile_loop", "tile_loop_memo"]
@@ -50,8 +56,9 @@ class TileLoop:
         self.groups = cdiv(self.rows * b, p)
         # causal row-group skipping (one head, one key per step): a step's first key k is seen
         # only by rows ρ ≥ k − q_pos − diag, so the groups below skip its Q Kᵀ and P V
-        self.skip = bool(ROW_GROUP_SKIP and comp.causal and comp.heads == 1 and b == 1
-                         and self.groups > 1)
+        self.skip = ROW_GROUP_SKIP and bool(skips_row_groups(bool(comp.causal),
+                                                             comp.heads == 1, b == 1,
+                                                             self.groups))
         self.q_pos, self.diag = comp.q_pos, comp.diag
         self._gmin: dict[int, int] = {}
         # rolling histories (times), indexed by step

@@ -1,0 +1,90 @@
+"""What an attention variant changes, stated once (:class:`Variant`): the head dims of Q·K and of
+V, the softmax scale, the score transform and the softmax's initial state. Every layer reads
+it from here: the workload's check (what this program format and RTL run), the float64
+reference and the integer model (the scale, V's width), the closed-form traffic (K rows of
+``head_dim_qk``, V and O rows of ``head_dim_v``), the program emitter and the tile loop (the
+``Q Kᵀ`` and ``P V`` steps' words) and the compute core's stages (docs/architecture.md, "Where
+a variant plugs in").
+
+Today's variant is textbook attention with its own scale: ``O = softmax(scale · Q Kᵀ) V``,
+``scale = 1/√head_dim_qk`` unless given. The stages it touches are named in :data:`STAGES`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from attenio.errors import bad
+
+__all__ = ["Variant", "STAGES", "SCORE_TRANSFORMS", "variant_of"]
+
+# the score transforms the datapath builds: the scale folded into the softmax multiplier
+# (model.scales.softmax_scale, the score stage's c_m/c_sh). Soft-capping and ALiBi add theirs
+# here, in the score stage (hw/score.py) and in model.numerics.scale.
+SCORE_TRANSFORMS = ("scale",)
+
+# what each stage of a run reads from the variant (the list of places a new variant touches)
+STAGES = {
+    "score": "head_dim_qk (Q Kᵀ words), the scale (the multiplier), the score transform: "
+             "model.numerics.scale, hw/score.py",
+    "softmax": "the initial state of a row's running max and sum (m_init, ℓ = 0): "
+               "model.numerics.m_init, hw/softmax_stage.py",
+    "pv": "head_dim_v (P V words, V rows): model.numerics.accumulate, hw/pv_stage.py",
+    "finalize": "head_dim_v (O rows): model.numerics.finalize, hw/finalize_stage.py",
+    "traffic": "K rows of head_dim_qk, V and O rows of head_dim_v: model/io_analysis.py",
+    "program": "one d field for Q·K and V (docs/isa.md): sim/program.py, sim/tile_loop.py",
+}
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One layer's attention: Q and K rows of ``head_dim_qk`` elements, V and O rows of
+    ``head_dim_v``, logits ``softmax_scale · q·k`` (``None``: ``1/√head_dim_qk``) through the
+    ``score_transform``, each row's softmax starting from ``m_init`` and ``ℓ = 0``."""
+
+    head_dim_qk: int
+    head_dim_v: int
+    softmax_scale: float | None = None
+    score_transform: str = "scale"
+
+    def __post_init__(self):
+        for name in ("head_dim_qk", "head_dim_v"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise bad(name, v, "a positive number of elements")
+        s = self.softmax_scale
+        if s is not None and (isinstance(s, bool) or not isinstance(s, (int, float))
+                              or not math.isfinite(s) or s <= 0):
+            raise bad("softmax_scale", s, "a positive finite number (default 1/√head_dim_qk)")
+        if self.score_transform not in SCORE_TRANSFORMS:
+            raise bad("score_transform", self.score_transform,
+                      f"choose one of: {', '.join(SCORE_TRANSFORMS)}")
+
+    @property
+    def scale(self) -> float:
+        """The logits' scale: ``softmax_scale``, or ``1/√head_dim_qk``."""
+        return 1.0 / math.sqrt(self.head_dim_qk) if self.softmax_scale is None \
+            else float(self.softmax_scale)
+
+    @property
+    def textbook(self) -> bool:
+        """One head dim, the default scale, no transform: the paper's attention."""
+        return (self.head_dim_qk == self.head_dim_v and self.softmax_scale is None
+                and self.score_transform == "scale")
+
+    def unbuilt(self) -> list[str]:
+        """What of this variant the program format and the RTL do not run yet (empty: all of
+        it runs). The float64 reference runs every variant."""
+        out = []
+        if self.head_dim_v != self.head_dim_qk:
+            out.append(f"head_dim_v={self.head_dim_v} with head_dim={self.head_dim_qk}: "
+                       "separate Q·K and V head dims are not built yet (the program's one d "
+                       "field sizes K, V and O rows alike); the float64 reference takes them "
+                       "(attenio.reference_attention)")
+        return out
+
+
+def variant_of(wl, softmax_scale: float | None = None) -> Variant:
+    """The variant a workload asks for (its head dims), with ``softmax_scale`` if given."""
+    return Variant(wl.d_qk, wl.d_v, softmax_scale)
