@@ -1,7 +1,7 @@
 """attenio: an open, verified accelerator for exact long-sequence attention.
 
-``from attenio import attention, schedule, simulate`` is the Python API (attenio/api.py,
-imported on first use so that ``import attenio.config`` stays light).
+``from attenio import attention, schedule, simulate`` is the Python API (app/api.py,
+imported on first use so that ``import attenio.base.config`` stays light).
 """
 
 from importlib import metadata as _metadata
@@ -19,7 +19,7 @@ __all__ = ["__version__", *_API]
 
 def __getattr__(name):
     if name in _API:
-        from attenio import api
+        from attenio.app import api
 
         return getattr(api, name)
     raise AttributeError(f"module 'attenio' has no attribute {name!r}")

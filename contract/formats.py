@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attenio.config import KEY_MANT_BITS, SCALE_EXP_BITS, HardwareConfig
+from attenio.base.config import KEY_MANT_BITS, SCALE_EXP_BITS, HardwareConfig
 
 __all__ = ["MAX_SHIFT", "SCALE_SHIFT_MAX", "SCALE_EXP_BITS", "KEY_MANT_BITS", "scale_word",
            "scale_word_bytes", "stats_word_bytes", "stats_of_words"]

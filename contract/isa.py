@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
+from attenio.base.errors import ConfigError, ErrorCode
 from attenio.contract.formats import SCALE_SHIFT_MAX
 from attenio.contract.rules import ENTRY_BYTES
-from attenio.errors import ConfigError, ErrorCode
 
 INSTR_BYTES = 32
 INSTR_BITS = INSTR_BYTES * 8

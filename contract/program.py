@@ -6,7 +6,8 @@ The instruction format itself is :mod:`attenio.contract.isa`; its names are re-e
 
 from __future__ import annotations
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
+from attenio.base.errors import ErrorCode
 from attenio.contract.isa import (
     HEADER,
     INSTR_BITS,
@@ -28,7 +29,6 @@ from attenio.contract.isa import (
     fields_of,
 )
 from attenio.contract.progress import check_progress, check_regions
-from attenio.errors import ErrorCode
 
 
 def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True,

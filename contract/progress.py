@@ -40,10 +40,10 @@ from __future__ import annotations
 
 from collections import deque
 
+from attenio.base.errors import ErrorCode
 from attenio.contract.isa import NEXT, PREV, Op
 from attenio.contract.rules import ENTRY_BYTES
 from attenio.contract.timing import TIMING
-from attenio.errors import ErrorCode
 
 __all__ = ["check_progress", "check_regions", "row_bytes"]
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from attenio.config import HardwareConfig
-from attenio.errors import ConfigError, ErrorCode
+from attenio.base.config import HardwareConfig
+from attenio.base.errors import ConfigError, ErrorCode
 
 __all__ = ["MAGIC", "VERSION", "ADDR_BITS", "Field", "Register", "COUNTERS", "registers",
            "register", "field_value", "pack_fields", "status_fields", "python_map", "c_header",
@@ -167,7 +167,7 @@ def pack_fields(entry: dict, **values: int) -> int:
 
 def status_fields(cfg: HardwareConfig, word: int) -> dict:
     """STATUS read as the host reads it: ``busy``, ``done``, ``start_refused`` (bools) and
-    ``error`` (an :class:`~attenio.errors.ErrorCode`)."""
+    ``error`` (an :class:`~attenio.base.errors.ErrorCode`)."""
     reg = register(cfg, "STATUS")
     out = {f.name.lower(): bool(field_value(reg, f.name, word)) for f in reg.fields
            if f.width == 1}

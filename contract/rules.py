@@ -6,7 +6,7 @@ well as integers and NumPy arrays) and the test benches all call these.
 
 from __future__ import annotations
 
-from attenio.errors import bad
+from attenio.base.errors import bad
 
 __all__ = ["kv_blocks_during", "kv_order", "next_is_v", "causal_visible", "window_visible",
            "visible",

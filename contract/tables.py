@@ -8,7 +8,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from attenio.config import Numerics
+from attenio.base.config import Numerics
 
 __all__ = ["exp_table", "recip_table"]
 

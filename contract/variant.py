@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from attenio.errors import bad
+from attenio.base.errors import bad
 
 __all__ = ["Variant", "STAGES", "SCORE_TRANSFORMS", "variant_of"]
 

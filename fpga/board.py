@@ -22,10 +22,10 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import Out
 
-from attenio.config import HardwareConfig, Workload
+from attenio.base.config import HardwareConfig, Workload
+from attenio.base.errors import bad
 from attenio.contract.isa import INSTR_BYTES
 from attenio.contract.registers import pack_fields, python_map
-from attenio.errors import bad
 
 LED_PASS, LED_FAIL, LED_RUNNING, LED_MISMATCH = 1, 2, 4, 8
 MAX_IMAGE_BYTES = 64 * 1024  # the ROM is block RAM: keep the self-test small
@@ -309,7 +309,7 @@ def build_board(hw: HardwareConfig, wl: Workload, *, board: str = "ulx3s-85f",
     import re
     from pathlib import Path
 
-    from attenio.errors import ConfigError
+    from attenio.base.errors import ConfigError
     from attenio.fpga.synth import last_line, nextpnr_opts, run_with_progress, tool
 
     if board not in BOARDS:

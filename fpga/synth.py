@@ -17,8 +17,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from attenio.config import HardwareConfig
-from attenio.errors import ConfigError, bad
+from attenio.base.config import HardwareConfig
+from attenio.base.errors import ConfigError, bad
 from attenio.sim.cost import ECP5_DEVICES, ecp5_lut_sites
 
 # name -> (family, yosys command, device capacity by resource, nextpnr args)

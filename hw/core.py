@@ -26,7 +26,7 @@ from amaranth import Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
 from attenio.contract.rules import skips_row_groups
 from attenio.contract.timing import TIMING
 from attenio.hw.arith import memory_banks

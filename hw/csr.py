@@ -8,7 +8,7 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
 from attenio.contract.registers import (  # noqa: F401  (the table's views, re-exported)
     ADDR_BITS,
     MAGIC,

@@ -6,7 +6,7 @@ from amaranth import Array, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
 from attenio.contract.tables import exp_table
 
 

@@ -6,7 +6,7 @@ from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
 from attenio.hw.arith import delay, pipelined_product
 from attenio.hw.reciprocal import Reciprocal
 

@@ -9,7 +9,7 @@ from amaranth import Module, Mux, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
 from attenio.contract.timing import TIMING
 from attenio.hw.finalize import Finalize, out_word_layout
 from attenio.hw.layouts import cmd_layout

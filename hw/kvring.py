@@ -8,7 +8,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
 from attenio.hw.layouts import kv_beat_layout, row_scale_layout, word_layout
 
 __all__ = ["KVRing"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from amaranth import Module, Signal
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
 
 __all__ = ["Lanes"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from amaranth import signed, unsigned
 from amaranth.lib import data
 
-from attenio.config import SCALE_EXP_BITS, HardwareConfig
+from attenio.base.config import SCALE_EXP_BITS, HardwareConfig
 
 __all__ = ["word_layout", "qcmd_layout", "kv_beat_layout", "cmd_layout", "kps_bits",
            "row_scale_layout"]

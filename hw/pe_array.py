@@ -15,7 +15,7 @@ from amaranth import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
 from attenio.hw.layouts import word_layout
 from attenio.hw.softmax import SHIFT_BITS
 

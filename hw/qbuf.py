@@ -6,7 +6,7 @@ from amaranth import Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
 from attenio.hw.arith import memory_banks
 from attenio.hw.layouts import qcmd_layout, row_scale_layout, word_layout
 

@@ -6,7 +6,7 @@ from amaranth import Array, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
 from attenio.contract.tables import recip_table
 from attenio.hw.arith import delay, pipelined_product
 

@@ -9,7 +9,7 @@ from amaranth import Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
 from attenio.contract.formats import KEY_MANT_BITS
 from attenio.contract.formats import SCALE_SHIFT_MAX as MAX_SCALE_SHIFT
 from attenio.contract.rules import causal_visible, window_visible

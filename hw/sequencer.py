@@ -6,7 +6,7 @@ from amaranth import Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
 from attenio.contract.timing import TIMING
 
 __all__ = ["StepSequencer", "COUNTER_BITS"]

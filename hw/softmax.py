@@ -6,7 +6,7 @@ from amaranth import Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
 from attenio.contract.formats import MAX_SHIFT
 from attenio.hw.arith import delay as delay_regs
 from attenio.hw.arith import pipelined_product

@@ -9,7 +9,7 @@ from amaranth import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
 from attenio.hw.lanes import Lanes
 from attenio.hw.sequencer import COUNTER_BITS
 from attenio.hw.softmax import SHIFT_BITS, SoftmaxUnit, m_bits

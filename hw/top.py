@@ -24,9 +24,9 @@ from amaranth import Cat, Const, Elaboratable, Module, ResetInserter, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
+from attenio.base.errors import ErrorCode, bad
 from attenio.contract.program import INSTR_BYTES
-from attenio.errors import ErrorCode, bad
 from attenio.hw.core import ComputeCore
 from attenio.hw.csr import CsrBank, axi4lite_signature
 from attenio.hw.ctrl.axi import axi4_ports

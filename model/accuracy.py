@@ -46,8 +46,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attenio.config import HardwareConfig, Workload
-from attenio.errors import bad
+from attenio.base.config import HardwareConfig, Workload
+from attenio.base.errors import bad
 from attenio.model import numerics as nm
 from attenio.model import reference as ref
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attenio.blocktable import BlockTable
-from attenio.config import HardwareConfig, Workload
+from attenio.base.blocktable import BlockTable
+from attenio.base.config import HardwareConfig, Workload
 from attenio.model import numerics as nm
 from attenio.model import reference as ref
 

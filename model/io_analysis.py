@@ -26,9 +26,9 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from attenio.config import HardwareConfig, Workload
+from attenio.base.config import HardwareConfig, Workload
+from attenio.base.errors import ConfigError, bad
 from attenio.contract.rules import ENTRY_BYTES, PageWalk, key_span, keys_seen
-from attenio.errors import ConfigError, bad
 
 __all__ = [
     "DATAFLOWS",

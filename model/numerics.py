@@ -18,7 +18,7 @@ finalize       :func:`finalize`
 and composed twice into whole attention: :func:`attention_head_stepwise` walks the keys block
 by block exactly as the hardware does, and :func:`attention_head` computes the identical
 result with whole-matrix NumPy operations (fast enough for N = 4096 in about a second).
-:func:`attention_int` runs a whole :class:`~attenio.config.Workload` (batch, heads, GQA,
+:func:`attention_int` runs a whole :class:`~attenio.base.config.Workload` (batch, heads, GQA,
 causal). docs/numerics.md states every format and why nothing overflows.
 
 All integers are int64; matrix products run in float64, exact because the config refuses
@@ -33,11 +33,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from attenio.config import HardwareConfig, VarlenWorkload, Workload
+from attenio.base.config import HardwareConfig, VarlenWorkload, Workload
+from attenio.base.errors import bad
 from attenio.contract.formats import KEY_MANT_BITS, MAX_SHIFT, SCALE_SHIFT_MAX
 from attenio.contract.rules import visible
 from attenio.contract.tables import exp_table, recip_table
-from attenio.errors import bad
 from attenio.model.scales import (  # noqa: F401  (the host side, re-exported)
     KEY_EXP_MAX,
     ScaleParams,
@@ -481,7 +481,7 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
     ----------
     q : int array ``[batch, heads, seq_q, head_dim]``
     k, v : int arrays ``[batch, kv_heads, seq_k, head_dim]``; with ``table`` (a paged cache,
-        :class:`attenio.blocktable.BlockTable`) the pool's rows ``[1, kv_heads, pages ·
+        :class:`attenio.base.blocktable.BlockTable`) the pool's rows ``[1, kv_heads, pages ·
         page_size, head_dim]``, sequence i's keys read where ``table.key_rows(i)`` says
         they lie (no copy of the cache is gathered)
     q_scale, k_scale : per-tensor scales of q and k (V's scale does not enter the datapath);

@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 
+from attenio.base.errors import bad
 from attenio.contract.rules import check_window, key_span, visible
-from attenio.errors import bad
 
 __all__ = ["attention", "attention_head", "streamed_head", "error_metrics"]
 

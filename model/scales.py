@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
+from attenio.base.errors import ConfigError, bad
 from attenio.contract.formats import KEY_MANT_BITS, SCALE_SHIFT_MAX
-from attenio.errors import ConfigError, bad
 
 __all__ = ["ScaleParams", "softmax_scale", "softmax_scale_rows", "key_factors", "key_reference",
            "with_key_scales", "quantize", "quantize_keys", "dequantize", "dequantize_output",

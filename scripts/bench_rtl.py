@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.verify.runner import simulate
 
 SHAPES = [dict(n=n, d=d) for n in (1, 7, 64, 200, 256) for d in (8, 32, 64)] + [

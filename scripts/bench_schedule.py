@@ -11,7 +11,7 @@ import statistics
 import time
 import tracemalloc
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.sim.schedule import schedule
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import serving_traces as traces  # noqa: E402
 
-from attenio import config as C  # noqa: E402
+from attenio.base import config as C  # noqa: E402
 from attenio.contract.program import Op  # noqa: E402
 from attenio.contract.rules import PageWalk  # noqa: E402
 from attenio.sim.schedule import schedule  # noqa: E402

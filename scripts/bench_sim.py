@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.contract.registers import python_map
 from attenio.verify import fast_dram
 from attenio.verify.runner import build, simulate

@@ -15,7 +15,7 @@ import platform
 import subprocess
 import time
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.model import accuracy as A
 from attenio.model import golden as G
 

@@ -12,7 +12,7 @@ import json
 import sys
 import time
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.verify.campaign import campaign
 
 

@@ -9,7 +9,7 @@ import json
 
 import numpy as np
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.sim import cost
 
 allp = json.loads(cost.SWEEP_FILE.read_text())["points"]

@@ -12,7 +12,7 @@ import argparse
 import datetime
 import json
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.model import accuracy as A
 from attenio.model import reference as ref
 

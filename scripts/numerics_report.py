@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.model import numerics as nm
 from attenio.model import reference as ref
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.sim.schedule import schedule
 from attenio.sim.trace import write_chrome_trace
 

@@ -18,7 +18,7 @@ import json
 
 import numpy as np
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.model import accuracy as A
 from attenio.model import numerics as nm
 from attenio.model import reference as ref

@@ -22,7 +22,7 @@ import time
 from importlib.metadata import version
 from pathlib import Path
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.fpga.synth import (
     nextpnr_opts,
     place_and_route,

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from attenio.config import Workload
+from attenio.base.config import Workload
 from attenio.model import accuracy as A
 from attenio.model import numerics as nm
 from attenio.model import reference as ref

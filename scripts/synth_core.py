@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.hw.build import write_verilog
 from attenio.hw.core import ComputeCore
 

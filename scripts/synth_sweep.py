@@ -17,7 +17,7 @@ import json
 from importlib.metadata import version
 from pathlib import Path
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.fpga.synth import synthesize
 
 # (name, mac_lines, macs_per_line, tile_rows, max_head_dim, kv_ring_depth)

@@ -6,7 +6,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 
-from attenio.config import HardwareConfig, Workload
+from attenio.base.config import HardwareConfig, Workload
 from attenio.model import io_analysis as io
 from attenio.sim.schedule import schedule
 

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
 
 __all__ = ["asic_area", "energy", "fpga_area", "fit_fpga", "dp16kd_blocks", "ecp5_lut_sites",
            "ESTIMATE", "FPGA_DEVICE"]

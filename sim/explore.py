@@ -20,8 +20,8 @@ import math
 import time
 from pathlib import Path
 
-from attenio import config as C
-from attenio.errors import ConfigError, bad
+from attenio.base import config as C
+from attenio.base.errors import ConfigError, bad
 from attenio.sim.fanout import RETRIES, fan_out
 
 __all__ = ["HW_FIELDS", "WL_FIELDS", "parse_values", "parse_sets", "grid", "evaluate",

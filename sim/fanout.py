@@ -15,7 +15,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 
-from attenio.errors import ConfigError
+from attenio.base.errors import ConfigError
 
 __all__ = ["RETRIES", "fan_out"]
 

@@ -12,8 +12,8 @@ import dataclasses
 import math
 from pathlib import Path
 
-from attenio.config import HardwareConfig, Workload
-from attenio.errors import ConfigError, bad
+from attenio.base.config import HardwareConfig, Workload
+from attenio.base.errors import ConfigError, bad
 from attenio.sim.schedule import schedule
 
 REQUIRED = ["backend", "dtype", "d", "n", "causal", "batch", "heads", "time_ms", "tflops",

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attenio.config import HardwareConfig, Workload
+from attenio.base.config import HardwareConfig, Workload
+from attenio.base.errors import bad
 from attenio.contract.formats import scale_word_bytes
-from attenio.errors import bad
 from attenio.model.golden import GoldenInputs, multipliers
 from attenio.sim.layout import Layout
 from attenio.sim.plan import RunPlan, build_plan

@@ -8,10 +8,10 @@ from functools import cached_property
 
 import numpy as np
 
-from attenio.blocktable import PAD, BlockTable
-from attenio.config import HardwareConfig, Workload
+from attenio.base.blocktable import PAD, BlockTable
+from attenio.base.config import HardwareConfig, Workload
+from attenio.base.errors import bad
 from attenio.contract.rules import ENTRY_BYTES, PAGE_ALIGN_LOG2
-from attenio.errors import bad
 
 __all__ = ["Layout", "PagedCache", "block_table_for"]
 
@@ -23,7 +23,7 @@ def _up(x: int, to: int = 4096) -> int:
 @dataclass(frozen=True)
 class PagedCache:
     """A paged K/V cache (``Workload.page_size`` > 0): pools of page slots and the block
-    table (:class:`attenio.blocktable.BlockTable`, the caller's or the seeded shuffle).
+    table (:class:`attenio.base.blocktable.BlockTable`, the caller's or the seeded shuffle).
 
     A slot of the K pool holds one page of ``page_size`` keys of every K/V head, head by head
     (head h's rows at ``h·page_size`` rows into the slot, so a head's rows in a page are

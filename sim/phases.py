@@ -4,7 +4,7 @@ no program."""
 
 from __future__ import annotations
 
-from attenio.config import HardwareConfig, Workload
+from attenio.base.config import HardwareConfig, Workload
 from attenio.contract.timing import Timing
 from attenio.model import io_analysis as io
 from attenio.sim.engines import ENGINES, cdiv

@@ -10,12 +10,12 @@ import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 
-from attenio.blocktable import BlockTable
-from attenio.config import HardwareConfig, VarlenWorkload, Workload
+from attenio.base.blocktable import BlockTable
+from attenio.base.config import HardwareConfig, VarlenWorkload, Workload
+from attenio.base.errors import ConfigError, bad
 from attenio.contract.program import INSTR_BYTES, encode, validate
 from attenio.contract.timing import Timing
 from attenio.contract.variant import variant_of
-from attenio.errors import ConfigError, bad
 from attenio.model import io_analysis as io
 from attenio.model.numerics import ScaleParams, softmax_scale
 from attenio.sim.layout import Layout, block_table_for

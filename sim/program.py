@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from attenio.config import HardwareConfig, VarlenWorkload, Workload
+from attenio.base.config import HardwareConfig, VarlenWorkload, Workload
+from attenio.base.errors import bad
+from attenio.base.workload import Segment
 from attenio.contract.program import Instr, Op
 from attenio.contract.rules import ENTRY_BYTES
-from attenio.errors import bad
 from attenio.model import io_analysis as io
 from attenio.model.numerics import ScaleParams
 from attenio.sim.layout import Layout
-from attenio.workload import Segment
 
 __all__ = ["build_program", "program_tiles", "program_length", "Tile"]
 

@@ -34,7 +34,7 @@ emit no program.
 
 from __future__ import annotations
 
-from attenio.config import HardwareConfig, VarlenWorkload, Workload
+from attenio.base.config import HardwareConfig, VarlenWorkload, Workload
 from attenio.contract.timing import Timing
 from attenio.model import io_analysis as io
 from attenio.model.numerics import ScaleParams

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from attenio.config import HardwareConfig, VarlenWorkload, Workload
-from attenio.errors import ConfigError, bad
+from attenio.base.config import HardwareConfig, VarlenWorkload, Workload
+from attenio.base.errors import ConfigError, bad
 from attenio.sim.gpu import H200_BANDWIDTH_TBS, H200_PEAK_TFLOPS, projection
 from attenio.sim.schedule import schedule
 

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attenio.config import HardwareConfig, Workload
+from attenio.base.config import HardwareConfig, Workload
+from attenio.base.errors import bad
 from attenio.contract.program import INSTR_BYTES, NEXT, PREV, QUEUES, Instr, Op
 from attenio.contract.timing import Timing
-from attenio.errors import bad
 from attenio.model import io_analysis as io
 from attenio.sim.engines import ENGINES, Channel, Span, Stats, cdiv
 from attenio.sim.tile_loop import tile_loop, tile_loop_memo

@@ -6,7 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
-from attenio.errors import ConfigError
+from attenio.base.errors import ConfigError
 from attenio.sim.schedule import ENGINES, Schedule
 
 # the Gantt's zoom shows this many PE steps of a tile (the step-level view of the overlap)

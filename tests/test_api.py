@@ -1,4 +1,4 @@
-"""The Python API (attenio/api.py): the README's example runs as written, and each function
+"""The Python API (app/api.py): the README's example runs as written, and each function
 checks its input."""
 
 import re
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import attenio
-from attenio.errors import ConfigError
+from attenio.base.errors import ConfigError
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 
@@ -22,7 +22,7 @@ def test_readme_example_runs(capsys):
 
 
 def test_attention_is_the_integer_model():
-    from attenio import config as C
+    from attenio.base import config as C
     from attenio.model.numerics import attention_int, dequantize_output, quantize
 
     rng = np.random.default_rng(1)
@@ -41,7 +41,7 @@ def test_attention_with_finer_scales_on_outlier_activations():
     """The host scheme and scale granularities reach the API: on outlier-heavy activations
     rotate with per-row Q and per-block K is closer to float attention than per tensor, and
     bad options are refused by name."""
-    from attenio import config as C
+    from attenio.base import config as C
     from attenio.model import accuracy as A
 
     wl = C.Workload(seq_q=64, seq_k=96, head_dim=32)

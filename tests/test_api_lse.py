@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import attenio
-from attenio.errors import ConfigError
+from attenio.base.errors import ConfigError
 
 
 def _lse_ref(q, k, scale, causal=False):

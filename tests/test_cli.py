@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from attenio.cli import main
+from attenio.app.cli import main
 
 
 def run(*args):
@@ -98,7 +98,7 @@ def test_dataflows_table_and_csv(tmp_path):
 
 
 def test_infeasible_memory_is_one_line(tmp_path):
-    import attenio.config as C
+    import attenio.base.config as C
 
     r = run("schedule", "--preset", "asplos26", "--n", "64", "--d", "256")
     assert r.exit_code == 0  # d = 256 fits 512 KB
@@ -156,8 +156,8 @@ def test_failed_tool_run_is_one_line_and_status_1(monkeypatch):
 def _fake_run(monkeypatch, cycles, predicted):
     import numpy as np
 
-    from attenio import config as C
-    from attenio.errors import ErrorCode
+    from attenio.base import config as C
+    from attenio.base.errors import ErrorCode
     from attenio.sim.schedule import schedule
     from attenio.verify import runner
 
@@ -251,7 +251,7 @@ def test_help_shows_each_commands_own_preset():
 def test_register_field_overflow_is_refused():
     import dataclasses
 
-    from attenio import config as C
+    from attenio.base import config as C
     from attenio.hw import csr
 
     with pytest.raises(C.ConfigError, match=r"mac_lines=256 .*CFG_ARRAY.MAC_LINES"):
@@ -562,7 +562,7 @@ def test_json_reports_carry_the_version(tmp_path):
 def test_progress_off_a_terminal_is_a_line_every_few_seconds(capsys):
     """Not on a terminal (a log, CI), a long run prints '<label>: N% (T s)' lines instead of
     staying silent (issue #32: accuracy ran 21 s without a word when piped)."""
-    from attenio.cli.app import _Bar
+    from attenio.app.cli.app import _Bar
 
     with _Bar("integer model", after=0.0, every=0.0) as bar:
         for f in (0.25, 0.5, 1.0):

@@ -8,7 +8,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from attenio.cli import main
+from attenio.app.cli import main
 
 COMMANDS = [
     ["schedule", "--preset", "tiny", "--n", "64", "--d", "16"],

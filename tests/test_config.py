@@ -4,8 +4,8 @@ import dataclasses
 
 import pytest
 
-from attenio import config as C
-from attenio.errors import ConfigError
+from attenio.base import config as C
+from attenio.base.errors import ConfigError
 
 
 def test_presets_build_and_are_frozen():

@@ -40,7 +40,7 @@ def test_the_register_map_needs_no_rtl_package():
     # the register table is contract data (contract/registers.py), not Amaranth
     r = _run("""
         import sys
-        from attenio.cli import main
+        from attenio.app.cli import main
         sys.argv = ["attenio", "registers", "--preset", "tiny"]
         main()
     """)
@@ -51,7 +51,7 @@ def test_the_register_map_needs_no_rtl_package():
 def test_a_command_that_needs_them_names_the_extra(tmp_path):
     r = _run(f"""
         import sys
-        from attenio.cli import main
+        from attenio.app.cli import main
         sys.argv = ["attenio", "verilog", "--preset", "tiny", "-o", {str(tmp_path / "t.v")!r}]
         main()
     """)
@@ -62,7 +62,7 @@ def test_a_command_that_needs_them_names_the_extra(tmp_path):
 def test_the_api_simulate_names_the_extra():
     r = _run("""
         import attenio
-        from attenio.errors import ConfigError
+        from attenio.base.errors import ConfigError
         try:
             attenio.simulate(16, 8)
         except ConfigError as e:
@@ -75,7 +75,7 @@ def test_the_api_simulate_names_the_extra():
 def test_a_plot_without_matplotlib_names_the_plot_extra_before_any_work(tmp_path):
     r = _run(f"""
         import sys
-        from attenio.cli import main
+        from attenio.app.cli import main
         sys.argv = ["attenio", "schedule", "--preset", "tiny", "--n", "64", "--d", "16",
                     "--plot", {str(tmp_path / "g.png")!r}]
         main()

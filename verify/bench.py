@@ -292,7 +292,7 @@ async def _rerun(dut, dram, host, case, limit) -> dict:
 
 
 def python_map_for(case):
-    from attenio import config as C
+    from attenio.base import config as C
 
     return python_map(C.HardwareConfig.from_dict(case["hw"]))
 

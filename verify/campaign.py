@@ -13,9 +13,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from attenio.config import HardwareConfig, Workload
+from attenio.base.config import HardwareConfig, Workload
+from attenio.base.errors import ConfigError, ErrorCode
 from attenio.contract.program import INSTR_BYTES, decode, validate
-from attenio.errors import ConfigError, ErrorCode
 
 __all__ = ["FaultCase", "make_cases", "run_case", "campaign", "KINDS"]
 

@@ -28,10 +28,10 @@ from amaranth.back import rtlil
 from amaranth.hdl import Assert
 from amaranth.lib.wiring import In
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
+from attenio.base.errors import ConfigError
 from attenio.contract.program import INSTR_BYTES, QUEUE_OF, Op
 from attenio.contract.timing import TIMING
-from attenio.errors import ConfigError
 
 __all__ = ["HARNESSES", "harness", "prove"]
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from attenio.errors import ErrorCode
+from attenio.base.errors import ErrorCode
 from attenio.model.golden import MAX_REL_BOUND, MEAN_REL_BOUND, within_bounds
 from attenio.sim.timeline import Schedule
 

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from attenio.config import HardwareConfig, Workload
+from attenio.base.config import HardwareConfig, Workload
+from attenio.base.errors import ConfigError, bad
 from attenio.contract.formats import stats_word_bytes
 from attenio.contract.isa import INSTR_BYTES
 from attenio.contract.registers import status_fields
-from attenio.errors import ConfigError, bad
 from attenio.model.golden import (
     GoldenInputs,
     error_vs_float,
@@ -270,7 +270,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     ``inputs``: integer Q, K, V and their scales to run instead of random ones (a host
     scheme's output, model/accuracy.py); ``q_rows``, ``k_block``: random ones quantized with
     a scale per Q row, per block of K rows; ``block_table``: a paged cache's pages (the
-    caller's rows, or a :class:`attenio.blocktable.BlockTable`; a seeded shuffle without).
+    caller's rows, or a :class:`attenio.base.blocktable.BlockTable`; a seeded shuffle without).
     The workload is checked (unless ``checked``: the caller did), the inputs made and the
     run's plan built once (sim/plan.py), and everything after reads them; the result carries
     the schedule that ran and its own verdict (:meth:`SimResult.failures`).

@@ -7,10 +7,10 @@ from amaranth import Cat, Const, Module, Mux, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
+from attenio.base.errors import ErrorCode
 from attenio.contract.formats import SCALE_SHIFT_MAX
 from attenio.contract.isa import INSTR_BITS, LAYOUTS, NEXT, PREV, QUEUE_OF, Op
-from attenio.errors import ErrorCode
 from attenio.hw.ctrl.axi import log2
 from attenio.hw.ctrl.layouts import ERR_BITS, view
 

@@ -7,9 +7,9 @@ from amaranth import Cat, Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from attenio.base.errors import ErrorCode
 from attenio.contract.program import NEXT, PREV, QUEUE_OF, QUEUES, TOKEN_MAX, Op
 from attenio.contract.timing import TIMING
-from attenio.errors import ErrorCode
 from attenio.hw.ctrl.layouts import (
     error_ports,
     fetch_entry_layout,

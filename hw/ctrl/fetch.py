@@ -6,10 +6,10 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
+from attenio.base.errors import ErrorCode
 from attenio.contract.program import INSTR_BITS, INSTR_BYTES, Op
 from attenio.contract.timing import TIMING
-from attenio.errors import ErrorCode
 from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, kept_offered, log2
 from attenio.hw.ctrl.decode import InstructionDecoder
 from attenio.hw.ctrl.layouts import (

@@ -6,9 +6,9 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
+from attenio.base.errors import ErrorCode
 from attenio.contract.program import INSTR_BITS, Op
-from attenio.errors import ErrorCode
 from attenio.hw.ctrl.decode import kps_log2_of
 from attenio.hw.ctrl.dispatch import engine_ports
 from attenio.hw.ctrl.layouts import raise_error, view

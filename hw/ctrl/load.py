@@ -7,11 +7,11 @@ from amaranth import Array, Const, Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
+from attenio.base.errors import ErrorCode
 from attenio.contract.program import INSTR_BITS, Op
 from attenio.contract.rules import ENTRY_BYTES, next_is_v
 from attenio.contract.timing import TIMING
-from attenio.errors import ErrorCode
 from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, log2
 from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address
 from attenio.hw.ctrl.decode import kps_log2_of

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from amaranth import Const, Module, Mux, Signal
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
+from attenio.base.errors import ErrorCode
 from attenio.contract.program import Op
 from attenio.contract.rules import PAGE_ALIGN_LOG2
-from attenio.errors import ErrorCode
 from attenio.hw.ctrl.axi import ADDR_BITS, log2
 from attenio.hw.ctrl.bursts import BurstRegs
 from attenio.hw.ctrl.layouts import view

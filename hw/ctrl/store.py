@@ -6,10 +6,10 @@ from amaranth import Cat, Module, Mux, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
+from attenio.base.errors import ErrorCode
 from attenio.contract.program import INSTR_BITS, Op
 from attenio.contract.timing import TIMING
-from attenio.errors import ErrorCode
 from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, held_while_waiting, log2
 from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address
 from attenio.hw.ctrl.dispatch import engine_ports

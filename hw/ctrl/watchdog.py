@@ -6,7 +6,7 @@ from amaranth import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from attenio.errors import ErrorCode
+from attenio.base.errors import ErrorCode
 from attenio.hw.ctrl.layouts import error_ports, raise_error
 
 __all__ = ["Watchdog", "DmaCounters", "WATCHDOG_BITS"]

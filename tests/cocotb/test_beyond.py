@@ -4,8 +4,8 @@ hardware's own counters."""
 
 import pytest
 
-from attenio import config as C
-from attenio.errors import ErrorCode
+from attenio.base import config as C
+from attenio.base.errors import ErrorCode
 from attenio.verify.runner import simulate
 
 from .test_top import TINY, check_run, workload
@@ -148,7 +148,7 @@ def test_per_key_scales_on_large_logits_hold_the_contract_on_the_rtl(scheme):
 def test_simulate_command_runs_finer_scales(option, shown, bytes_note):
     from click.testing import CliRunner
 
-    from attenio.cli import main
+    from attenio.app.cli import main
 
     res = CliRunner().invoke(main, ["simulate", "--preset", "tiny", "--n", "20", "--d", "8",
                                     *option])
@@ -160,7 +160,7 @@ def test_simulate_command_runs_finer_scales(option, shown, bytes_note):
 def test_simulate_command_refuses_a_bad_k_block_in_one_line():
     from click.testing import CliRunner
 
-    from attenio.cli import main
+    from attenio.app.cli import main
 
     bad = CliRunner().invoke(main, ["simulate", "--preset", "tiny", "--n", "20", "--d", "8",
                                     "--k-block", "0"])

@@ -8,8 +8,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from attenio import config as C
-from attenio.cli import main
+from attenio.app.cli import main
+from attenio.base import config as C
 from attenio.verify.runner import simulate
 
 TINY = C.tiny()

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.verify import runner
 
 # kind → the messages Amaranth's Verilog gives it, and why they are harmless

@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from attenio import config as C
-from attenio.errors import ConfigError
+from attenio.base import config as C
+from attenio.base.errors import ConfigError
 from attenio.verify import fast_dram
 from attenio.verify.runner import TOP, build_verilog, simulate
 

@@ -4,7 +4,7 @@ the clean run right after is bit-exact."""
 
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.verify.campaign import KINDS, campaign, make_cases
 
 TINY = C.tiny()

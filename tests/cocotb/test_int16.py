@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.model.golden import quantized_inputs, within_bounds
 from attenio.verify.runner import simulate
 

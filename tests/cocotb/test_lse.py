@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.contract.formats import stats_of_words
 from attenio.model.golden import LSE_REL_BOUND, lse_error
 from attenio.verify.runner import prepare, simulate

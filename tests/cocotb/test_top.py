@@ -9,10 +9,10 @@ import shutil
 
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
+from attenio.base.errors import ErrorCode
 from attenio.contract.program import INSTR_BYTES, Instr, Op, encode
 from attenio.contract.timing import TIMING
-from attenio.errors import ErrorCode
 from attenio.verify.runner import prepare, simulate
 
 TINY = C.tiny()
@@ -36,7 +36,7 @@ def test_simulate_builds_inputs_and_schedule_once(monkeypatch):
     # one `attenio simulate`: one schedule (whose tiling the report prints), one set of inputs
     from click.testing import CliRunner
 
-    from attenio.cli import main
+    from attenio.app.cli import main
     from attenio.model import golden
     from attenio.sim import plan as P
 

@@ -3,7 +3,7 @@ against the schedule generator, and the PE utilization target (≥ 95%); wavefor
 
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.verify.runner import simulate
 
 from .test_top import check_run, workload

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.contract import program as P
 from attenio.sim.schedule import schedule
 
@@ -174,9 +174,9 @@ def test_per_key_program_reads_one_more_word_per_kv_row():
 
 
 def test_register_fields_from_the_table():
-    from attenio import config as C
+    from attenio.base import config as C
+    from attenio.base.errors import ErrorCode
     from attenio.contract import registers as R
-    from attenio.errors import ErrorCode
 
     hw = C.tiny()
     regs = R.python_map(hw)

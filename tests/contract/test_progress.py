@@ -3,7 +3,7 @@
 
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.contract import program as P
 from attenio.sim.schedule import Layout, schedule
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.contract.timing import TIMING, Timing
 from attenio.hw.core import ComputeCore
 from attenio.sim import schedule

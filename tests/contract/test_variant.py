@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import attenio
-from attenio import config as C
+from attenio.base import config as C
+from attenio.base.errors import ConfigError
 from attenio.contract.variant import STAGES, Variant, variant_of
-from attenio.errors import ConfigError
 from attenio.model import io_analysis as io
 from attenio.model import reference as ref
 from attenio.sim.plan import build_plan

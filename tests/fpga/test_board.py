@@ -7,7 +7,7 @@ holds); the slow test builds the ULX3S-85F bitstream with the yowasp tools.
 import pytest
 from amaranth.sim import Simulator
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.fpga import board
 
 

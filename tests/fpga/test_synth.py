@@ -2,7 +2,7 @@
 
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.fpga import synth
 
 
@@ -45,7 +45,7 @@ def test_missing_tool_names_the_package(monkeypatch, tmp_path):
 def test_cli_prints_one_line(monkeypatch, tmp_path):
     from click.testing import CliRunner
 
-    from attenio.cli import main
+    from attenio.app.cli import main
 
     monkeypatch.setattr(synth.shutil, "which", lambda name: None)
     monkeypatch.setattr(synth.sys, "executable", str(tmp_path / "python"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from amaranth.sim import Simulator
 
-from attenio.config import HardwareConfig
+from attenio.base.config import HardwareConfig
 from attenio.contract import formats
 from attenio.contract.rules import kv_order
 from attenio.hw.core import ComputeCore

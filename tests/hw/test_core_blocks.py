@@ -6,7 +6,7 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.contract.rules import kv_order, skipped_groups
 from attenio.contract.timing import TIMING
 from attenio.hw.kvring import KVRing

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.model import numerics as nm
 
 from .core_tb import ref_core, rtl_core

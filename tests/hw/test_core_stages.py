@@ -11,7 +11,7 @@ import pytest
 from amaranth import Module
 from amaranth.lib import wiring
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.contract.formats import stats_word_bytes
 from attenio.contract.rules import causal_visible, window_visible
 from attenio.hw.finalize_stage import FinalizeStage

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from amaranth.sim import Simulator
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.hw import csr
 
 TINY = C.tiny()

@@ -6,7 +6,7 @@ takes several keys. Operands enter at the core's pipeline stages (PEArray's docs
 import numpy as np
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.hw.pe_array import PEArray
 from attenio.model.numerics import rescale
 

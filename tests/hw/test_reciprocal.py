@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.hw.reciprocal import Reciprocal
 from attenio.model import numerics as nm
 

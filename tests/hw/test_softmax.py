@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.hw.softmax import SoftmaxUnit
 from attenio.model import numerics as nm
 

@@ -4,8 +4,8 @@ documented, the user's files are checked, and the measured ranking holds."""
 import numpy as np
 import pytest
 
-from attenio import config as C
-from attenio.errors import ConfigError
+from attenio.base import config as C
+from attenio.base.errors import ConfigError
 from attenio.model import accuracy as A
 from attenio.model import numerics as nm
 from attenio.model import reference as ref

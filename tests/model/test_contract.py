@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.model import accuracy as A
 from attenio.model import golden as G
 

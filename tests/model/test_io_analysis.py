@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from attenio import config as C
-from attenio.errors import ConfigError
+from attenio.base import config as C
+from attenio.base.errors import ConfigError
 from attenio.model import io_analysis as io
 
 HW = C.asplos26()

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import attenio
-from attenio.errors import ConfigError
+from attenio.base.errors import ConfigError
 
 RNG = np.random.default_rng(7)
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attenio import config as C
+from attenio.base import config as C
+from attenio.base.errors import ConfigError
 from attenio.contract.formats import KEY_MANT_BITS
-from attenio.errors import ConfigError
 from attenio.model import numerics as nm
 from attenio.model import reference as ref
 

@@ -5,7 +5,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from attenio.errors import ConfigError
+from attenio.base.errors import ConfigError
 from attenio.model import reference as ref
 
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import attenio
-from attenio import config as C
-from attenio.errors import ConfigError
+from attenio.base import config as C
+from attenio.base.errors import ConfigError
 from attenio.model import numerics as nm
 from attenio.model import reference as ref
 from attenio.model.golden import golden_check, quantized_inputs

@@ -6,7 +6,7 @@ causal caps the right side at the diagonal, a row that sees no key gives 0."""
 import numpy as np
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.contract.rules import check_window, key_span, visible
 from attenio.model import numerics as nm
 from attenio.model import reference as ref
@@ -111,7 +111,7 @@ def test_api_and_cli_take_windows():
     from click.testing import CliRunner
 
     import attenio
-    from attenio.cli import main
+    from attenio.app.cli import main
 
     rng = np.random.default_rng(5)
     q, k, v = (rng.standard_normal((1, 2, 96, 16)) for _ in range(3))

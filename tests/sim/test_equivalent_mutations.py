@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.contract.timing import EQUIVALENT_MUTATIONS as EQUIVALENT
 from attenio.contract.timing import TIMING
 from attenio.sim import schedule as S

@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from attenio import config as C
-from attenio.errors import ConfigError
+from attenio.base import config as C
+from attenio.base.errors import ConfigError
 from attenio.sim import cost
 from attenio.sim import explore as E
 

@@ -3,8 +3,8 @@
 import pytest
 from click.testing import CliRunner
 
-from attenio import config as C
-from attenio.cli import main
+from attenio.app.cli import main
+from attenio.base import config as C
 from attenio.sim import gpu as G
 from attenio.sim.schedule import schedule
 
@@ -104,7 +104,7 @@ def test_bundled_measurements_are_package_data_and_the_default(tmp_path):
 
     from click.testing import CliRunner
 
-    from attenio.cli import main
+    from attenio.app.cli import main
 
     root = Path(__file__).resolve().parents[2]
     st = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]

@@ -4,10 +4,10 @@ fields' checks and the workload's and layout's validation."""
 
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
+from attenio.base.errors import ConfigError
 from attenio.contract.isa import Op, field_error
 from attenio.contract.rules import ENTRY_BYTES, PAGE_ALIGN_LOG2, PageWalk
-from attenio.errors import ConfigError
 from attenio.sim.layout import Layout
 from attenio.sim.schedule import schedule
 

@@ -9,9 +9,9 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from attenio import config as C
-from attenio.cli import main
-from attenio.config import HardwareConfig
+from attenio.app.cli import main
+from attenio.base import config as C
+from attenio.base.config import HardwareConfig
 from attenio.model import scales
 from attenio.sim import plan as P
 from attenio.sim.layout import Layout

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.model import io_analysis as io
 from attenio.model.numerics import softmax_scale
 from attenio.sim import schedule as S
@@ -386,7 +386,7 @@ def test_gantt_draws_the_schedules_data(tmp_path):
 def test_phase_models_have_no_timeline_to_draw(tmp_path):
     from click.testing import CliRunner
 
-    from attenio.cli import main
+    from attenio.app.cli import main
 
     for opt in ("--plot", "--trace"):
         r = CliRunner().invoke(main, ["schedule", "--preset", "tiny", "--n", "64", "--d", "16",

@@ -4,9 +4,9 @@ form summed over the sequences; cycles no more than the sequences run one by one
 
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
+from attenio.base.errors import ConfigError
 from attenio.contract.program import Op
-from attenio.errors import ConfigError
 from attenio.model import io_analysis as io
 from attenio.sim import schedule as S
 from attenio.sim.program import program_tiles

@@ -5,7 +5,7 @@ row's window; bytes equal the closed form; the steady-state shortcut stays exact
 import numpy as np
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.contract.program import Op
 from attenio.sim import schedule as S
 from attenio.sim import tile_loop

@@ -3,7 +3,7 @@ cluster give the same outcomes, in the same order, as one process."""
 
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.verify.campaign import campaign
 
 TINY = C.tiny()

@@ -9,7 +9,7 @@ import pytest
 from amaranth import Module
 from amaranth.lib import wiring
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.verify.formal import HARNESSES, prove
 
 TINY = C.tiny()

@@ -188,7 +188,7 @@ def run_engine(dut, models, step, out: dict, *, max_cycles: int = 20_000) -> Non
     """Simulate an engine cycle by cycle: every model drives its inputs, ``step(ctx)`` sets and
     reads the test's own ports, the models record the handshakes; until the engine fails
     (``out["fail"]``, its ErrorCode) or has ended with nothing in flight."""
-    from attenio.errors import ErrorCode
+    from attenio.base.errors import ErrorCode
 
     from ..helpers import simulate
 

@@ -5,9 +5,9 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from attenio import config as C
+from attenio.base import config as C
+from attenio.base.errors import ErrorCode
 from attenio.contract.program import INSTR_BITS, LAYOUTS, Instr, Op, decode_error
-from attenio.errors import ErrorCode
 from attenio.hw.ctrl.decode import InstructionDecoder
 from attenio.sim.schedule import schedule
 

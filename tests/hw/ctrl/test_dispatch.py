@@ -2,8 +2,8 @@
 
 from amaranth.sim import Simulator
 
+from attenio.base.errors import ErrorCode
 from attenio.contract.program import QUEUE_OF, QUEUES, TOKEN_MAX, Instr, Op
-from attenio.errors import ErrorCode
 from attenio.hw.ctrl.dispatch import Dispatch
 
 

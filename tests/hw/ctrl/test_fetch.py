@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
+from attenio.base.errors import ErrorCode
 from attenio.contract.isa import INSTR_BYTES, Instr, Op
 from attenio.contract.program import decode_error
 from attenio.contract.timing import TIMING
-from attenio.errors import ErrorCode
 from attenio.hw.ctrl.fetch import ProgramFetch
 from attenio.hw.ctrl.layouts import fetch_entry_layout
 

@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
+from attenio.base.errors import ErrorCode
 from attenio.contract.isa import Instr, Op
-from attenio.errors import ErrorCode
 from attenio.hw.ctrl.issue import ComputeIssue
 from attenio.hw.ctrl.watchdog import Watchdog
 from attenio.hw.layouts import cmd_layout

@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from attenio import config as C
+from attenio.base import config as C
+from attenio.base.errors import ErrorCode
 from attenio.contract.isa import Instr, Op
 from attenio.contract.rules import axi_bursts, kv_order
-from attenio.errors import ErrorCode
 from attenio.hw.ctrl.load import LoadEngine
 from attenio.hw.layouts import kv_beat_layout
 

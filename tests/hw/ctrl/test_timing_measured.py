@@ -8,7 +8,7 @@ engine's first request comes ``request_delay`` cycles after its instruction star
 
 from amaranth.sim import Simulator
 
-from attenio import config as C
+from attenio.base import config as C
 from attenio.contract.isa import INSTR_BYTES, Instr, Op
 from attenio.contract.timing import TIMING
 from attenio.hw.ctrl.dispatch import Dispatch

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import click
 
-from attenio import config as C
-from attenio.errors import ConfigError
+from attenio.base import config as C
+from attenio.base.errors import ConfigError
 
 # the optional packages a command may need, and the extra that installs them (pyproject.toml)
 EXTRA_OF = {"amaranth": "rtl", "cocotb": "rtl", "cocotb_tools": "rtl", "cocotbext": "rtl",
@@ -319,19 +319,19 @@ def _workload_options(fn):
 
 def _workload(hw, **opts):
     """The workload of ``_workload_options`` and ``--window`` (one shape, a varlen batch or a
-    decode batch: :func:`attenio.workload.workload_from_options`), refused if ``hw`` cannot
+    decode batch: :func:`attenio.base.workload.workload_from_options`), refused if ``hw`` cannot
     run it; a mix of them is refused naming the options as typed."""
-    from attenio.workload import workload_from_options
+    from attenio.base.workload import workload_from_options
 
     return workload_from_options(hw, **opts, flag=lambda f: "--" + f.replace("_", "-"))
 
 
 def _block_table(path, wl):
     """``--block-table FILE`` read and checked against ``wl``'s sequences (their cache
-    lengths) and page size (:class:`attenio.blocktable.BlockTable`); None without it."""
+    lengths) and page size (:class:`attenio.base.blocktable.BlockTable`); None without it."""
     if path is None:
         return None
-    from attenio.blocktable import BlockTable, load_block_table
+    from attenio.base.blocktable import BlockTable, load_block_table
 
     if not wl.page_size:
         raise ConfigError(f"block_table={path!r} is invalid without --page-size: a block "

@@ -5,7 +5,7 @@ Three frozen, keyword-only dataclasses:
 * :class:`Numerics`: the fixed-point formats of the softmax datapath (docs/numerics.md);
 * :class:`HardwareConfig`: the accelerator instance (array, buffers, DRAM model, numerics);
 * :class:`Workload`: one attention problem (lengths, head dim, heads, batch, causal), and
-  :class:`VarlenWorkload`, sequences of different lengths packed together (attenio/workload.py).
+  :class:`VarlenWorkload`, sequences of different lengths packed together (base/workload.py).
 
 Every field is validated in ``__post_init__``; a bad value raises :class:`ConfigError` (a
 ``ValueError``) naming the field, the value and the valid range. Every datapath width is a
@@ -21,15 +21,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from attenio.errors import ConfigError, bad
-from attenio.fields import (
+from attenio.base.errors import ConfigError, bad
+from attenio.base.fields import (
     Serializable,
     check_float,
     check_int,
     dumps_toml,
     is_pow2,
 )
-from attenio.workload import VarlenWorkload, Workload
+from attenio.base.workload import VarlenWorkload, Workload
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, NamedTuple
+from typing import ClassVar, NamedTuple, Protocol
 
-from attenio.errors import bad
-from attenio.fields import Serializable, check_bool, check_int
-
-if TYPE_CHECKING:
-    from attenio.config import HardwareConfig
+from attenio.base.errors import bad
+from attenio.base.fields import Serializable, check_bool, check_int
 
 __all__ = ["Workload", "VarlenWorkload", "Segment", "MAX_LEN"]
 
 MAX_LEN = 1 << 24      # the longest sequence a workload describes (the ISA's 24-bit key count)
+
+
+class HardwareConfig(Protocol):
+    """What a workload reads of the hardware (:class:`attenio.base.config.HardwareConfig`,
+    whose module imports this one; this one imports nothing of it): its check of a workload."""
+
+    def check_workload(self, wl) -> None: ...
 
 
 class Segment(NamedTuple):

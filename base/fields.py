@@ -1,5 +1,5 @@
 """Field checks and TOML/JSON serialization shared by the config dataclasses
-(attenio/config.py): each check raises :class:`ConfigError` naming the field, the value and
+(base/config.py): each check raises :class:`ConfigError` naming the field, the value and
 what is valid."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 from dataclasses import fields
 from typing import Any, ClassVar
 
-from attenio.errors import ConfigError, bad
+from attenio.base.errors import ConfigError, bad
 
 __all__ = ["check_int", "check_float", "check_bool", "is_pow2", "Serializable", "dumps_toml"]
 

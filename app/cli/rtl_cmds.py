@@ -8,8 +8,7 @@ from pathlib import Path
 
 import click
 
-from attenio import config as C
-from attenio.cli.app import (
+from attenio.app.cli.app import (
     _Bar,
     _block_table,
     _describe,
@@ -30,7 +29,8 @@ from attenio.cli.app import (
     preset_option_for,
     window_option,
 )
-from attenio.errors import ConfigError
+from attenio.base import config as C
+from attenio.base.errors import ConfigError
 
 
 @main.command("verilog")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attenio.errors import ConfigError, bad
+from attenio.base.errors import ConfigError, bad
 
 __all__ = ["BlockTable", "PAD", "MAX_PAGES", "load_block_table", "check_lengths"]
 

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import click
 
-from attenio import config as C
-from attenio.cli.app import (
+from attenio.app.cli.app import (
     _friendly,
     _load_hw,
     _outputs,
@@ -15,6 +14,7 @@ from attenio.cli.app import (
     main,
     preset_option,
 )
+from attenio.base import config as C
 
 
 @main.group("config")

@@ -12,17 +12,17 @@ import math
 
 import numpy as np
 
-from attenio import config as C
+from attenio.base import config as C
+from attenio.base.errors import ConfigError, bad
 from attenio.contract.rules import check_window
 from attenio.contract.variant import variant_of
-from attenio.errors import ConfigError, bad
 
 __all__ = ["attention", "attention_varlen", "attention_with_kvcache", "reference_attention",
            "reference_attention_varlen", "schedule", "simulate", "hardware"]
 
 
 def hardware(preset: str | C.HardwareConfig = "fpga") -> C.HardwareConfig:
-    """A preset's :class:`~attenio.config.HardwareConfig` (a config is passed through)."""
+    """A preset's :class:`~attenio.base.config.HardwareConfig` (a config is passed through)."""
     return preset if isinstance(preset, C.HardwareConfig) else C.preset(preset)
 
 
@@ -269,7 +269,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
 def _cache_lengths(cache_seqlens, batch: int, kc: np.ndarray, paged: bool) -> list[int]:
     """``cache_seqlens`` (an integer for all, or one per sequence) checked: one per sequence
     of q's batch, each an integer in [1, the keys a cache holds]."""
-    from attenio.blocktable import check_lengths
+    from attenio.base.blocktable import check_lengths
 
     lens = cache_seqlens
     if isinstance(lens, (int, np.integer)) and not isinstance(lens, bool):
@@ -292,7 +292,7 @@ def _paged_kvcache(hw, q4, kc, vc, lens, block_table, causal, window, scheme, q_
                    k_block, softmax_scale, return_lse):
     """The paged case of :func:`attention_with_kvcache`: the integer model on the pool,
     each sequence's keys read through the table."""
-    from attenio.blocktable import BlockTable
+    from attenio.base.blocktable import BlockTable
 
     b, sq, h, d = q4.shape
     pages, page, hk, dk = kc.shape
@@ -346,7 +346,7 @@ def reference_attention(q, k, v, *, causal: bool = False, window=(-1, -1),
 
 def _workload(hw, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k, window,
               page_size=0, lse=False):
-    from attenio.workload import workload_from_options
+    from attenio.base.workload import workload_from_options
 
     return workload_from_options(hw, n=n, d=d, nk=nk, heads=heads, kv_heads=kv_heads,
                                  batch=None if batch == 1 else batch, causal=causal,

@@ -1,6 +1,0 @@
-"""The ``attenio`` command line (click): ``main`` and its commands, one module per topic."""
-
-from attenio.cli import config_cmds, model_cmds, rtl_cmds, sim_cmds  # noqa: F401  (registers)
-from attenio.cli.app import main
-
-__all__ = ["main"]
