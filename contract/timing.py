@@ -54,7 +54,7 @@ TIMING = Timing()
 
 # Timing mutations (one constant ±1 in the model alone) under which the schedule generator gives
 # the same timeline, each with its reason: no RTL workload can catch them, so the mutation
-# campaign (scripts/mutate_timing.py) records them without running them, and
+# campaign (scripts/studies/mutate_timing.py) records them without running them, and
 # tests/sim/test_equivalent_mutations.py holds each claim on a sweep that reaches every engine.
 EQUIVALENT_MUTATIONS: dict[tuple[str, int], str] = {
     # the fetch buffer holds whole chunks (fetch_buffer // fetch_chunk): 17 holds two, as 16

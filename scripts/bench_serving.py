@@ -1,5 +1,5 @@
 """Serving-workload benchmark (issue #29's targets) on the schedule generator, asplos26, d = 128,
-the traces of scripts/serving_traces.py:
+the traces of scripts/gpu/serving_traces.py:
 
 * varlen prefill: 64 prompts with lengths drawn from a log-normal of median 1,024 (seeded),
   causal: PE utilization by MAC (target ≥ 90%) and cycles against the same sequences
@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu"))
 import serving_traces as traces  # noqa: E402
 
 from attenio.base import config as C  # noqa: E402

@@ -1,4 +1,4 @@
-"""Compare the accelerator's cycles with GPU baselines measured by scripts/gpu_baseline.py.
+"""Compare the accelerator's cycles with GPU baselines measured by scripts/gpu/gpu_baseline.py.
 
 What is measured (the GPU CSV), what is modeled (the schedule generator) and what is projected
 (the accelerator scaled to the GPU's peak, as the AttenIO paper's §5 does, and scaled to its peak
@@ -60,14 +60,14 @@ class GpuData:
 
 
 def load_gpu_csv(path: str | Path) -> GpuData:
-    """Read a CSV written by scripts/gpu_baseline.py ('#' provenance lines, then a header).
+    """Read a CSV written by scripts/gpu/gpu_baseline.py ('#' provenance lines, then a header).
 
     Raises :class:`ConfigError` naming what is wrong: a missing file, missing columns, a time
     or clock column in other units than ``time_ms`` / ``sm_clock_mhz``, or unparsable values.
     """
     p = Path(path)
     if not p.is_file():
-        raise bad("gpu csv", str(p), "file not found (make one with scripts/gpu_baseline.py)")
+        raise bad("gpu csv", str(p), "file not found (make one with scripts/gpu/gpu_baseline.py)")
     prov: dict[str, str] = {}
     lines = p.read_text().splitlines()
     body = []

@@ -1,5 +1,5 @@
 """The serving workloads (issue #29) against a GPU: varlen prefill, a sliding window and a paged
-decode batch, each measured on the GPU by scripts/gpu_serving.py and modeled on the accelerator
+decode batch, each measured on the GPU by scripts/gpu/gpu_serving.py and modeled on the accelerator
 with the same traces and heads, with the projections of sim/gpu.py (the accelerator scaled to
 the GPU's peak; and to its peak and bytes per FLOP). docs/gpu-comparison.md explains them.
 """
@@ -22,18 +22,19 @@ WORKLOADS = ("prefill", "window", "decode")
 
 
 def load_serving_json(path: str | Path) -> dict:
-    """Read a JSON written by scripts/gpu_serving.py; :class:`ConfigError` names what is
+    """Read a JSON written by scripts/gpu/gpu_serving.py; :class:`ConfigError` names what is
     missing (the file, its traces, its measurements)."""
     p = Path(path)
     if not p.is_file():
-        raise bad("gpu json", str(p), "file not found (make one with scripts/gpu_serving.py)")
+        raise bad("gpu json", str(p), "file not found (make one with scripts/gpu/gpu_serving.py)")
     try:
         data = json.loads(p.read_text())
     except json.JSONDecodeError as e:
         raise bad("gpu json", str(p), f"not JSON ({e.msg}, line {e.lineno})") from None
     for key in ("provenance", "traces", "measurements", "d"):
         if key not in data:
-            raise bad("gpu json", str(p), f"has no {key!r} (written by scripts/gpu_serving.py?)")
+            raise bad("gpu json", str(p),
+                      f"has no {key!r} (written by scripts/gpu/gpu_serving.py?)")
     data["path"] = str(p)
     return data
 

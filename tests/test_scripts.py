@@ -1,6 +1,11 @@
 """The scripts under scripts/ are run by hand, hours apart (place and route, GPU baselines,
 campaigns), so a typo in their argument handling shows only at the worst time. This reads each
-script's source and checks that every option it reads from its parsed arguments is declared."""
+script's source and checks that every option it reads from its parsed arguments is declared.
+
+scripts/ holds the entry points the Makefile and the docs name (benchmarks, the fault campaign,
+place and route); scripts/gpu/ the GPU measurement kit (it runs on the lent machine, where
+attenio is not installed); scripts/studies/ the one-off studies behind figures in the docs.
+Test infrastructure lives under tests/ (tests/plugins/: the timing-mutation plugin)."""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPTS = sorted((Path(__file__).resolve().parents[1] / "scripts").glob("*.py"))
+SCRIPTS = sorted((Path(__file__).resolve().parents[1] / "scripts").rglob("*.py"))
 
 
 def _parsed_names(tree: ast.Module) -> set[str]:
@@ -23,15 +28,16 @@ def _parsed_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def _declared(tree: ast.Module) -> set[str]:
+def _declared(tree: ast.Module, folder: Path | None = None) -> set[str]:
     """The destinations of every ``add_argument`` call (``dest=`` or the first long option), in
-    the script and in the sibling scripts it imports from (a shared parser)."""
+    the script and in the sibling scripts (of ``folder``) it imports from (a shared parser)."""
     dests = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            sibling = SCRIPTS[0].parent / f"{node.module}.py"
+        if folder is not None and isinstance(node, ast.ImportFrom) and node.module \
+                and node.level == 0:
+            sibling = folder / f"{node.module}.py"
             if sibling.exists():
-                dests |= _declared(ast.parse(sibling.read_text()))
+                dests |= _declared(ast.parse(sibling.read_text()), folder)
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
                 and node.func.attr == "add_argument"):
             continue
@@ -55,12 +61,12 @@ def _read(tree: ast.Module, names: set[str]) -> set[str]:
 PARSING = [p for p in SCRIPTS if "parse_args(" in p.read_text()]
 
 
-@pytest.mark.parametrize("script", PARSING, ids=lambda p: p.name)
+@pytest.mark.parametrize("script", PARSING, ids=lambda p: str(p.relative_to(p.parents[1])))
 def test_every_option_a_script_reads_is_declared(script):
     tree = ast.parse(script.read_text())
     names = _parsed_names(tree)
     assert names, f"{script.name}: parse_args() result not bound to a name"
-    missing = _read(tree, names) - _declared(tree)
+    missing = _read(tree, names) - _declared(tree, script.parent)
     assert not missing, f"{script.name} reads undeclared options: {sorted(missing)}"
 
 

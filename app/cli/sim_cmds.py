@@ -231,8 +231,9 @@ def dataflows_cmd(preset, config_file, ns, ds, causal, csv_path, bandwidth_sweep
 @config_option
 @click.option("--gpu", "gpu_csv", default=None, metavar="NAME|CSV|JSON",
               help="GPU measurements: a bundled one (h200: attention shapes, the default; "
-                   "h200-serving: the serving workloads) or a file from scripts/gpu_baseline.py "
-                   "(a CSV: attention shapes) or scripts/gpu_serving.py (a JSON: the serving "
+                   "h200-serving: the serving workloads) or a file from "
+                   "scripts/gpu/gpu_baseline.py (a CSV: attention shapes) or "
+                   "scripts/gpu/gpu_serving.py (a JSON: the serving "
                    "workloads; --ns, --ds, --causal, --dtype do not apply).")
 @click.option("--ns", default="1024,2048,4096,8192,16384,32768,65536,131072", show_default=True)
 @click.option("--ds", default="64,128", show_default=True)

@@ -32,30 +32,6 @@ def check_run(hw, wl, r):
         assert r.predicted_write == traffic.write_bytes
 
 
-def test_simulate_builds_inputs_and_schedule_once(monkeypatch):
-    # one `attenio simulate`: one schedule (whose tiling the report prints), one set of inputs
-    from click.testing import CliRunner
-
-    from attenio.app.cli import main
-    from attenio.model import golden
-    from attenio.sim import plan as P
-
-    calls = {"schedule": 0, "inputs": 0}
-
-    def counted(name, fn):
-        def wrapper(*a, **k):
-            calls[name] += 1
-            return fn(*a, **k)
-        return wrapper
-
-    monkeypatch.setattr(P._Builder, "schedule", counted("schedule", P._Builder.schedule))
-    monkeypatch.setattr(golden.ref, "random_inputs", counted("inputs", golden.ref.random_inputs))
-    res = CliRunner().invoke(main, ["simulate", "--preset", "tiny", "--n", "7", "--d", "8",
-                                    "--q-scales", "row", "--k-block", "4"])
-    assert res.exit_code == 0 and "PASS" in res.output, res.output
-    assert calls == {"schedule": 1, "inputs": 1}
-
-
 MATRIX = [(n, d) for n in (1, 7, 64, 200, 256) for d in (8, 32, 64)]
 
 
@@ -470,8 +446,8 @@ def test_instruction_bound_decode_batch():
     a 32-byte instruction takes 32 cycles to arrive, more than its share of the work, so the
     PE array waits on fetch and dispatch. The instruction supply (fetch_chunk, fetch_buffer,
     fetch_gap, fetch_delay, decode_latency) is then on the critical path, and cycle-exactness
-    pins those constants, which the workloads above never wait for (scripts/mutate_timing.py,
-    data/verify/timing-mutations.json)."""
+    pins those constants, which the workloads above never wait for
+    (scripts/studies/mutate_timing.py, data/verify/timing-mutations.json)."""
     hw = C.replace(TINY, dram_latency=20, dram_bytes_per_cycle=1)
     wl = C.VarlenWorkload(seqlens_q=[1] * 40, seqlens_k=[1 + i % 2 for i in range(40)],
                           head_dim=8)
@@ -516,7 +492,7 @@ def test_kv_latency_bound_fpga_decode():
     """The fpga preset's K/V stream bound by DRAM latency (400 cycles: the DRAM model's): 8
     queries against 200 keys, d = 16, so every ring row is in flight at once, 16 bursts, the
     most the load engine allows. Cycle-exactness then pins max_outstanding and the ring's
-    credit latencies, which the workloads above never reach (scripts/mutate_timing.py)."""
+    credit latencies, which the workloads above never reach (scripts/studies/mutate_timing.py)."""
     from attenio.contract.timing import TIMING as T
 
     fpga = C.replace(C.fpga(), dram_latency=400)

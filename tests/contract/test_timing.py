@@ -20,7 +20,7 @@ def test_core_latencies_are_the_contracts(preset):
 # fetch_buffer, fetch_delay, fetch_gap, request_delay, request_gap, max_outstanding),
 # tests/hw/test_core.py (out_fifo_depth, finalize_latency), tests/hw/test_streamfifo.py
 # (fifo_latency), tests/hw/test_core_blocks.py (min_phase); the rest by the cycle-exact RTL
-# suite (scripts/mutate_timing.py).
+# suite (scripts/studies/mutate_timing.py).
 
 
 def test_schedule_defaults_to_the_contract():

@@ -1,5 +1,5 @@
 """Timing mutations no RTL workload can catch, because the schedule generator gives the same
-timeline with them (issue #34; scripts/mutate_timing.py, data/verify/timing-mutations.json).
+timeline with them (issue #34; scripts/studies/mutate_timing.py, data/verify/timing-mutations.json).
 Each is an equivalent mutant for a stated reason; this test holds the claim on a sweep that
 reaches every engine: if a model change ever makes one of them visible, it fails here, and
 the constant then needs an RTL workload that pins it."""

@@ -48,13 +48,24 @@ def test_closed_form_equals_the_schedule_for_every_kind(kind, lse, tmp_path):
 
 def _count_builds(monkeypatch) -> dict[str, int]:
     """Counters of what a run builds: schedules (program and timeline), layouts, workload
-    checks and softmax multipliers (every module's reference to the function patched)."""
-    calls = dict.fromkeys(("schedule", "layout", "check", "multipliers"), 0)
+    checks, softmax multipliers (every module's reference to the function patched) and sets of
+    random inputs."""
+    from attenio.model import golden
+
+    calls = dict.fromkeys(("schedule", "layout", "check", "multipliers", "inputs"), 0)
+
+    depth = dict.fromkeys(calls, 0)
 
     def counted(name, fn):
+        # a build counts once: the calls it makes of its own kind inside it do not
+        # (softmax_scale_rows works each row's multiplier out with softmax_scale)
         def wrapper(*a, **k):
-            calls[name] += 1
-            return fn(*a, **k)
+            calls[name] += depth[name] == 0
+            depth[name] += 1
+            try:
+                return fn(*a, **k)
+            finally:
+                depth[name] -= 1
         return wrapper
 
     monkeypatch.setattr(P._Builder, "schedule", counted("schedule", P._Builder.schedule))
@@ -62,24 +73,28 @@ def _count_builds(monkeypatch) -> dict[str, int]:
                                                               Layout.packed.__func__)))
     monkeypatch.setattr(HardwareConfig, "check_workload",
                         counted("check", HardwareConfig.check_workload))
-    original = scales.softmax_scale
-    wrapped = counted("multipliers", original)
-    for mod in list(sys.modules.values()):
-        if getattr(mod, "__name__", "").startswith("attenio") and \
-                getattr(mod, "softmax_scale", None) is original:
-            monkeypatch.setattr(mod, "softmax_scale", wrapped)
+    monkeypatch.setattr(golden.ref, "random_inputs", counted("inputs", golden.ref.random_inputs))
+    # the multipliers of one tensor scale or of one scale per Q row, wherever imported
+    for fn in ("softmax_scale", "softmax_scale_rows"):
+        original = getattr(scales, fn)
+        wrapped = counted("multipliers", original)
+        for mod in list(sys.modules.values()):
+            if getattr(mod, "__name__", "").startswith("attenio") and \
+                    getattr(mod, fn, None) is original:
+                monkeypatch.setattr(mod, fn, wrapped)
     return calls
 
 
 @pytest.mark.parametrize("args", [
     ["--n", "7", "--d", "8"],
+    ["--n", "7", "--d", "8", "--q-scales", "row", "--k-block", "4"],
     ["--decode", "--cache-lens", "37,20,5", "--page-size", "16", "--d", "16"],
-], ids=["dense", "paged-decode"])
+], ids=["dense", "scales", "paged-decode"])
 def test_one_simulate_builds_each_part_once(monkeypatch, args):
     calls = _count_builds(monkeypatch)
     res = CliRunner().invoke(main, ["simulate", "--preset", "tiny", *args])
     assert res.exit_code == 0 and "PASS" in res.output, res.output
-    assert calls == {"schedule": 1, "layout": 1, "check": 1, "multipliers": 1}
+    assert calls == {"schedule": 1, "layout": 1, "check": 1, "multipliers": 1, "inputs": 1}
 
 
 def test_schedule_builds_each_part_once(monkeypatch):

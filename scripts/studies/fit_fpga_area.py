@@ -1,9 +1,9 @@
 """Leave-one-out error of the explore command's FPGA area model (sim/cost.py): fit on all
 synthesized configurations but one, predict that one, for each in turn.
 
-    python scripts/fit_fpga_area.py
+    python scripts/studies/fit_fpga_area.py
 
-Points: data/fpga/synth-sweep.json (python scripts/synth_sweep.py).
+Points: data/fpga/synth-sweep.json (python scripts/studies/synth_sweep.py).
 """
 import json
 

@@ -1,7 +1,7 @@
 """Measure exact attention on a CUDA GPU: PyTorch SDPA per backend (and flash-attn if present).
 
 Usage (on a machine with CUDA and PyTorch):
-    python scripts/gpu_baseline.py -o data/gpu/h200.csv [--quick] [--deadline-s 480]
+    python scripts/gpu/gpu_baseline.py -o data/gpu/h200.csv [--quick] [--deadline-s 480]
 
 Sweeps dtype (bf16, fp16), head dim (64, 128), N (1K..128K), causal or not, and two shapes:
 one head (batch = heads = 1) and a batch × heads that fills the GPU (about 2M query rows in
@@ -68,7 +68,7 @@ def main() -> int:
         "flash_attn": "installed" if flash_attn_func else "not installed",
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "timing": "CUDA events around repeated calls after warm-up; median per call",
-        "script": "scripts/gpu_baseline.py",
+        "script": "scripts/gpu/gpu_baseline.py",
     }
     for dtype_name, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
         provenance[f"gemm_8192_{dtype_name}_tflops"] = round(_gemm_rate(torch, dtype), 1)

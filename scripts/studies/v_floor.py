@@ -3,7 +3,7 @@ quantized to int8 per channel (Q and K exact, no datapath rounding), relative Fr
 over bf16 attention's, on the built-in llm-outliers inputs over seeds. An int8 design cannot be
 more accurate than this on these inputs.
 
-    python scripts/v_floor.py [--n 256 1024 4096] [--d 64] [--seeds 10] [--json FILE]
+    python scripts/studies/v_floor.py [--n 256 1024 4096] [--d 64] [--seeds 10] [--json FILE]
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def main() -> None:
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"provenance": {"date": datetime.date.today().isoformat(),
-                                      "command": "python scripts/v_floor.py --n "
+                                      "command": "python scripts/studies/v_floor.py --n "
                                                  + " ".join(map(str, a.n))
                                                  + f" --d {a.d} --seeds {a.seeds}"},
                        "rows": rows}, f, indent=1)

@@ -1,6 +1,6 @@
 """Measure the integer model's figures for docs/numerics.md: block errors, accuracy, speed.
 
-Usage: python scripts/numerics_report.py [--preset fpga] [--repeats 3]
+Usage: python scripts/studies/numerics_report.py [--preset fpga] [--repeats 3]
 Prints Markdown tables; nothing here is asserted (tests/model/test_numerics.py does that).
 """
 

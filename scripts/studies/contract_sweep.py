@@ -3,7 +3,7 @@ same quantized inputs, docs/numerics.md) over every built-in input class, every 
 combination, several seeds and both presets, and over logit spreads up to 500 on outlier-heavy
 inputs: the golden check of ``attenio golden`` run as a table, with the misses counted.
 
-    python scripts/contract_sweep.py [--n 1024] [--d 128] [--seeds 3] [--json FILE]
+    python scripts/studies/contract_sweep.py [--n 1024] [--d 128] [--seeds 3] [--json FILE]
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def main() -> None:
                                 text=True).stdout.strip()
         with open(a.json, "w") as f:
             json.dump({"provenance": {"date": datetime.date.today().isoformat(),
-                                      "command": "python scripts/contract_sweep.py "
+                                      "command": "python scripts/studies/contract_sweep.py "
                                                  f"--n {a.n} --d {a.d} --seeds {a.seeds}",
                                       "commit": commit, "python": platform.python_version()},
                        "runs": len(rows), "misses": misses, "rows": rows}, f, indent=1)

@@ -3,7 +3,7 @@ attention of the float inputs) for each K block size, beside bf16, with the host
 per row. The hardware carries one factor per key, so the block size is the host's choice and
 costs nothing: this picks it by measurement.
 
-    python scripts/k_block_sweep.py [--preset fpga] [--n 1024] [--d 64] [--json FILE]
+    python scripts/studies/k_block_sweep.py [--preset fpga] [--n 1024] [--d 64] [--json FILE]
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def main() -> None:
         with open(a.json, "w") as f:
             json.dump({"date": datetime.date.today().isoformat(), "preset": a.preset,
                        "n": a.n, "d": a.d, "seed": a.seed, "q_scales": "row",
-                       "command": ("python scripts/k_block_sweep.py"
+                       "command": ("python scripts/studies/k_block_sweep.py"
                                    f" --preset {a.preset} --n {a.n} --d {a.d}"),
                        "hardware": hw.to_dict(), "rows": rows}, f, indent=1)
         print(f"wrote {a.json}")

@@ -4,7 +4,7 @@ fits the ECP5's 18 × 18 multipliers as 8 × 8 does), against the fpga preset's 
 and bf16, over seeds. Q and K of ``QK`` bits, V of 8 bits per channel, host scheme
 ``rotate+rows+kblk``; a wider V is int16 throughout (asplos26-like).
 
-    python scripts/qk_width.py [--n 1024] [--d 64] [--seeds 5] [--json FILE]
+    python scripts/studies/qk_width.py [--n 1024] [--d 64] [--seeds 5] [--json FILE]
 
 The wider Q·K datapath is emulated on the model of a 16-bit configuration fed with 8-bit V
 integers (V's accumulator is then wider than such a design needs; the values are the same).
@@ -63,8 +63,8 @@ def main() -> None:
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"provenance": {"date": datetime.date.today().isoformat(),
-                                      "command": f"python scripts/qk_width.py --n {a.n} --d "
-                                                 f"{a.d} --seeds {a.seeds}"},
+                                      "command": "python scripts/studies/qk_width.py "
+                                                 f"--n {a.n} --d {a.d} --seeds {a.seeds}"},
                        "rows": rows}, f, indent=1)
 
 

@@ -1,7 +1,7 @@
 """The three overlap levels at a tile boundary, from the schedule generator's spans: a Gantt of
 the last steps of one tile and the first of the next (PNG), and the whole run's Perfetto trace.
 
-    python scripts/overlap_figure.py [--preset tiny] [--n 200] [--d 32] [--tile 1]
+    python scripts/studies/overlap_figure.py [--preset tiny] [--n 200] [--d 32] [--tile 1]
         [--png docs/img/overlap.png] [--trace FILE.json.gz]
 
 Level 1: V(j) arrives while Q·K(j)ᵀ computes; level 2: K(j+1) while P·V(j) computes; level 3:

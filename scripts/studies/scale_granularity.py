@@ -3,7 +3,7 @@ int8 quantization with one scale per block of Q rows and per block of keys (exac
 down to a power of two), the softmax and P·V in float64 (the datapath's own rounding, ~1e-4 of
 V's range, left out), against float64 attention of the float inputs, beside bf16.
 
-    python scripts/scale_granularity.py [--n 1024] [--d 64] [--json data/accuracy/...json]
+    python scripts/studies/scale_granularity.py [--n 1024] [--d 64] [--json data/accuracy/...json]
 
 The inputs and host transforms are ``attenio accuracy``'s (model/accuracy.py): K minus its
 channel means, then ``rotate`` or ``smooth``; V per channel.
@@ -94,7 +94,7 @@ def main() -> None:
         with open(args.json, "w") as f:
             json.dump({"n": args.n, "d": args.d, "seed": args.seed,
                        "date": datetime.date.today().isoformat(),
-                       "command": "python scripts/scale_granularity.py", "rows": rows}, f,
+                       "command": "python scripts/studies/scale_granularity.py", "rows": rows}, f,
                       indent=1)
             f.write("\n")
 

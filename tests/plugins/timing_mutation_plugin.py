@@ -1,6 +1,7 @@
-"""A pytest plugin for scripts/mutate_timing.py: with ``ATTENIO_TIMING_MUTATION=name=±k`` the
-schedule generator models ``Timing`` with that one constant moved, while the RTL keeps the
-contract's (hw/ reads ``contract.timing.TIMING``, which this leaves alone)."""
+"""A pytest plugin for scripts/studies/mutate_timing.py: with
+``ATTENIO_TIMING_MUTATION=name=±k`` the schedule generator models ``Timing`` with that one
+constant moved, while the RTL keeps the contract's (hw/ reads ``contract.timing.TIMING``, which
+this leaves alone)."""
 
 from __future__ import annotations
 

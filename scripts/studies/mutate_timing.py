@@ -7,12 +7,13 @@ generator gives the same timeline with (tests/sim/test_equivalent_mutations.py, 
 reason) is recorded as equivalent and not run; any other that nothing catches is not pinned
 by any workload: the report names it.
 
-    python scripts/mutate_timing.py [--only NAME ...] [--json data/verify/timing-mutations.json]
+    python scripts/studies/mutate_timing.py [--only NAME ...] \
+        [--json data/verify/timing-mutations.json]
 
 Each mutation is one pytest process (``-x``: it stops at the first failure) with
-``ATTENIO_TIMING_MUTATION=name=±1`` and the plugin :mod:`timing_mutation_plugin` (beside this
-script), which replaces the ``Timing`` the schedule generator builds. The Verilator builds are
-the suite's own cache, so only the first run builds.
+``ATTENIO_TIMING_MUTATION=name=±1`` and the plugin :mod:`timing_mutation_plugin`
+(tests/plugins/), which replaces the ``Timing`` the schedule generator builds. The Verilator
+builds are the suite's own cache, so only the first run builds.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from pathlib import Path
 from attenio.contract.timing import EQUIVALENT_MUTATIONS as EQUIVALENT
 from attenio.contract.timing import Timing
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # The fast RTL subset: each case asserts cycles, bytes and PE busy equal to the prediction
 # (SimResult.failures), across shapes that reach every engine: one row and odd lengths, the
@@ -58,7 +59,7 @@ SUBSET = [
 
 
 def run_one(name: str | None, delta: int, extra: list[str]) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "scripts") + os.pathsep
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests" / "plugins") + os.pathsep
            + os.environ.get("PYTHONPATH", "")}
     if name:
         env["ATTENIO_TIMING_MUTATION"] = f"{name}={delta:+d}"
@@ -124,7 +125,7 @@ def main() -> None:
                             text=True).stdout.strip()
     out.write_text(json.dumps({
         "provenance": {"date": datetime.date.today().isoformat(),
-                       "command": "python scripts/mutate_timing.py", "commit": commit,
+                       "command": "python scripts/studies/mutate_timing.py", "commit": commit,
                        "python": platform.python_version(), "subset": SUBSET,
                        "baseline_seconds": clean["seconds"]},
         "mutations": len(applicable), "caught": len(applicable) - len(missed),

@@ -3,9 +3,9 @@ paged decode batch, with FlexAttention block masks and SDPA (nested jagged tenso
 pages).
 
 Usage (on a machine with CUDA and PyTorch ≥ 2.5):
-    python scripts/gpu_serving.py -o data/gpu/h200-serving.json [--deadline-s 420] [--quick]
+    python scripts/gpu/gpu_serving.py -o data/gpu/h200-serving.json [--deadline-s 420] [--quick]
 
-The traces are those of scripts/serving_traces.py (seeded; the schedule generator's
+The traces are those of scripts/gpu/serving_traces.py (seeded; the schedule generator's
 benchmarks draw the same lengths). Every measurement: warm-up (and compilation), then CUDA
 events around repeated calls, median reported; one that cannot run records its error instead.
 The JSON holds the provenance (GPU, driver, torch, CUDA, date), the traces and one entry per
@@ -50,7 +50,7 @@ def main() -> int:
             "python": platform.python_version(),
             "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "timing": "CUDA events around repeated calls after warm-up; median per call",
-            "script": "scripts/gpu_serving.py" + (" --quick" if a.quick else "")}
+            "script": "scripts/gpu/gpu_serving.py" + (" --quick" if a.quick else "")}
     prefill = (traces.read_lengths(a.prefill_lengths) if a.prefill_lengths
                else traces.prefill_lengths(cap=1 << 17))
     decode = (traces.read_lengths(a.cache_lengths) if a.cache_lengths
