@@ -326,6 +326,15 @@ def _workload(hw, **opts):
     return workload_from_options(hw, **opts, flag=lambda f: "--" + f.replace("_", "-"))
 
 
+def _table_line(bt) -> str:
+    """A report's line on the block table a paged run walked (its JSON holds the table)."""
+    touched = sum(bt.need(i) for i in range(bt.sequences))
+    who = "the caller's" if bt.source == "caller" else f"a seeded shuffle (seed {bt.seed})"
+    shared = f", {bt.shared_pages} shared" if bt.shared_pages else ""
+    return (f"  block table          {who}: {bt.sequences} sequences, {touched:,} pages touched "
+            f"of a pool of {bt.pages:,}{shared}, {bt.page_size} keys a page")
+
+
 def _block_table(path, wl):
     """``--block-table FILE`` read and checked against ``wl``'s sequences (their cache
     lengths) and page size (:class:`attenio.base.blocktable.BlockTable`); None without it."""

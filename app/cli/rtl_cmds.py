@@ -17,6 +17,7 @@ from attenio.app.cli.app import (
     _load_hw,
     _metric_rows,
     _outputs,
+    _table_line,
     _workload,
     _workload_options,
     _write_csv,
@@ -151,6 +152,8 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
                   if padded else "")
                + ("; each Q row with its multiplier's word" if rows else "")
                + ("; each K row with its factor's word" if k_block else ""))
+    if r.schedule.block_table is not None:
+        click.echo(_table_line(r.schedule.block_table))
     click.echo(f"  AXI protocol         {r.axi_violations} violations (monitors on every port)"
                + (f": {r.axi_report[0]}" if r.axi_violations else ""))
     click.echo(f"  simulation           {r.sim_cycles:,} cycles in {r.wall_s:.1f} s = "

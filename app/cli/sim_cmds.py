@@ -18,6 +18,7 @@ from attenio.app.cli.app import (
     _load_hw,
     _metric_rows,
     _outputs,
+    _table_line,
     _workload,
     _workload_options,
     _write_csv,
@@ -107,6 +108,8 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
                    f"({len(sch.program) * prog.INSTR_BYTES:,} bytes), {tiles:,} tiles")
     else:
         click.echo("  program              none (phase-level model; no instruction stream)")
+    if sch.block_table is not None:
+        click.echo(_table_line(sch.block_table))
     click.echo(f"  total cycles         {sch.total_cycles:,}  ({sch.time_us / 1000:,.3f} ms at "
                f"{hw.clock_mhz:g} MHz)")
     click.echo(f"  PE utilization       {sch.pe_util_time:.2%} by time, {sch.pe_util_mac:.2%} by "

@@ -102,10 +102,19 @@ def test_shared_pages_padding_and_partial_pages_match_the_reference():
     ref = attenio.reference_attention_varlen(
         q.reshape(6, 4, 8), _gathered(kc, table, lens, page), _gathered(vc, table, lens, page),
         [0, 2, 4, 6], cu, causal=True).reshape(3, 2, 4, 8)
-    v_range = vc.max() - vc.min()
-    assert np.abs(out - ref).max() <= 1e-3 * v_range * 20     # int8 on unit-variance inputs
-    assert np.abs(out - ref).mean() <= 1e-4 * v_range * 20
+    # int8 on unit-variance inputs: the quantization's order of error (as above)
+    assert np.abs(out - ref).max() < 0.08
     assert lse.shape == (3, 4, 2) and np.isfinite(lse).all()
+    # the same integer datapath as on the caches gathered by hand into contiguous rows: bit
+    # for bit (the host's scales see the same keys: the pages no sequence reads take no part)
+    flat_k, flat_v = np.zeros((2, 3, 9, 2, 8))
+    for b, n in enumerate(lens):
+        for j in range(n):
+            flat_k[b, j] = kc[table[b][j // page], j % page]
+            flat_v[b, j] = vc[table[b][j // page], j % page]
+    flat, flat_lse = attenio.attention_with_kvcache(q, flat_k, flat_v, lens, causal=True,
+                                                    return_lse=True)
+    assert np.array_equal(out, flat) and np.array_equal(lse, flat_lse)
 
 
 def test_paged_cache_reads_the_pool_where_it_lies(monkeypatch):
