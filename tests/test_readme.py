@@ -65,7 +65,7 @@ def expected_output(cmd: str) -> list[str]:
     key = " ".join(argv[1:3]) if argv[1] == "config" else argv[1]
     if key == "golden" and "--lse" in argv:
         return PRINTS[key] + ["log-sum-exp (lse)", "rows that see no key agree"]
-    if key == "compare" and any(a.endswith(".json") for a in argv):
+    if key == "compare" and any(a.endswith((".json", "-serving")) for a in argv):
         return ["[peak+bw] ms", "sdpa-gathered-pages"]      # the serving workloads
     return PRINTS[key]
 
