@@ -51,12 +51,13 @@ def _rows(name: str, table) -> list[list]:
 
 
 def check_lengths(name: str, lens, hi: int, what: str) -> tuple[int, ...]:
-    """Cache lengths: integers in [1, hi] (``what`` says where ``hi`` comes from)."""
+    """Cache lengths: integers in [0, hi] (0: an empty cache; ``what`` says where ``hi``
+    comes from)."""
     if isinstance(lens, np.ndarray):
         lens = lens.reshape(-1).tolist() if lens.dtype.kind in "iu" else list(lens.reshape(-1))
     if isinstance(lens, (str, bytes)) or not hasattr(lens, "__len__"):
         raise bad(name, lens, "a list of cache lengths, one per sequence")
-    return tuple(_ints(name, lens, 1, hi, what))
+    return tuple(_ints(name, lens, 0, hi, what))
 
 
 @dataclass(frozen=True)

@@ -167,6 +167,10 @@ class Workload(_HeadsAndMasks, Serializable):
         its rows and keys."""
         return [Segment(b, 0, self.seq_q, 0, self.seq_k) for b in range(self.batch)]
 
+    def empty(self, i: int) -> bool:
+        """A sequence of one shape is never empty (a varlen batch's may be)."""
+        return False
+
     def sequence(self, i: int = 0) -> Workload:
         """Sequence ``i`` as a workload of its own (batch 1)."""
         return dataclasses.replace(self, batch=1)
@@ -210,9 +214,12 @@ class VarlenWorkload(_HeadsAndMasks, Serializable):
                       f"one per sequence: {len(self.seqlens_q)}, as seqlens_q")
         for name in ("seqlens_q", "seqlens_k"):
             for i, n in enumerate(getattr(self, name)):
-                if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_LEN:
-                    raise bad(f"{name}[{i}]", n, f"must be an integer in [1, {MAX_LEN}] "
-                              "(drop empty sequences)")
+                if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_LEN:
+                    raise bad(f"{name}[{i}]", n, f"must be an integer in [0, {MAX_LEN}] (0: "
+                              "an empty sequence, as FlashAttention takes one)")
+            if sum(getattr(self, name)) == 0:
+                raise bad(name, list(getattr(self, name)), "every sequence is empty: give at "
+                          "least one " + ("query" if name == "seqlens_q" else "key"))
         _check_heads_and_masks(self)
 
     @classmethod
@@ -227,10 +234,9 @@ class VarlenWorkload(_HeadsAndMasks, Serializable):
             if cu[0] != 0:
                 raise bad(f"{name}[0]", cu[0], "must be 0")
             for i in range(1, len(cu)):
-                if cu[i] <= cu[i - 1]:
+                if cu[i] < cu[i - 1]:
                     raise bad(f"{name}[{i}]", cu[i],
-                              f"must be greater than {name}[{i - 1}] = {cu[i - 1]} "
-                              "(lengths ≥ 1; drop empty sequences)")
+                              f"must be at least {name}[{i - 1}] = {cu[i - 1]} (lengths ≥ 0)")
             lens.append([b - a for a, b in zip(cu[:-1], cu[1:], strict=True)])
         if len(lens[0]) != len(lens[1]):
             raise bad("cu_seqlens_k", f"{len(lens[1])} sequences",
@@ -290,8 +296,16 @@ class VarlenWorkload(_HeadsAndMasks, Serializable):
         return [Segment(0, cq[i], nq, ck[i], nk)
                 for i, (nq, nk) in enumerate(zip(self.seqlens_q, self.seqlens_k, strict=True))]
 
+    def empty(self, i: int) -> bool:
+        """Sequence ``i`` has no queries or no keys: no tile reads a key for it, its rows (if
+        any) give 0 and an lse of −∞ (FlashAttention's), and it has no workload of its own."""
+        return self.seqlens_q[i] == 0 or self.seqlens_k[i] == 0
+
     def sequence(self, i: int = 0) -> Workload:
-        """Sequence ``i`` as a workload of its own."""
+        """Sequence ``i`` as a workload of its own (not for an :meth:`empty` one)."""
+        if self.empty(i):
+            raise bad(f"sequence {i}", (self.seqlens_q[i], self.seqlens_k[i]),
+                      "an empty sequence has no workload of its own")
         return Workload(seq_q=self.seqlens_q[i], seq_k=self.seqlens_k[i],
                         head_dim=self.head_dim, heads=self.heads, kv_heads=self.kv_heads,
                         causal=self.causal,

@@ -381,14 +381,29 @@ def workload_traffic(hw: HardwareConfig, wl, dataflow: str = "attenio",
         # sequence by sequence (a paged cache: each with its own table row)
         total, table0 = Traffic(), 0
         for i, t in enumerate(tilings):
-            one = wl.sequence(i)
             if table_starts is not None:
                 table0 = table_starts[i]
+            if wl.empty(i):
+                total = total + _keyless_traffic(hw, wl, wl.seqlens_q[i])
+                continue
+            one = wl.sequence(i)
             total = total + _sequence_traffic(hw, one, dataflow, t, table0)
             table0 += _cdiv(one.seq_k, wl.page_size) if wl.page_size else 0
         return total
     return _sequence_traffic(hw, wl, dataflow, tilings[0],
                              table_starts[0] if table_starts else 0)
+
+
+def _keyless_traffic(hw: HardwareConfig, wl, rows: int) -> Traffic:
+    """An empty sequence's traffic: none without queries; with queries but no keys, its Q rows
+    read and its O rows written (0, and with ``lse`` their statistics words: m_init, ℓ = 0),
+    no K, V or table word."""
+    if rows == 0:
+        return Traffic()
+    writes = {"O": wl.heads * rows * wl.d_v}
+    if wl.lse:
+        writes["LSE"] = wl.heads * rows * hw.macs_per_line
+    return _make(hw, {"Q": wl.heads * rows * wl.head_dim}, writes)
 
 
 def _sequence_traffic(hw, wl: Workload, dataflow: str, tiling, table0: int = 0) -> Traffic:

@@ -533,6 +533,12 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
     units = [(i, seg, hi) for i, seg in enumerate(wl.segments()) for hi in range(h)]
     for n0, (i, seg, hi) in enumerate(units):
         bi, rq = seg.batch, seg.rows
+        if seg.seq_q == 0:          # no queries: nothing to compute
+            continue
+        if seg.seq_k == 0:          # an empty cache: its rows see no key (0, m_init, ℓ = 0)
+            out[bi, hi, rq] = 0
+            stats["m"][bi, hi, rq], stats["l"][bi, hi, rq] = m_init(cfg), 0
+            continue
         # where the sequence's keys lie: its own span, or its pages in the pool
         kbi, rk = (0, table.key_rows(i)) if table is not None else (bi, seg.keys)
         if plan_scale is not None:

@@ -134,6 +134,8 @@ def attention_of(wl, q, k, v, *, head=None, block: int = 1024) -> np.ndarray:
     q = np.asarray(q, dtype=np.float64)
     out = np.zeros(q.shape[:3] + (np.shape(v)[3],))       # O has V's head dim
     for seg in wl.segments():
+        if seg.seq_q == 0 or seg.seq_k == 0:    # an empty sequence: its rows (if any) give 0
+            continue
         b, rq, rk = seg.batch, seg.rows, seg.keys
         out[b:b + 1, :, rq] = attention(q[b:b + 1, :, rq], k[b:b + 1, :, rk], v[b:b + 1, :, rk],
                                         causal=wl.causal, window=wl.window, head=head,
@@ -149,6 +151,8 @@ def lse_of(wl, q, k, *, chunk: int = 512) -> np.ndarray:
     out = np.full(q.shape[:-1], -np.inf)
     g, scale = wl.heads // wl.kv_heads, 1.0 / math.sqrt(wl.head_dim)
     for seg in wl.segments():
+        if seg.seq_q == 0 or seg.seq_k == 0:    # its rows (if any) see no key: −inf
+            continue
         kk = k[seg.batch, :, seg.keys]
         keys = np.arange(seg.seq_k)
         for r0 in range(0, seg.seq_q, chunk):

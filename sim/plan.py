@@ -201,10 +201,15 @@ def _sequence_tilings(run: _Builder) -> list[io.Tiling]:
     chosen: dict[tuple[int, int], io.Tiling] = {}
     out = []
     for i in range(wl.sequences):
-        one = wl.sequence(i)
-        shape = (one.seq_q, one.seq_k)
+        if wl.empty(i):     # no keys to tile for: its tiles (if it has queries) are keyless
+            one = Workload(seq_q=max(1, wl.seqlens_q[i]), seq_k=1, head_dim=wl.head_dim,
+                           heads=wl.heads, kv_heads=wl.kv_heads, page_size=wl.page_size,
+                           lse=wl.lse)
+        else:
+            one = wl.sequence(i)
+        shape = (wl.seqlens_q[i], wl.seqlens_k[i])
         if shape not in chosen:
-            t = io.choose_tiling(hw, one, run.dataflow)
+            t = io.choose_tiling(hw, one, run.dataflow, pack=not wl.empty(i))
             if t.heads_per_tile > 1:
                 alone = dataclasses.replace(run, wl=one, keep_spans=False, table=(
                     block_table_for(one) if one.page_size else None))

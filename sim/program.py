@@ -51,7 +51,10 @@ def program_tiles(wl: Workload | VarlenWorkload,
         raise bad("tilings", f"{len(tilings)} tilings", f"one per sequence: {len(segments)}")
     tiles = []
     for i, (seg, t) in enumerate(zip(segments, tilings, strict=True)):
-        causal = io.causal_mask(wl.sequence(i))
+        if seg.seq_q == 0:           # an empty sequence without queries: no tile
+            continue
+        # (no keys: its tiles stream none, and their rows give 0, lse −∞)
+        causal = io.causal_mask(wl.sequence(i)) if not wl.empty(i) else False
         for hk in range(wl.kv_heads):
             for h0 in range(hk * wl.group_size, (hk + 1) * wl.group_size, t.heads_per_tile):
                 for p0, rows in io.query_tiles(seg.seq_q, t.positions, causal):

@@ -72,8 +72,8 @@ def test_kvcache_errors_name_the_entry():
     bad[1][0] = 999
     with pytest.raises(ConfigError, match=r"block_table\[1\]\[0\]=999"):
         attenio.attention_with_kvcache(q, kc, vc, lens, bad)
-    with pytest.raises(ConfigError, match=r"cache_seqlens\[2\]=0"):
-        attenio.attention_with_kvcache(q, kc, vc, [9, 3, 0], table)
+    with pytest.raises(ConfigError, match=r"cache_seqlens\[2\]=-1"):
+        attenio.attention_with_kvcache(q, kc, vc, [9, 3, -1], table)
     with pytest.raises(ConfigError, match=r"block_table\[0\]"):
         attenio.attention_with_kvcache(q, kc, vc, [30, 3, 16], table[:, :2])
     with pytest.raises(ConfigError, match=r"cache_seqlens\[0\]=21"):
@@ -147,7 +147,7 @@ def test_paged_cache_reads_the_pool_where_it_lies(monkeypatch):
                                           r"has 9 keys: it needs 3 pages of 4")),
     (lambda t, n: (np.where(np.arange(5) == 1, -1, t), n),
      r"block_table\[0\]\[1\]=-1 is invalid: sequence 0 needs page 1 \(its keys 4 … 7\)"),
-    (lambda t, n: (t, [9, 3, 45]), (r"cache_seqlens\[2\]=45 is invalid: must be in \[1, 44\] "
+    (lambda t, n: (t, [9, 3, 45]), (r"cache_seqlens\[2\]=45 is invalid: must be in \[0, 44\] "
                                    r"\(the 11 pages of 4 keys\)")),
 ])
 def test_bad_block_tables_and_lengths_name_the_entry(change, match):

@@ -82,7 +82,8 @@ def test_golden_check_meets_the_contract():
 
 
 @pytest.mark.parametrize("kw, field", [
-    ({"seqlens_q": [3, 0], "seqlens_k": [3, 4]}, "seqlens_q[1]"),
+    ({"seqlens_q": [3, -1], "seqlens_k": [3, 4]}, "seqlens_q[1]"),
+    ({"seqlens_q": [0, 0], "seqlens_k": [3, 4]}, "seqlens_q=[0, 0] is invalid: every sequence"),
     ({"seqlens_q": [3, 4], "seqlens_k": [3]}, "seqlens_k"),
     ({"seqlens_q": [], "seqlens_k": []}, "seqlens_q"),
     ({"seqlens_q": [3, 2.5], "seqlens_k": [3, 4]}, "seqlens_q[1]"),
@@ -94,8 +95,10 @@ def test_bad_workload_names_the_field(kw, field):
 
 
 def test_bad_cu_seqlens_names_the_entry():
-    with pytest.raises(ConfigError, match=r"cu_seqlens_q\[2\].*greater than cu_seqlens_q\[1\]"):
-        C.VarlenWorkload.from_cu_seqlens([0, 5, 5], [0, 3, 6], head_dim=8)
+    with pytest.raises(ConfigError, match=r"cu_seqlens_q\[2\].*at least cu_seqlens_q\[1\]"):
+        C.VarlenWorkload.from_cu_seqlens([0, 5, 4], [0, 3, 6], head_dim=8)
+    # an empty sequence (a repeated entry) is one FlashAttention takes
+    assert C.VarlenWorkload.from_cu_seqlens([0, 5, 5], [0, 3, 6], head_dim=8).seqlens_q == (5, 0)
     with pytest.raises(ConfigError, match=r"cu_seqlens_k\[0\]"):
         C.VarlenWorkload.from_cu_seqlens([0, 5], [1, 3], head_dim=8)
     with pytest.raises(ConfigError, match="as many as cu_seqlens_q"):
