@@ -442,7 +442,8 @@ def test_varlen_batch_from_lengths_or_a_file(tmp_path):
     (["--cache-lens", "5,37"], "--decode=False is invalid: give --decode with --cache-lens"),
     (["--decode", "--cache-lens", "5,37", "--seqlens", "3"], "--seqlens=[3] is invalid: leave"),
     (["--n", "64", "--page-size", "3"], "page_size=3 is invalid: must be 0"),
-    (["--seqlens", "5,0"], r"seqlens_q[1]=0 is invalid"),
+    (["--seqlens", "5,-1"], r"seqlens_q[1]=-1 is invalid"),
+    (["--seqlens", "0,0"], r"seqlens_q=[0, 0] is invalid: every sequence is empty"),
     (["--seqlens", "5,37", "--seqlens-k", "5"], "one per sequence"),
     (["--seqlens", "5,9000", "--preset", "tiny"], r"seqlens_q[1]=9000 is invalid"),
 ])
