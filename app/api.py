@@ -31,9 +31,11 @@ LAYOUTS = {"bhsd": "[batch, heads, seq, d] (SDPA's)",
 
 
 def _as4d(x, name: str, layout: str | None = None) -> np.ndarray:
-    """``x`` as ``[batch, heads, seq, d]`` float64. A 4-D tensor needs its ``layout`` (SDPA's
-    and FlashAttention's cannot be told apart by shape); 3-D is ``[heads, seq, d]``, or
-    ``[seq, heads, d]`` with ``layout="bshd"``; 2-D ``[seq, d]``."""
+    """``x`` as ``[batch, heads, seq, d]`` float64. A 4-D or 3-D tensor needs its ``layout``
+    (SDPA's and FlashAttention's cannot be told apart by shape, nor ``[heads, seq, d]`` from
+    FlashAttention's ``[seq, heads, d]``): 3-D is the layout without its batch axis,
+    ``[heads, seq, d]`` with ``layout="bhsd"``, ``[seq, heads, d]`` with ``"bshd"``; 2-D is
+    ``[seq, d]``."""
     if layout is not None and layout not in LAYOUTS:
         raise bad("layout", layout, "choose " + " or ".join(f"{k!r}: {v}"
                                                            for k, v in LAYOUTS.items()))
@@ -41,6 +43,10 @@ def _as4d(x, name: str, layout: str | None = None) -> np.ndarray:
     if x.ndim == 4 and layout is None:
         raise bad("layout", None, f"a 4-D {name} is " + " or ".join(
             f"{v} (layout={k!r})" for k, v in LAYOUTS.items()) + ": say which")
+    if x.ndim == 3 and layout is None:
+        raise bad("layout", None, f"a 3-D {name} is [heads, seq, d] (layout='bhsd') or "
+                  "[seq, heads, d] (layout='bshd', FlashAttention's; its varlen [total, heads, "
+                  "d] is attention_varlen's): say which")
     if x.ndim == 2:
         return x[None, None]
     if x.ndim == 3:
@@ -70,9 +76,10 @@ def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig =
     ``rotate``: exact transforms first, docs/numerics.md "End to end"), Q with one scale per
     row if ``q_scales="row"``, K with one per block of ``k_block`` keys if given; then the
     bit-exact integer model of the datapath (the RTL's output), dequantized. Shapes ``[seq,
-    d]``, ``[heads, seq, d]``, or 4-D with ``layout="bhsd"`` (SDPA's ``[batch, heads, seq,
-    d]``) or ``layout="bshd"`` (FlashAttention's ``[batch, seq, heads, d]``; a 4-D tensor
-    without a layout is refused: the two cannot be told apart by shape). K and V may have
+    d]``, or 4-D with ``layout="bhsd"`` (SDPA's ``[batch, heads, seq, d]``) or
+    ``layout="bshd"`` (FlashAttention's ``[batch, seq, heads, d]``), or 3-D with the same
+    layouts less their batch axis (``[heads, seq, d]``, ``[seq, heads, d]``); a 3-D or 4-D
+    tensor without a layout is refused: the two cannot be told apart by shape. K and V may have
     fewer heads (GQA); the result has Q's shape, layout and float dtype. For real
     (outlier-heavy) activations on an int8 preset, ``scheme="rotate", q_scales="row",
     k_block=16`` is the measured best. ``window = (left,

@@ -132,3 +132,19 @@ def test_softmax_scale_is_flashattentions():
 def _softmax(x):
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_a_3d_tensor_needs_its_layout():
+    # [heads, seq, d] and FlashAttention's [seq, heads, d] (or its varlen [total, heads, d])
+    # cannot be told apart by shape: a 3-D tensor without a layout is refused, as a 4-D one is
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.standard_normal((3, 16, 8)) for _ in range(3))     # [heads, seq, d]
+    with pytest.raises(ConfigError, match=r"^layout=None is invalid: a 3-D q is \[heads, seq, "
+                                          r"d\] \(layout='bhsd'\) or \[seq, heads, d\]"):
+        attenio.attention(q, k, v, preset="tiny")
+    with pytest.raises(ConfigError, match=r"^layout=None is invalid: a 3-D q"):
+        attenio.reference_attention(q, k, v)
+    hsd = attenio.attention(q, k, v, preset="tiny", layout="bhsd")
+    shd = attenio.attention(*(x.transpose(1, 0, 2) for x in (q, k, v)), preset="tiny",
+                            layout="bshd")
+    assert shd.shape == (16, 3, 8) and np.array_equal(shd.transpose(1, 0, 2), hsd)

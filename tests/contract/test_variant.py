@@ -59,14 +59,14 @@ def test_unequal_head_dims_are_refused_where_not_built():
         build_plan(C.tiny(), wl)
     q, k = RNG.standard_normal((2, 8, 16)), RNG.standard_normal((2, 8, 16))
     with pytest.raises(ConfigError, match=r"^head_dim_v=8 .*attenio.reference_attention"):
-        attenio.attention(q, k, RNG.standard_normal((2, 8, 8)), preset="tiny")
+        attenio.attention(q, k, RNG.standard_normal((2, 8, 8)), preset="tiny", layout="bhsd")
 
 
 def test_reference_takes_separate_head_dims():
     # softmax(Q Kᵀ/√d_qk) V with V narrower than Q and K, written out here
     q, k = RNG.standard_normal((3, 6, 24)), RNG.standard_normal((1, 10, 24))
     v = RNG.standard_normal((1, 10, 8))
-    got = attenio.reference_attention(q, k, v, causal=True)
+    got = attenio.reference_attention(q, k, v, causal=True, layout="bhsd")
     assert got.shape == (3, 6, 8)
     for h in range(3):
         s = q[h] @ k[0].T / math.sqrt(24)
