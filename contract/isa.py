@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
+from types import SimpleNamespace
 
 from attenio.base.config import HardwareConfig
 from attenio.base.errors import ConfigError, ErrorCode
-from attenio.contract.formats import SCALE_SHIFT_MAX
-from attenio.contract.rules import ENTRY_BYTES
+from attenio.contract.fieldrules import check
 
 INSTR_BYTES = 32
 INSTR_BITS = INSTR_BYTES * 8
@@ -170,53 +170,15 @@ def fields_of(word: int) -> tuple[Op, dict[str, int], int]:
 
 def field_error(op: Op, f: dict[str, int], hw: HardwareConfig, rtl: bool = True) -> str | None:
     """Why fields ``f`` of an ``op`` instruction are out of range for ``hw`` (the decoder's
-    ``FIELD_RANGE``), or ``None``. The one statement of these checks: the decoder model
+    ``FIELD_RANGE``), or ``None``: the first rule of ``contract.fieldrules.FIELD_RULES`` they
+    break, the table the RTL decoder is made from too. The decoder model
     (:func:`attenio.contract.program.decode_error`) and the program check
     (:func:`attenio.contract.program.validate`) both call it. ``rtl=False`` drops the limits
     of this RTL's step geometry (a power-of-two ``keys_per_step`` whose keys fit the MAC lines),
     for baseline dataflows that only the model runs."""
     layout = LAYOUTS[op]
-    if "rows" in layout:
-        rh = f["rows"] * f["heads"]
-        if not 1 <= rh <= hw.tile_rows:
-            return f"rows×heads={rh} outside [1, {hw.tile_rows}] (tile_rows)"
-    if "d" in layout and not 1 <= f["d"] <= hw.max_head_dim:
-        return f"d={f['d']} outside [1, {hw.max_head_dim}]"
-    if "keys" in layout:
-        if op == Op.LOAD_KV and f["keys"] == 0:
-            return "LOAD_KV with keys=0"
-        if f["keys"] > hw.max_seq_len:
-            return f"keys={f['keys']} above max_seq_len ({hw.max_seq_len})"
-    if "keys_per_step" in layout:
-        kps = f["keys_per_step"]
-        if not 1 <= kps <= hw.ring_rows or (rtl and kps & (kps - 1)):
-            return (f"keys_per_step={kps}: a power of two in [1, {hw.ring_rows}] "
-                    "(half the K/V ring)")
-        if rtl and kps > hw.max_keys_per_step:
-            return f"keys_per_step={kps} above max_keys_per_step ({hw.max_keys_per_step})"
-        if rtl and op != Op.LOAD_KV and kps > 1 and f["rows"] * f["heads"] * kps > hw.mac_lines:
-            return (f"keys_per_step={kps} with {f['rows'] * f['heads']} rows needs "
-                    f"rows·keys_per_step ≤ mac_lines ({hw.mac_lines})")
-    if op == Op.LOAD_KV and f.get("paged", 0):
-        if f["keys_per_step"] > 1 << f["page_log2"]:
-            return (f"paged LOAD_KV with keys_per_step={f['keys_per_step']} above its page of "
-                    f"{1 << f['page_log2']} keys (a block must lie in one page)")
-        if f["table"] % ENTRY_BYTES:
-            return f"table={f['table']} not a multiple of the entry size {ENTRY_BYTES}"
-    if op == Op.COMPUTE:
-        if (f["causal"] or f["window"]) and f["heads"] > 1 and f["rows"] < hw.mac_lines:
-            what = "causal" if f["causal"] else "windowed"
-            return (f"{what} COMPUTE with heads > 1 and rows={f['rows']} < mac_lines "
-                    f"({hw.mac_lines}): the mask of packed heads needs each head's rows "
-                    "to fill a row group")
-        if f["c_sh"] > SCALE_SHIFT_MAX:
-            return f"c_sh={f['c_sh']} above {SCALE_SHIFT_MAX}"
-    what = {"row_scales": "multiplier", "key_scales": "K factor"}
-    for name in ("row_scales", "key_scales"):
-        if f.get(name, 0) and not getattr(hw, f"{name}_supported"):
-            return (f"{name}=1: a word of {hw.macs_per_line} elements cannot hold a "
-                    f"{hw.scale_word_bits}-bit {what[name]}")
-    return None
+    rh = f["rows"] * f["heads"] if "rows" in layout else 0
+    return check(hw, SimpleNamespace(**f), rh, op.name, layout, rtl)
 
 
 def field_table(op: Op) -> list[tuple[str, int, int]]:

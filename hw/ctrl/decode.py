@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
 from attenio.base.errors import ErrorCode
-from attenio.contract.formats import SCALE_SHIFT_MAX
+from attenio.contract.fieldrules import rules_for
 from attenio.contract.isa import INSTR_BITS, LAYOUTS, NEXT, PREV, QUEUE_OF, Op
 from attenio.hw.ctrl.axi import log2
 from attenio.hw.ctrl.layouts import ERR_BITS, view
@@ -21,11 +21,10 @@ class InstructionDecoder(wiring.Component):
     """Combinational: ``bad`` is the first failing check's :class:`ErrorCode` (0 when the
     instruction is good) of ``raw`` with ``rows_heads`` = rows·heads.
 
-    The checks, in order: ``RESERVED_BITS``; ``FIELD_RANGE`` (rows·heads in [1, tile_rows], d in
-    [1, max_head_dim], keys ≤ max_seq_len, LOAD_KV keys ≥ 1, keys_per_step a power of two ≤
-    max_keys_per_step with rows·keys_per_step ≤ mac_lines, c_sh ≤ 62, causal or windowed with
-    one head or ≥ mac_lines rows per head, row_scales and key_scales only where a word holds
-    the multiplier);
+    The checks, in order: ``RESERVED_BITS``; ``FIELD_RANGE`` (every rule of
+    ``contract.fieldrules.FIELD_RULES``, the table ``validate()`` checks too: rows·heads, d,
+    keys, keys_per_step, a paged block within its page and its table word-aligned to an entry,
+    c_sh, the packed heads' mask, row_scales and key_scales where a word holds them);
     ``ADDRESS_RANGE`` (addresses and strides a multiple of the AXI beat); a pop or push towards
     a neighbour the queue does not have (``TOKEN_UNDERFLOW``, ``TOKEN_OVERFLOW``). An opcode
     with no format is ``ILLEGAL_OPCODE``.
@@ -36,33 +35,11 @@ class InstructionDecoder(wiring.Component):
         super().__init__({"raw": In(INSTR_BITS), "rows_heads": In(24), "bad": Out(ERR_BITS)})
 
     def _range_checks(self, op: Op) -> list:
-        cfg = self.cfg
+        """``FIELD_RANGE``: every rule of ``contract.fieldrules.FIELD_RULES`` that applies to
+        the opcode's format, on the instruction's fields (the host checks the same table)."""
         v = view(self.raw, op)
-        rh = self.rows_heads
-        c = []
-        if "rows" in LAYOUTS[op]:
-            c.append((rh == 0) | (rh > cfg.tile_rows))
-        c.append((v.d == 0) | (v.d > cfg.max_head_dim))
-        if "keys" in LAYOUTS[op]:
-            c.append(v.keys > cfg.max_seq_len)
-            if op == Op.LOAD_KV:
-                c.append(v.keys == 0)
-        if "keys_per_step" in LAYOUTS[op]:
-            kps = v.keys_per_step
-            c.append((kps == 0) | ((kps & (kps - 1)) != 0) | (kps > cfg.max_keys_per_step))
-            if op != Op.LOAD_KV:
-                # rows·kps > mac_lines for a power-of-two kps > 1 (others fail above)
-                c.append(Cat(*[(kps == (1 << k)) & (rh > cfg.mac_lines >> k)
-                               for k in range(1, 8)]).any())
-        if "row_scales" in LAYOUTS[op] and not cfg.row_scales_supported:
-            c.append(v.row_scales)      # a word too narrow for the multiplier
-        if "key_scales" in LAYOUTS[op] and not cfg.key_scales_supported:
-            c.append(v.key_scales)      # a word too narrow for the K factor
-        if op == Op.COMPUTE:
-            c.append(v.c_sh > SCALE_SHIFT_MAX)
-            # the core's mask of packed heads: each head's rows fill a row group
-            c.append((v.causal | v.window) & (v.heads > 1) & (v.rows < cfg.mac_lines))
-        return c
+        return [Value.cast(r.bad(v, self.cfg, self.rows_heads))
+                for r in rules_for(op.name, LAYOUTS[op])]
 
     def _align_checks(self, op: Op) -> list:
         lab = log2(self.cfg.axi_data_bytes)

@@ -158,6 +158,16 @@ def test_paged_load_of_no_keys_is_refused():
     assert r.extra["dram_bytes_written"] == 0
 
 
+def test_paged_table_not_on_an_entry_is_refused():
+    # issue #48: a table address that is not a multiple of 4 (0x…2) ran before; the decoder
+    # now checks every rule validate() checks (contract.fieldrules)
+    prog = list(prepare(TINY, PAGED_FAULT, seed=1).schedule.program)
+    k = next(i for i, x in enumerate(prog) if x.op == Op.LOAD_KV)
+    prog[k] = Instr(Op.LOAD_KV, {**prog[k].args, "table": prog[k].args["table"] + 2})
+    r = _paged_fault(ErrorCode.FIELD_RANGE, program=encode(prog))
+    assert r.extra["dram_bytes_written"] == 0
+
+
 def test_block_table_outside_the_read_window_is_refused():
     lay = prepare(TINY, PAGED_FAULT, seed=1).layout
     r = _paged_fault(ErrorCode.ADDRESS_RANGE, window=(0, lay.tables))

@@ -1,0 +1,130 @@
+"""Every constraint docs/isa.md puts on an instruction's fields (``FIELD_RANGE``), stated once as
+a table (:data:`FIELD_RULES`). The host's check (``contract.isa.field_error``, behind
+``validate()`` and the decoder model) and the RTL decoder (hw/ctrl/decode.py) are both made
+from it: each rule's ``bad`` is written with operators only, so it reads integers (the host)
+and Amaranth values (the RTL) alike."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import reduce
+from operator import or_
+
+from attenio.base.config import HardwareConfig
+from attenio.contract.formats import SCALE_SHIFT_MAX
+from attenio.contract.rules import ENTRY_BYTES
+
+__all__ = ["FieldRule", "FIELD_RULES", "rules_for", "KPS_LOG2_MAX"]
+
+KPS_LOG2_MAX = 7     # keys_per_step's field holds at most 2^7 (the decoder's case split)
+
+
+def _pow2_above(kps, limit_log2_of) -> object:
+    """``kps`` is a power of two 2^k with ``limit_log2_of(k)`` true (k = 1 … KPS_LOG2_MAX): a
+    case split on kps, so neither side multiplies or shifts by a field."""
+    return reduce(or_, [(kps == (1 << k)) & limit_log2_of(k)
+                        for k in range(1, KPS_LOG2_MAX + 1)])
+
+
+def _above_page(kps, page_log2):
+    """``kps > 2^page_log2``: on integers as it reads; on the RTL's fields a case split over
+    the powers of two (a non-power fails ``kps_pow2`` first), with no shift by a field."""
+    if isinstance(page_log2, int) and isinstance(kps, int):
+        return kps > (1 << page_log2)
+    return _pow2_above(kps, lambda k: page_log2 < k)
+
+
+@dataclass(frozen=True)
+class FieldRule:
+    """One constraint: it applies to the opcodes whose format has every field of ``fields``
+    (and is one of ``ops`` when given); ``bad(f, hw, rh)`` is true when the fields ``f`` (rows ×
+    heads in ``rh``) break it; ``why(f, hw, rh)`` says how, for the host's error. ``rtl``: a
+    limit of this RTL's step geometry, which the model-only baselines do not have."""
+
+    name: str
+    fields: tuple[str, ...]
+    bad: Callable
+    why: Callable
+    ops: tuple[str, ...] | None = None
+    rtl: bool = False
+
+
+def _kps_lines_why(f, hw, rh):
+    return (f"keys_per_step={f.keys_per_step} with {rh} rows needs rows·keys_per_step ≤ "
+            f"mac_lines ({hw.mac_lines})")
+
+
+def _mask_why(f, hw, rh):
+    what = "causal" if f.causal else "windowed"
+    return (f"{what} COMPUTE with heads > 1 and rows={f.rows} < mac_lines ({hw.mac_lines}): "
+            "the mask of packed heads needs each head's rows to fill a row group")
+
+
+def _scales_rule(name: str, what: str) -> FieldRule:
+    return FieldRule(
+        name, (name,),
+        lambda f, hw, rh: (getattr(f, name) != 0) & (not getattr(hw, f"{name}_supported")),
+        lambda f, hw, rh: (f"{name}=1: a word of {hw.macs_per_line} elements cannot hold a "
+                           f"{hw.scale_word_bits}-bit {what}"))
+
+
+# in the order the host reports them (the first that fails names the error)
+FIELD_RULES: tuple[FieldRule, ...] = (
+    FieldRule("rows", ("rows",),
+              lambda f, hw, rh: (rh == 0) | (rh > hw.tile_rows),
+              lambda f, hw, rh: f"rows×heads={rh} outside [1, {hw.tile_rows}] (tile_rows)"),
+    FieldRule("d", ("d",),
+              lambda f, hw, rh: (f.d == 0) | (f.d > hw.max_head_dim),
+              lambda f, hw, rh: f"d={f.d} outside [1, {hw.max_head_dim}]"),
+    FieldRule("keys_zero", ("keys",), lambda f, hw, rh: f.keys == 0,
+              lambda f, hw, rh: "LOAD_KV with keys=0", ops=("LOAD_KV",)),
+    FieldRule("keys_max", ("keys",), lambda f, hw, rh: f.keys > hw.max_seq_len,
+              lambda f, hw, rh: f"keys={f.keys} above max_seq_len ({hw.max_seq_len})"),
+    FieldRule("kps_range", ("keys_per_step",),
+              lambda f, hw, rh: (f.keys_per_step == 0) | (f.keys_per_step > hw.ring_rows),
+              lambda f, hw, rh: (f"keys_per_step={f.keys_per_step}: a power of two in [1, "
+                                 f"{hw.ring_rows}] (half the K/V ring)")),
+    FieldRule("kps_pow2", ("keys_per_step",),
+              lambda f, hw, rh: (f.keys_per_step & (f.keys_per_step - 1)) != 0,
+              lambda f, hw, rh: (f"keys_per_step={f.keys_per_step}: a power of two in [1, "
+                                 f"{hw.ring_rows}] (half the K/V ring)"), rtl=True),
+    FieldRule("kps_max", ("keys_per_step",),
+              lambda f, hw, rh: f.keys_per_step > hw.max_keys_per_step,
+              lambda f, hw, rh: (f"keys_per_step={f.keys_per_step} above max_keys_per_step "
+                                 f"({hw.max_keys_per_step})"), rtl=True),
+    FieldRule("kps_lines", ("keys_per_step", "rows"),
+              lambda f, hw, rh: _pow2_above(f.keys_per_step,
+                                            lambda k: rh > (hw.mac_lines >> k)),
+              _kps_lines_why, rtl=True),
+    FieldRule("page_kps", ("paged", "page_log2", "keys_per_step"),
+              lambda f, hw, rh: (f.paged != 0) & _above_page(f.keys_per_step, f.page_log2),
+              lambda f, hw, rh: (f"paged LOAD_KV with keys_per_step={f.keys_per_step} above "
+                                 f"its page of {1 << f.page_log2} keys (a block must lie in "
+                                 "one page)")),
+    FieldRule("table_align", ("paged", "table"),
+              lambda f, hw, rh: (f.paged != 0) & ((f.table & (ENTRY_BYTES - 1)) != 0),
+              lambda f, hw, rh: (f"table={f.table} not a multiple of the entry size "
+                                 f"{ENTRY_BYTES}")),
+    FieldRule("packed_mask", ("causal", "window", "heads", "rows"),
+              lambda f, hw, rh: (f.causal | f.window) & (f.heads > 1) & (f.rows < hw.mac_lines),
+              _mask_why),
+    FieldRule("c_sh", ("c_sh",), lambda f, hw, rh: f.c_sh > SCALE_SHIFT_MAX,
+              lambda f, hw, rh: f"c_sh={f.c_sh} above {SCALE_SHIFT_MAX}"),
+    _scales_rule("row_scales", "multiplier"),
+    _scales_rule("key_scales", "K factor"),
+)
+
+
+def rules_for(op_name: str, layout, rtl: bool = True) -> list[FieldRule]:
+    """The rules an opcode's format (``layout``: its field names) is checked by."""
+    return [r for r in FIELD_RULES if all(n in layout for n in r.fields)
+            and (r.ops is None or op_name in r.ops) and (rtl or not r.rtl)]
+
+
+def check(hw: HardwareConfig, f, rh: int, op_name: str, layout, rtl: bool = True) -> str | None:
+    """The first rule ``f`` breaks, as the host says it (``None``: every rule holds)."""
+    for r in rules_for(op_name, layout, rtl):
+        if r.bad(f, hw, rh):
+            return r.why(f, hw, rh)
+    return None
