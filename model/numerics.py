@@ -567,14 +567,10 @@ def _unit_scale(sp: ScaleParams, wl, bi: int, hi: int, rq: slice, kbi: int, hki:
                 kn: int) -> ScaleParams:
     """A whole run's multipliers (flat per row ``[b·h·seq_q]``, per key ``[kb·hk·kn]``)
     narrowed to one head of one sequence: its rows and its keys."""
-    if sp.per_row:
-        base = (bi * wl.heads + hi) * wl.seq_q
-        sp = sp.take(np.arange(base + rq.start, base + rq.stop))
-    if sp.k_m is not None:
-        base = (kbi * wl.kv_heads + hki) * kn
-        idx = base + (np.arange(rk.start, rk.stop) if isinstance(rk, slice) else rk)
-        sp = ScaleParams(sp.c_m, sp.c_sh, np.asarray(sp.k_m)[idx], np.asarray(sp.k_e)[idx])
-    return sp
+    rows = (bi * wl.heads + hi) * wl.seq_q + np.arange(rq.start, rq.stop)
+    keys = (kbi * wl.kv_heads + hki) * kn + (np.arange(rk.start, rk.stop)
+                                             if isinstance(rk, slice) else rk)
+    return sp.take(rows).keys(keys)        # each is itself where the scale is one for all
 
 
 def _scale_array(name: str, x, shape: tuple[int, ...]) -> np.ndarray:

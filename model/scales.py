@@ -58,8 +58,9 @@ class ScaleParams:
         return ScaleParams(np.asarray(self.c_m)[rows], np.asarray(self.c_sh)[rows], self.k_m,
                            self.k_e)
 
-    def keys(self, sl: slice) -> ScaleParams:
-        """The multipliers for the keys ``sl`` (itself without per-key factors)."""
+    def keys(self, sl) -> ScaleParams:
+        """The multipliers for the keys ``sl`` (a slice or an index array; itself without
+        per-key factors)."""
         if self.k_m is None:
             return self
         return ScaleParams(self.c_m, self.c_sh, np.asarray(self.k_m)[sl],
