@@ -26,30 +26,43 @@ _UNIT_SUFFIXES = ("_s", "_us", "_ns", "_ms", "_mhz", "_ghz", "_hz")
 
 
 # The measurements shipped with the package (data/gpu/ in the source tree, attenio/gpu_data/
-# in an installed wheel): the attention shapes and the serving workloads on an H200.
-BUNDLED = {"h200": "h200-sdpa-2026-11-29.csv", "h200-serving": "h200-serving-2026-12-02.json"}
+# in an installed wheel): the attention shapes and the serving workloads on an H200. A name
+# stands for one or more files, read together: every kernel measured competes.
+BUNDLED = {"h200": ("h200-sdpa-2026-11-29.csv",),
+           "h200-serving": ("h200-serving-2026-12-02.json", "h200-flashinfer-2026-12-04.json")}
 
 
 def bundled_dir() -> Path:
     """The folder of the bundled GPU measurements, installed or in the source tree."""
     here = Path(__file__).resolve().parents[1]
     for d in (here / "gpu_data", here / "data" / "gpu"):
-        if (d / BUNDLED["h200"]).is_file():
+        if (d / BUNDLED["h200"][0]).is_file():
             return d
     raise ConfigError("the bundled GPU measurements are missing from this installation "
                       "(reinstall attenio, or give --gpu FILE)")
 
 
-def resolve_gpu_file(arg: str | None) -> str:
-    """``--gpu``: a file path, a bundled measurement's name (``h200``: attention shapes,
-    ``h200-serving``: the serving workloads; ``None`` is ``h200``), or its file name."""
-    name = arg or "h200"
-    if arg and Path(arg).exists():
-        return arg
-    files = set(BUNDLED.values())
-    if name in BUNDLED or name in files:
-        return str(bundled_dir() / BUNDLED.get(name, name))
-    raise bad("gpu", arg, f"file not found (or name a bundled measurement: {', '.join(BUNDLED)})")
+def resolve_gpu_files(arg: str | None) -> list[str]:
+    """``--gpu``: a bundled measurement's name (``h200``: attention shapes, ``h200-serving``:
+    the serving workloads; ``None`` is ``h200``), or files (paths or bundled file names)
+    separated by commas, all CSVs or all JSONs, read together."""
+    if arg is None or arg in BUNDLED:
+        return [str(bundled_dir() / f) for f in BUNDLED[arg or "h200"]]
+    files = {f for fs in BUNDLED.values() for f in fs}
+    out = []
+    for part in arg.split(","):
+        if Path(part).exists():
+            out.append(part)
+        elif part in files:
+            out.append(str(bundled_dir() / part))
+        else:
+            raise bad("gpu", part if "," in arg else arg,
+                      f"file not found (or name a bundled measurement: {', '.join(BUNDLED)})")
+    kinds = {Path(p).suffix for p in out}
+    if len(kinds) > 1:
+        raise bad("gpu", arg, "mixes CSV and JSON files: give attention-shape CSVs "
+                  "(scripts/gpu/gpu_baseline.py) or serving JSONs, not both")
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +70,13 @@ class GpuData:
     provenance: dict[str, str]
     rows: list[dict]
     path: str
+
+
+def load_gpu_csvs(paths: list[str]) -> GpuData:
+    """Several CSVs read as one: every row competes; the provenance is the first file's."""
+    parts = [load_gpu_csv(p) for p in paths]
+    return GpuData(parts[0].provenance, [r for d in parts for r in d.rows],
+                   ", ".join(d.path for d in parts))
 
 
 def load_gpu_csv(path: str | Path) -> GpuData:
@@ -103,14 +123,23 @@ def load_gpu_csv(path: str | Path) -> GpuData:
     return GpuData(prov, rows, str(p))
 
 
-def best_gpu_row(data: GpuData, n: int, d: int, causal: bool, dtype: str, filled: bool) -> dict:
-    """The fastest backend's row for a shape; ``filled`` picks the batch × heads shape."""
+def best_gpu_row(data: GpuData, n: int, d: int, causal: bool, dtype: str, filled: bool,
+                 backend: str | None = None) -> dict:
+    """The fastest backend's row for a shape (or ``backend``'s); ``filled`` picks the batch ×
+    heads shape."""
     cands = [r for r in data.rows if r["n"] == n and r["d"] == d and r["causal"] == causal
              and r["dtype"] == dtype and ((r["batch"] * r["heads"] > 1) == filled)]
+    shape = "filled batch×heads" if filled else "one head"
     if not cands:
-        shape = "filled batch×heads" if filled else "one head"
         raise ConfigError(f"gpu csv={data.path!r} is invalid: no measured row for N={n} d={d} "
                           f"causal={causal} dtype={dtype} ({shape})")
+    if backend is not None:
+        named = [r for r in cands if r["backend"] == backend]
+        if not named:
+            raise bad("baseline", backend, f"was not measured for N={n} d={d} causal={causal} "
+                      f"dtype={dtype} ({shape}); measured: "
+                      + ", ".join(dict.fromkeys(r["backend"] for r in cands)))
+        cands = named
     return min(cands, key=lambda r: r["time_ms"] / (r["batch"] * r["heads"]))
 
 
@@ -132,16 +161,18 @@ def projection(hw: HardwareConfig, gpu_peak_tflops: float, gpu_bandwidth_tbs: fl
 
 def compare(hw: HardwareConfig, data: GpuData, ns: list[int], ds: list[int],
             causals: list[bool], dtype: str = "bf16", gpu_peak_tflops: float = H200_PEAK_TFLOPS,
-            gpu_bandwidth_tbs: float = H200_BANDWIDTH_TBS, progress=None) -> list[dict]:
-    """One row per (N, d, causal): measured GPU, modeled accelerator, two projections;
-    ``progress(fraction)`` after each row, if given."""
+            gpu_bandwidth_tbs: float = H200_BANDWIDTH_TBS, progress=None,
+            baseline: str | None = None) -> list[dict]:
+    """One row per (N, d, causal): measured GPU (its fastest backend for the shape, or
+    ``baseline``), modeled accelerator, two projections; ``progress(fraction)`` after each
+    row, if given."""
     acc_peak_tflops, scale, hw_bw, bw_bpc = projection(hw, gpu_peak_tflops, gpu_bandwidth_tbs)
     out = []
     for d in ds:
         for n in ns:
             for causal in causals:
-                one = best_gpu_row(data, n, d, causal, dtype, filled=False)
-                full = best_gpu_row(data, n, d, causal, dtype, filled=True)
+                one = best_gpu_row(data, n, d, causal, dtype, False, baseline)
+                full = best_gpu_row(data, n, d, causal, dtype, True, baseline)
                 wl = Workload.square(n, d, causal=causal)
                 sch = schedule(hw, wl, keep_spans=False)
                 sch_bw = schedule(hw_bw, wl, keep_spans=False)

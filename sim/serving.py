@@ -14,16 +14,19 @@ from attenio.base.errors import ConfigError, bad
 from attenio.sim.gpu import H200_BANDWIDTH_TBS, H200_PEAK_TFLOPS, projection
 from attenio.sim.schedule import schedule
 
-__all__ = ["load_serving_json", "compare_serving", "PAGED_BACKENDS"]
+__all__ = ["load_serving_json", "load_serving_jsons", "compare_serving", "PAGED_BACKENDS",
+           "candidates"]
 
 # GPU paths that read K/V out of pages (the others read contiguous caches)
-PAGED_BACKENDS = ("sdpa-gathered-pages", "flex-paged")
+PAGED_BACKENDS = ("sdpa-gathered-pages", "flex-paged", "flashinfer-decode", "flashinfer-decode-tc",
+                  "flashinfer-paged-fa3")
 WORKLOADS = ("prefill", "window", "decode")
+PER_HEAD = ("prefill", "window")   # compared one head: the GPU's time over its heads
 
 
 def load_serving_json(path: str | Path) -> dict:
-    """Read a JSON written by scripts/gpu/gpu_serving.py; :class:`ConfigError` names what is
-    missing (the file, its traces, its measurements)."""
+    """Read a JSON written by scripts/gpu/gpu_serving.py or gpu_flashinfer.py; :class:`ConfigError`
+    names what is missing (the file, its traces, its measurements)."""
     p = Path(path)
     if not p.is_file():
         raise bad("gpu json", str(p), "file not found (make one with scripts/gpu/gpu_serving.py)")
@@ -36,17 +39,55 @@ def load_serving_json(path: str | Path) -> dict:
             raise bad("gpu json", str(p),
                       f"has no {key!r} (written by scripts/gpu/gpu_serving.py?)")
     data["path"] = str(p)
+    for m in data["measurements"]:
+        m.setdefault("source", p.name)
     return data
 
 
-def _best(data: dict, workload: str, paged_only: bool = False) -> dict:
+def load_serving_jsons(paths: list[str]) -> dict:
+    """Several serving JSONs read as one (every kernel competes). They must share the traces
+    the accelerator is modeled on (prefill and decode lengths, window, d): a file that differs
+    is named."""
+    parts = [load_serving_json(p) for p in paths]
+    first = parts[0]
+    for other in parts[1:]:
+        for key in ("prefill_lengths", "decode_cache_lengths", "window"):
+            if other["traces"].get(key) != first["traces"].get(key):
+                raise bad("gpu json", other["path"],
+                          f"its traces' {key} differ from {first['path']}'s: measure both on "
+                          "the same traces (scripts/gpu/serving_traces.py)")
+        if other["d"] != first["d"]:
+            raise bad("gpu json", other["path"], f"d={other['d']} differs from {first['path']}'s "
+                      f"d={first['d']}")
+    return {**first, "path": ", ".join(d["path"] for d in parts),
+            "provenance": first["provenance"],
+            "sources": {Path(d["path"]).name: d["provenance"] for d in parts},
+            "measurements": [m for d in parts for m in d["measurements"]]}
+
+
+def candidates(data: dict, workload: str) -> list[dict]:
+    """The measured rows of ``workload`` that can be its baseline, each with ``unit_ms`` (per
+    head for prefill and window, the whole batch for decode), fastest first. Decode counts only
+    the paths that read pages, as the accelerator does."""
     rows = [m for m in data["measurements"] if m["workload"] == workload and m["status"] == "ok"
-            and (not paged_only or m["backend"] in PAGED_BACKENDS)]
+            and (workload != "decode" or m["backend"] in PAGED_BACKENDS)]
+    unit = (lambda m: m["time_ms"] / m["heads"]) if workload in PER_HEAD else \
+        (lambda m: m["time_ms"])
+    return sorted(({**m, "unit_ms": unit(m)} for m in rows), key=lambda m: m["unit_ms"])
+
+
+def _best(data: dict, workload: str, baseline: str | None = None) -> dict:
+    rows = candidates(data, workload)
     if not rows:
         raise ConfigError(f"gpu json={data['path']!r} is invalid: no measured {workload} row"
-                          + (" that reads pages" if paged_only else ""))
-    most = max(r["heads"] for r in rows)       # the shape that fills the GPU
-    return min((r for r in rows if r["heads"] == most), key=lambda r: r["time_ms"])
+                          + (" that reads pages" if workload == "decode" else ""))
+    if baseline is None:
+        return rows[0]
+    named = [r for r in rows if r["backend"] == baseline]
+    if not named:
+        raise bad("baseline", baseline, f"was not measured for {workload}; measured: "
+                  + ", ".join(dict.fromkeys(r["backend"] for r in rows)))
+    return named[0]
 
 
 def _workload(hw: HardwareConfig, data: dict, name: str, heads: int):
@@ -65,18 +106,22 @@ def _workload(hw: HardwareConfig, data: dict, name: str, heads: int):
 
 
 def compare_serving(hw: HardwareConfig, data: dict, gpu_peak_tflops: float = H200_PEAK_TFLOPS,
-                    gpu_bandwidth_tbs: float = H200_BANDWIDTH_TBS, progress=None) -> list[dict]:
-    """One row per serving workload: the GPU's fastest measured path (with the heads that fill
-    it; for the paged decode, the fastest that reads pages), the accelerator's modeled cycles
-    on the same workload, and the two projections. Prefill and window compare one head (the
-    GPU's time over its heads, as :func:`attenio.sim.gpu.compare` does; the accelerator runs
-    heads one after another), the decode batch whole (its GQA groups share K/V).
-    ``progress(fraction)`` after each schedule."""
+                    gpu_bandwidth_tbs: float = H200_BANDWIDTH_TBS, progress=None,
+                    baselines: dict[str, str] | None = None) -> list[dict]:
+    """One row per serving workload against the GPU's fastest measured kernel for it (per
+    head for prefill and window, the decode batch whole, among the paths that read pages;
+    ``baselines`` maps a workload to another backend), the accelerator's modeled cycles on the
+    same workload, and the two projections. Each side is shown against its limits: the GPU's %
+    of its peak and of its measured HBM read rate (where the file has one), the accelerator's
+    % of its compute roof and of its DRAM bandwidth busy. Every candidate's time is kept in
+    ``gpu_candidates``. ``progress(fraction)`` after each schedule."""
     acc_peak, scale, hw_bw, bw_bpc = projection(hw, gpu_peak_tflops, gpu_bandwidth_tbs)
+    ceilings = [v.get("hbm_read_tbs") for v in data.get("sources", {}).values()]
+    read_ceiling = max((c for c in ceilings if c), default=data["provenance"].get("hbm_read_tbs"))
     out = []
     for i, name in enumerate(WORKLOADS):
-        gpu = _best(data, name, paged_only=name == "decode")
-        per_head = name != "decode"
+        gpu = _best(data, name, (baselines or {}).get(name))
+        per_head = name in PER_HEAD
         wl = _workload(hw, data, name, 1 if per_head else gpu["heads"])
         sch = schedule(hw, wl, keep_spans=False)
         if progress:
@@ -90,20 +135,34 @@ def compare_serving(hw: HardwareConfig, data: dict, gpu_peak_tflops: float = H20
         flops = gpu["flops"] / unit
         proj_s = acc_s * scale
         proj_bw_s = sch_bw.total_cycles / (hw.clock_mhz * 1e6) * scale
+        moved = sch.read_bytes + sch.write_bytes
         row = {"workload": name, "compared": "one head" if per_head else "the batch",
                "gpu_heads": gpu["heads"], "gpu_backend": gpu["backend"],
+               "gpu_source": gpu.get("source"), "gpu_chosen": "named" if (baselines or {})
+               .get(name) else "fastest measured",
                "gpu_call_ms": gpu["time_ms"], "gpu_ms": gpu_s * 1e3,
                "gpu_tflops": flops / gpu_s / 1e12, "flops": flops,
+               "gpu_pct_peak": 100 * flops / gpu_s / 1e12 / gpu_peak_tflops,
+               "gpu_pct_read_ceiling": (100 * gpu["kv_bytes_touched"] / unit / gpu_s / 1e12
+                                        / read_ceiling
+                                        if read_ceiling and "kv_bytes_touched" in gpu else None),
+               "gpu_read_ceiling_tbs": read_ceiling,
+               "gpu_candidates": {c["backend"] + ("" if not per_head else f" ({c['heads']}h)"):
+                                  c["unit_ms"] for c in candidates(data, name)},
                "acc_cycles": sch.total_cycles, "acc_ms": acc_s * 1e3,
                "acc_pct_peak": 100 * flops / acc_s / 1e12 / acc_peak,
+               "acc_pct_dram_busy": 100 * moved / (sch.total_cycles * hw.dram_bytes_per_cycle),
                "acc_read_bytes": sch.read_bytes,
                "proj_equal_peak_ms": proj_s * 1e3, "proj_equal_peak_speedup": gpu_s / proj_s,
                "proj_equal_peak_bw_ms": proj_bw_s * 1e3,
                "proj_equal_peak_bw_speedup": gpu_s / proj_bw_s,
                "proj_bw_bytes_per_cycle": bw_bpc}
         if name == "decode":
-            flat = _best(data, name)
-            row["gpu_contiguous_backend"], row["gpu_contiguous_ms"] = flat["backend"], \
-                flat["time_ms"]
+            flat = [m for m in data["measurements"] if m["workload"] == "decode"
+                    and m["status"] == "ok" and m["backend"] not in PAGED_BACKENDS]
+            if flat:
+                f = min(flat, key=lambda m: m["time_ms"])
+                row["gpu_contiguous_backend"], row["gpu_contiguous_ms"] = f["backend"], \
+                    f["time_ms"]
         out.append(row)
     return out

@@ -510,6 +510,63 @@ def test_compare_on_the_serving_workloads(tmp_path):
     assert "sdpa-gathered-pages" in r.output
 
 
+def test_compare_reads_several_serving_jsons_and_names_the_fastest(tmp_path):
+    """Issue #46: every kernel measured competes (files read together), the row names the
+    fastest, --baseline picks another, and a baseline not measured lists those that were."""
+    import json
+
+    p = _serving_json(tmp_path)
+    data = json.loads(p.read_text())
+    data["provenance"]["hbm_read_tbs"] = 4.0
+    data["measurements"] = [
+        {"workload": "decode", "backend": "flashinfer-decode-tc", "heads": 4, "status": "ok",
+         "time_ms": 0.02, "flops": 1e5, "kv_bytes_touched": 4e7},
+        {"workload": "prefill", "backend": "z", "heads": 1, "status": "ok", "time_ms": 0.1,
+         "flops": 1e6}]
+    q = tmp_path / "fi.json"
+    q.write_text(json.dumps(data))
+    both = f"{p},{q}"
+    r = run("compare", "--preset", "tiny", "--gpu", both, "--json", str(tmp_path / "o.json"))
+    assert r.exit_code == 0, r.output
+    rows = {x["workload"]: x for x in json.loads((tmp_path / "o.json").read_text())["rows"]}
+    assert rows["decode"]["gpu_backend"] == "flashinfer-decode-tc"
+    assert rows["decode"]["gpu_source"] == "fi.json"
+    assert rows["decode"]["gpu_pct_read_ceiling"] == pytest.approx(100 * 4e7 / 0.02e-3 / 4e12)
+    assert rows["prefill"]["gpu_backend"] == "z" and rows["prefill"]["gpu_ms"] == 0.1
+    assert set(rows["decode"]["gpu_candidates"]) == {"flashinfer-decode-tc",
+                                                     "sdpa-gathered-pages"}
+    r = run("compare", "--preset", "tiny", "--gpu", both, "--baseline",
+            "decode=sdpa-gathered-pages", "--json", str(tmp_path / "o.json"))
+    assert r.exit_code == 0, r.output
+    rows = {x["workload"]: x for x in json.loads((tmp_path / "o.json").read_text())["rows"]}
+    assert rows["decode"]["gpu_backend"] == "sdpa-gathered-pages"
+    assert rows["decode"]["gpu_chosen"] == "named" and rows["prefill"]["gpu_backend"] == "z"
+    r = run("compare", "--preset", "tiny", "--gpu", both, "--baseline", "decode=cudnn")
+    assert r.exit_code == 2 and "baseline='cudnn' is invalid: was not measured for decode; " \
+        "measured: flashinfer-decode-tc, sdpa-gathered-pages" in r.output, r.output
+    data["traces"]["decode_cache_lengths"] = [3, 4]
+    q.write_text(json.dumps(data))
+    r = run("compare", "--preset", "tiny", "--gpu", both)
+    assert r.exit_code == 2 and "decode_cache_lengths differ" in r.output, r.output
+
+
+def test_the_bundled_serving_baseline_is_the_fastest_measured():
+    """The bundled decode comparison is against FlashInfer's fastest paged kernel, not SDPA
+    over gathered pages (which stays in the candidates, slower)."""
+    from attenio.base import config as C
+    from attenio.sim import gpu as G
+    from attenio.sim import serving as SV
+
+    data = SV.load_serving_jsons(G.resolve_gpu_files("h200-serving"))
+    cands = SV.candidates(data, "decode")
+    assert cands[0]["backend"].startswith("flashinfer-")
+    assert "sdpa-gathered-pages" in [c["backend"] for c in cands[1:]]
+    assert cands[0]["unit_ms"] < 0.5 * next(c["unit_ms"] for c in cands
+                                            if c["backend"] == "sdpa-gathered-pages")
+    assert SV._best(data, "decode")["backend"] == cands[0]["backend"]
+    assert C.asplos26()   # the preset the docs quote
+
+
 def test_compare_on_a_bad_serving_json_is_one_line(tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text("{}")

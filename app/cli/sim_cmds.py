@@ -232,12 +232,15 @@ def dataflows_cmd(preset, config_file, ns, ds, causal, csv_path, bandwidth_sweep
 @main.command("compare")
 @preset_option_for("asplos26")
 @config_option
-@click.option("--gpu", "gpu_csv", default=None, metavar="NAME|CSV|JSON",
+@click.option("--gpu", "gpu_csv", default=None, metavar="NAME|FILE[,FILE…]",
               help="GPU measurements: a bundled one (h200: attention shapes, the default; "
-                   "h200-serving: the serving workloads) or a file from "
-                   "scripts/gpu/gpu_baseline.py (a CSV: attention shapes) or "
-                   "scripts/gpu/gpu_serving.py (a JSON: the serving "
-                   "workloads; --ns, --ds, --causal, --dtype do not apply).")
+                   "h200-serving: the serving workloads, SDPA/FlexAttention and FlashInfer) "
+                   "or files read together, CSVs of scripts/gpu/gpu_baseline.py (attention "
+                   "shapes) or JSONs of scripts/gpu/gpu_serving.py and gpu_flashinfer.py (the "
+                   "serving workloads; --ns, --ds, --causal, --dtype do not apply).")
+@click.option("--baseline", default=None, metavar="BACKEND|WORKLOAD=BACKEND,…",
+              help="The GPU kernel to compare with (default: the fastest measured for each "
+                   "row): one backend for every row, or per serving workload.")
 @click.option("--ns", default="1024,2048,4096,8192,16384,32768,65536,131072", show_default=True)
 @click.option("--ds", default="64,128", show_default=True)
 @click.option("--causal", type=click.Choice(["no", "yes", "both"]), default="both",
@@ -250,7 +253,7 @@ def dataflows_cmd(preset, config_file, ns, ds, causal, csv_path, bandwidth_sweep
 @click.option("--plot", "plot_path", default=None, metavar="FILE", help="Roofline PNG.")
 @json_option
 @_friendly
-def compare_cmd(preset, config_file, gpu_csv, ns, ds, causal, dtype, gpu_peak_tflops,
+def compare_cmd(preset, config_file, gpu_csv, baseline, ns, ds, causal, dtype, gpu_peak_tflops,
                 gpu_bandwidth_tbs, csv_path, plot_path, json_path):
     """Accelerator cycles (modeled) against GPU baselines (measured), with labeled projections."""
     from attenio.sim import gpu as G
@@ -260,12 +263,15 @@ def compare_cmd(preset, config_file, gpu_csv, ns, ds, causal, dtype, gpu_peak_tf
     for name, v in (("gpu_peak_tflops", gpu_peak_tflops), ("gpu_bandwidth_tbs", gpu_bandwidth_tbs)):
         if not v > 0:
             raise ConfigError(f"{name}={v!r} is invalid: a positive number")
-    gpu_csv = G.resolve_gpu_file(gpu_csv)
-    if gpu_csv.endswith(".json"):
-        _compare_serving(hw, gpu_csv, gpu_peak_tflops, gpu_bandwidth_tbs, csv_path, json_path,
-                         plot_path, config_file or preset or "asplos26")
+    files = G.resolve_gpu_files(gpu_csv)
+    if files[0].endswith(".json"):
+        _compare_serving(hw, files, gpu_peak_tflops, gpu_bandwidth_tbs, csv_path, json_path,
+                         plot_path, config_file or preset or "asplos26", baseline)
         return
-    data = G.load_gpu_csv(gpu_csv)
+    if baseline and "=" in baseline:
+        raise ConfigError(f"baseline={baseline!r} is invalid: WORKLOAD=BACKEND is for the "
+                          "serving JSONs; give one backend for the attention shapes")
+    data = G.load_gpu_csvs(files)
     try:
         n_list = [int(x) for x in ns.split(",")]
         d_list = [int(x) for x in ds.split(",")]
@@ -274,7 +280,7 @@ def compare_cmd(preset, config_file, gpu_csv, ns, ds, causal, dtype, gpu_peak_tf
     causals = {"no": [False], "yes": [True], "both": [False, True]}[causal]
     with _Bar("comparing") as bar:
         rows = G.compare(hw, data, n_list, d_list, causals, dtype, gpu_peak_tflops,
-                         gpu_bandwidth_tbs, progress=bar)
+                         gpu_bandwidth_tbs, progress=bar, baseline=baseline)
     pv = data.provenance
     click.echo(f"GPU (measured): {pv.get('gpu', '?')}, driver {pv.get('driver', '?')}, torch "
                f"{pv.get('torch', '?')}, CUDA {pv.get('cuda', '?')}, {pv.get('date', '?')}; "
@@ -410,38 +416,73 @@ def explore(preset, config_file, sets, n, nk, d, heads, kv_heads, causal, vs_fa2
                                 "pareto_front": [r["key"] for r in front]})
 
 
-def _compare_serving(hw, path, gpu_peak_tflops, gpu_bandwidth_tbs, csv_path, json_path,
-                     plot_path, name):
-    """``attenio compare --gpu FILE.json``: the serving workloads (sim/serving.py)."""
+def _serving_baselines(baseline: str | None) -> dict[str, str] | None:
+    """``--baseline``: one backend for every serving workload, or ``WORKLOAD=BACKEND,…``."""
+    from attenio.sim import serving as SV
+
+    if not baseline:
+        return None
+    if "=" not in baseline:
+        return {w: baseline for w in SV.WORKLOADS}
+    out = {}
+    for part in baseline.split(","):
+        w, _, b = part.partition("=")
+        if w not in SV.WORKLOADS or not b:
+            raise ConfigError(f"baseline={part!r} is invalid: WORKLOAD=BACKEND with a workload "
+                              f"of {', '.join(SV.WORKLOADS)}")
+        out[w] = b
+    return out
+
+
+def _compare_serving(hw, paths, gpu_peak_tflops, gpu_bandwidth_tbs, csv_path, json_path,
+                     plot_path, name, baseline=None):
+    """``attenio compare --gpu FILE.json[,FILE.json…]``: the serving workloads
+    (sim/serving.py), each against the fastest kernel measured for it."""
     from attenio.sim import serving as SV
 
     if plot_path:
         raise ConfigError("plot is invalid with a serving JSON: the roofline plot is for the "
                           "attention shapes of a CSV")
-    data = SV.load_serving_json(path)
+    data = SV.load_serving_jsons(paths)
     with _Bar("modeling the serving workloads") as bar:
-        rows = SV.compare_serving(hw, data, gpu_peak_tflops, gpu_bandwidth_tbs, progress=bar)
+        rows = SV.compare_serving(hw, data, gpu_peak_tflops, gpu_bandwidth_tbs, progress=bar,
+                                  baselines=_serving_baselines(baseline))
     pv = data["provenance"]
-    click.echo(f"GPU (measured): {pv.get('gpu', '?')}, torch {pv.get('torch', '?')}, CUDA "
-               f"{pv.get('cuda', '?')}, {pv.get('date', '?')}, {data['dtype']}, d={data['d']}; "
-               f"dense peak {gpu_peak_tflops:g} TFLOP/s (datasheet)")
+    for src, p in data.get("sources", {"": pv}).items():
+        extra = f", FlashInfer {p['flashinfer']}" if p.get("flashinfer") else ""
+        ceil = (f"; measured HBM read {p['hbm_read_tbs']} TB/s, GEMM "
+                f"{p.get('gemm_8192_bf16_tflops', '?')} TFLOP/s" if p.get("hbm_read_tbs")
+                else "")
+        click.echo(f"GPU (measured{', ' + src if src else ''}): {p.get('gpu', '?')}, torch "
+                   f"{p.get('torch', '?')}, CUDA {p.get('cuda', '?')}{extra}, "
+                   f"{p.get('date', '?')}{ceil}")
+    click.echo(f"GPU: {data['dtype']}, d={data['d']}; dense peak {gpu_peak_tflops:g} TFLOP/s "
+               f"and {gpu_bandwidth_tbs:g} TB/s (datasheet)")
     acc_peak = 2 * hw.macs * hw.clock_mhz / 1e6
     click.echo(f"accelerator (modeled): {name}, {acc_peak:.3f} TFLOP/s peak, "
                f"{hw.dram_bytes_per_cycle} B/cycle; projections as for the CSV (--help)\n")
-    click.echo(f"{'workload':>8} {'compared':>9} | {'GPU backend':>28} {'ms':>9} {'TFLOP/s':>8} | "
-               f"{'acc cycles':>13} {'%peak':>6} | {'[peak] ms':>9} {'speedup':>7} | "
-               f"{'[peak+bw] ms':>12} {'speedup':>7}")
+    click.echo(f"{'workload':>8} {'compared':>9} | {'GPU backend':>28} {'ms':>8} {'%peak':>6} "
+               f"{'%read':>6} | {'acc cycles':>13} {'%peak':>6} {'%DRAM':>6} | "
+               f"{'[peak] ms':>9} {'speedup':>7} | {'[peak+bw] ms':>12} {'speedup':>7}")
     for r in rows:
+        rd = r["gpu_pct_read_ceiling"]
         click.echo(f"{r['workload']:>8} {r['compared']:>9} | {r['gpu_backend']:>28} "
-                   f"{r['gpu_ms']:>9.3f} {r['gpu_tflops']:>8.1f} | {r['acc_cycles']:>13,} "
-                   f"{r['acc_pct_peak']:>5.1f}% | {r['proj_equal_peak_ms']:>9.3f} "
+                   f"{r['gpu_ms']:>8.3f} {r['gpu_pct_peak']:>5.1f}% "
+                   f"{(f'{rd:5.1f}%' if rd is not None else '    - '):>6} | "
+                   f"{r['acc_cycles']:>13,} {r['acc_pct_peak']:>5.1f}% "
+                   f"{r['acc_pct_dram_busy']:>5.1f}% | {r['proj_equal_peak_ms']:>9.3f} "
                    f"{r['proj_equal_peak_speedup']:>6.2f}x | {r['proj_equal_peak_bw_ms']:>12.3f} "
                    f"{r['proj_equal_peak_bw_speedup']:>6.2f}x")
+    click.echo("\nGPU backend: the fastest measured for the workload (or --baseline); every "
+               "kernel measured is in --json's gpu_candidates. %read: the K/V bytes the "
+               "workload must touch over the GPU's time, against its measured HBM read rate. "
+               "%DRAM: the accelerator's DRAM bandwidth busy.")
     dec = next(r for r in rows if r["workload"] == "decode")
-    click.echo(f"\ndecode: the GPU reads its pages through a gather ({dec['gpu_backend']}); on "
-               f"contiguous caches its fastest is {dec['gpu_contiguous_backend']}, "
-               f"{dec['gpu_contiguous_ms']:.3f} ms. It is memory-bound: [peak+bw] is the "
-               "projection that applies.")
+    others = sorted(dec["gpu_candidates"].items(), key=lambda kv: kv[1])[1:]
+    if others:
+        click.echo("decode, the other paged kernels measured (slower baselines): " + ", ".join(
+            f"{b} {ms:.3f} ms" for b, ms in others) + ". It is memory-bound: [peak+bw] is the "
+            "projection that applies.")
     if csv_path:
         _write_csv(csv_path, rows)
     if json_path:

@@ -16,14 +16,13 @@ Exits 1 with one line when CUDA is not available.
 from __future__ import annotations
 
 import datetime as dt
-import os
 import platform
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_common import cuda_torch, parser, time_calls  # noqa: E402
+from gpu_common import cuda_torch, gemm_rate, nvml, parser, sm_clock, time_calls  # noqa: E402
 
 COLUMNS = ["backend", "dtype", "d", "n", "causal", "batch", "heads", "time_ms", "time_ms_min",
            "repeats", "tflops", "sm_clock_mhz", "status"]
@@ -50,7 +49,7 @@ def main() -> int:
     t_start = time.perf_counter()
     dev = torch.device("cuda")
     props = torch.cuda.get_device_properties(dev)
-    nvml = _nvml()
+    nv = nvml()
     backends = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION,
                 "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
     try:
@@ -61,8 +60,8 @@ def main() -> int:
     provenance = {
         "gpu": props.name, "sm_count": props.multi_processor_count,
         "memory_gib": round(props.total_memory / 2**30, 1),
-        "driver": nvml["driver"] if nvml else "unknown",
-        "max_sm_clock_mhz": nvml["max_sm"] if nvml else "unknown",
+        "driver": nv["driver"] if nv else "unknown",
+        "max_sm_clock_mhz": nv["max_sm"] if nv else "unknown",
         "torch": torch.__version__, "cuda": torch.version.cuda,
         "cudnn": torch.backends.cudnn.version(), "python": platform.python_version(),
         "flash_attn": "installed" if flash_attn_func else "not installed",
@@ -71,7 +70,7 @@ def main() -> int:
         "script": "scripts/gpu/gpu_baseline.py",
     }
     for dtype_name, dtype in (("bf16", torch.bfloat16), ("fp16", torch.float16)):
-        provenance[f"gemm_8192_{dtype_name}_tflops"] = round(_gemm_rate(torch, dtype), 1)
+        provenance[f"gemm_8192_{dtype_name}_tflops"] = round(gemm_rate(torch, dtype), 1)
     ns = [n for n in FULL_NS if n <= 8192] if args.quick else FULL_NS
     rows = []
     out = open(args.output, "w")
@@ -119,7 +118,7 @@ def main() -> int:
                                             return F.scaled_dot_product_attention(
                                                 q, kk, vv, is_causal=causal)
                                 ms, ms_min, reps = time_calls(torch, fn, quick=args.quick)
-                                clock = _sm_clock(nvml)
+                                clock = sm_clock(nv)
                                 fl = attention_flops(n, d, causal, batch, heads)
                                 emit({**base, "time_ms": f"{ms:.6f}",
                                       "time_ms_min": f"{ms_min:.6f}", "repeats": reps,
@@ -139,41 +138,6 @@ def main() -> int:
     ok = sum(r["status"] == "ok" for r in rows)
     print(f"wrote {args.output}: {len(rows)} rows, {ok} measured", flush=True)
     return 0
-
-
-def _gemm_rate(torch, dtype) -> float:
-    a = torch.randn(8192, 8192, device="cuda", dtype=dtype)
-    b = torch.randn(8192, 8192, device="cuda", dtype=dtype)
-    for _ in range(3):
-        a @ b
-    torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    for _ in range(10):
-        a @ b
-    e.record()
-    e.synchronize()
-    return 2 * 8192**3 * 10 / (s.elapsed_time(e) * 1e-3) / 1e12
-
-
-def _nvml():
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        h = pynvml.nvmlDeviceGetHandleByIndex(int(os.environ.get("CUDA_VISIBLE_DEVICES", "0")
-                                                  .split(",")[0] or 0))
-        drv = pynvml.nvmlSystemGetDriverVersion()
-        return {"handle": h, "mod": pynvml, "driver": drv.decode() if isinstance(drv, bytes)
-                else drv, "max_sm": pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM)}
-    except Exception:
-        return None
-
-
-def _sm_clock(nvml):
-    if not nvml:
-        return ""
-    return nvml["mod"].nvmlDeviceGetClockInfo(nvml["handle"], nvml["mod"].NVML_CLOCK_SM)
 
 
 if __name__ == "__main__":

@@ -46,3 +46,27 @@ def read_lengths(spec: str) -> list[int]:
     if not lengths or min(lengths) < 1:
         raise SystemExit(f"lengths {spec!r}: give positive integers such as 37,512,4096")
     return lengths
+
+
+# Issue #46's shared-prefix decode traces: every sequence's table starts with the same prefix
+# pages (prefix caching) and goes on with its own suffix; GQA 32/8, d = 128, page 16.
+SHARED = [{"name": "shared-4k", "sequences": 256, "prefix": 4096, "low": 128, "high": 4096,
+           "seed": 0},
+          {"name": "shared-32k", "sequences": 64, "prefix": 32768, "low": 128, "high": 4096,
+           "seed": 1}]
+# Issue #45's MLA absorbed decode (DeepSeek-V3): MQA over the compressed latent, 128 query
+# heads, Q·K over 512 + 64 (latent and rope part), V the latent's 512; page 64.
+MLA = {"sequences": 64, "low": 1024, "high": 16384, "seed": 0, "page_size": 64, "heads": 128,
+       "d_ckv": 512, "d_kpe": 64}
+# Gemma 2's soft-capped prefill (cap 50) and gpt-oss's sinks, as issue #46's targets name them
+SOFTCAP = {"n": 16384, "heads": 32, "kv_heads": 8, "cap": 50.0}
+SINKS = {"n": 16384, "heads": 64, "kv_heads": 8, "d": 64, "window": 128}
+
+
+def shared_prefix_suffixes(trace: dict) -> list[int]:
+    """The own (unshared) suffix lengths of one shared-prefix trace (seeded)."""
+    return uniform_lengths(trace["sequences"], trace["low"], trace["high"], trace["seed"])
+
+
+def mla_cache_lengths() -> list[int]:
+    return uniform_lengths(MLA["sequences"], MLA["low"], MLA["high"], MLA["seed"])

@@ -36,6 +36,23 @@ def test_load_and_pick_fastest(tmp_path):
     assert one["backend"] == "cudnn" and full["time_ms"] == 1.0
 
 
+def test_a_named_baseline_and_several_files(tmp_path):
+    """--baseline picks a backend instead of the fastest; one not measured for the shape lists
+    those that were; CSVs read together compete row by row (issue #46)."""
+    data = G.load_gpu_csv(write_csv(tmp_path, ROWS))
+    assert G.best_gpu_row(data, 1024, 64, False, "bf16", True, "flash")["time_ms"] == 2.0
+    with pytest.raises(C.ConfigError, match=r"baseline='fa3' is invalid: was not measured for "
+                       r"N=1024 .* measured: cudnn, flash"):
+        G.best_gpu_row(data, 1024, 64, False, "bf16", True, "fa3")
+    other = tmp_path / "other"
+    other.mkdir()
+    faster = write_csv(other, ["fa3,bf16,64,1024,0,64,16,0.5,0.5,50,550.0,1900,ok"])
+    both = G.load_gpu_csvs(G.resolve_gpu_files(f"{tmp_path / 'gpu.csv'},{faster}"))
+    assert G.best_gpu_row(both, 1024, 64, False, "bf16", True)["backend"] == "fa3"
+    with pytest.raises(C.ConfigError, match="mixes CSV and JSON"):
+        G.resolve_gpu_files(f"{faster},h200-serving-2026-12-02.json")
+
+
 def test_projection_arithmetic(tmp_path):
     data = G.load_gpu_csv(write_csv(tmp_path, ROWS))
     hw = C.asplos26()
@@ -110,11 +127,13 @@ def test_bundled_measurements_are_package_data_and_the_default(tmp_path):
     st = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert st["package-dir"]["attenio.gpu_data"] == "data/gpu"
     assert "attenio.gpu_data" in st["packages"]
-    for name, file in G.BUNDLED.items():
-        path = Path(G.resolve_gpu_file(name))
-        assert path.is_file() and path.name == file and path.suffix[1:] in " ".join(
-            st["package-data"]["attenio.gpu_data"])
-    assert G.resolve_gpu_file(None) == G.resolve_gpu_file("h200")
+    for name, files in G.BUNDLED.items():
+        paths = [Path(p) for p in G.resolve_gpu_files(name)]
+        assert [p.name for p in paths] == list(files)
+        for path in paths:
+            assert path.is_file() and path.suffix[1:] in " ".join(
+                st["package-data"]["attenio.gpu_data"])
+    assert G.resolve_gpu_files(None) == G.resolve_gpu_files("h200")
     r = CliRunner().invoke(main, ["compare", "--ns", "1024", "--ds", "64", "--causal", "no"])
     assert r.exit_code == 0 and "GPU (measured): NVIDIA H200" in r.output, r.output
     r = CliRunner().invoke(main, ["compare", "--gpu", "h100"])
@@ -125,7 +144,7 @@ def test_roofline_figure_draws_one_intensity_and_the_measured_roof(tmp_path):
     """compare --plot (issue #32): both machines' points at the same x (the workload's
     compulsory intensity), the GPU roof at the measured GEMM throughput, the points' TFLOP/s
     those of the comparison rows."""
-    data = G.load_gpu_csv(G.resolve_gpu_file("h200"))
+    data = G.load_gpu_csvs(G.resolve_gpu_files("h200"))
     hw = C.asplos26()
     rows = G.compare(hw, data, [1024, 4096], [64], [False, True], "bf16")
     gemm = float(data.provenance["gemm_8192_bf16_tflops"])
