@@ -33,3 +33,4 @@ class ErrorCode(IntEnum):
     ABORTED = 11
     REGION_OVERLAP = 12
     NO_WRITE_WINDOW = 13
+    NO_KV_WINDOW = 14

@@ -28,7 +28,8 @@ __all__ = ["MAGIC", "VERSION", "ADDR_BITS", "Field", "Register", "COUNTERS", "re
            "markdown"]
 
 MAGIC = 0x4154494F  # "ATIO"
-VERSION = (0, 3)   # 0.2: the write window (WWIN_*); 0.3: a run needs one (NO_WRITE_WINDOW)
+VERSION = (0, 4)   # 0.2: the write window (WWIN_*); 0.3: a run needs one (NO_WRITE_WINDOW);
+                   # 0.4: the K/V read window (KVWIN_*), needed too (NO_KV_WINDOW)
 ADDR_BITS = 12
 
 
@@ -116,11 +117,13 @@ def registers(cfg: HardwareConfig) -> list[Register]:
         Register("PROG_LEN", 0x038, "rw", "program length in instructions (fetch limit)"),
     ]
     windows = [
-        ("WIN", 0x040, "DRAM window", "reads",
+        ("WIN", 0x040, "read window", "LOAD_Q",
          "0: no check"),
         ("WWIN", 0x050, "write window", "STORE_O only",
-         ("0: START refuses the run, NO_WRITE_WINDOW; and one that overlaps WIN or the "
-          "program, REGION_OVERLAP")),
+         ("0: START refuses the run, NO_WRITE_WINDOW; and one that overlaps WIN, KVWIN or "
+          "the program, REGION_OVERLAP")),
+        ("KVWIN", 0x060, "K/V read window", "LOAD_KV: K, V and block-table reads",
+         "0: START refuses the run, NO_KV_WINDOW"),
     ]
     for name, off, what, base_note, size_note in windows:
         regs += [

@@ -44,12 +44,14 @@ def selftest_data(hw: HardwareConfig, wl: Workload, seed: int = 1) -> dict:
     golden = golden_output(hw, wl, prep.inputs)
     o_bytes = prep.pack_output(np.asarray(golden, dtype=np.int64))
     regs = python_map(hw)
-    # the read window holds the program and the inputs, the write window the output (a
-    # run without a write window is refused: NO_WRITE_WINDOW)
+    # the read window holds the program and the inputs, the K/V window K, V and the block
+    # tables, the write window the output (a run without a write or K/V window is refused:
+    # NO_WRITE_WINDOW, NO_KV_WINDOW)
     writes = [("PROG_BASE_LO", lay.program), ("PROG_BASE_HI", 0),
               ("PROG_LEN", len(prep.program) // INSTR_BYTES),
               ("WIN_BASE_LO", 0), ("WIN_SIZE_LO", lay.o),
               ("WWIN_BASE_LO", lay.o), ("WWIN_SIZE_LO", lay.end - lay.o),
+              ("KVWIN_BASE_LO", lay.k), ("KVWIN_SIZE_LO", lay.o - lay.k),
               ("IRQ_ENABLE", pack_fields(regs["IRQ_ENABLE"], DONE=1)),
               ("CTRL", pack_fields(regs["CTRL"], START=1))]
     return {"image": prep.image, "o_addr": lay.o, "o_bytes": o_bytes,

@@ -72,8 +72,11 @@ class _Engine(Elaboratable):
         self.win_size = Signal(64)
         self.wwin_base = Signal(64)          # the store engine's window
         self.wwin_size = Signal(64)
-        self.overlap = Signal()              # the write window overlaps WIN or the program
+        self.kvwin_base = Signal(64)         # the load engine's window for K, V and tables
+        self.kvwin_size = Signal(64)
+        self.overlap = Signal()              # the write window overlaps WIN, KVWIN or the program
         self.no_wwin = Signal()              # no write window programmed (WWIN_SIZE = 0)
+        self.no_kvwin = Signal()             # no K/V read window programmed (KVWIN_SIZE = 0)
         self.finished = Signal()
         self.drained = Signal()
         self.err = Signal(4)
@@ -110,6 +113,7 @@ class _Engine(Elaboratable):
         for unit in (fetch, disp, load, issue, store):
             m.d.comb += [unit.go.eq(self.go), unit.stop.eq(stop)]
         m.d.comb += [load.win_base.eq(self.win_base), load.win_size.eq(self.win_size),
+                     load.kvwin_base.eq(self.kvwin_base), load.kvwin_size.eq(self.kvwin_size),
                      store.win_base.eq(self.wwin_base), store.win_size.eq(self.wwin_size)]
 
         # fetch → dispatch → the three queues' engines
@@ -140,6 +144,7 @@ class _Engine(Elaboratable):
 
         fail(self.abort & self.go, ErrorCode.ABORTED)
         fail(self.no_wwin & self.go, ErrorCode.NO_WRITE_WINDOW)
+        fail(self.no_kvwin & self.go, ErrorCode.NO_KV_WINDOW)
         fail(self.overlap & self.go, ErrorCode.REGION_OVERLAP)
         for unit in (fetch, disp, load, issue, store, wdog):
             fail(unit.fail, unit.fail_code)
@@ -249,21 +254,27 @@ class AttenIOTop(wiring.Component):
 
     @staticmethod
     def _regions(m: Module, csr, eng) -> None:
-        """The store engine's window and the overlap check, from the registers (outside the
-        engine, so START's reset does not clear them; registers change only between runs).
-        Two register stages: the regions' ends, then the compares."""
+        """The store engine's and the K/V read window, and the overlap check, from the
+        registers (outside the engine, so START's reset does not clear them; registers change
+        only between runs). Two register stages: the regions' ends, then the compares."""
         rb, rs = Cat(csr.win_base_lo, csr.win_base_hi), Cat(csr.win_size_lo, csr.win_size_hi)
         wb, ws = Cat(csr.wwin_base_lo, csr.wwin_base_hi), Cat(csr.wwin_size_lo, csr.wwin_size_hi)
+        kb = Cat(csr.kvwin_base_lo, csr.kvwin_base_hi)
+        ks = Cat(csr.kvwin_size_lo, csr.kvwin_size_hi)
         pb = Cat(csr.prog_base_lo, csr.prog_base_hi)
-        own = Signal()
-        re, we, pe = Signal(65), Signal(65), Signal(65)
-        rb_r, wb_r, pb_r = Signal(64), Signal(64), Signal(64)
+        own, k_own = Signal(), Signal()
+        re, we, pe, ke = Signal(65), Signal(65), Signal(65), Signal(65)
+        rb_r, wb_r, pb_r, kb_r = Signal(64), Signal(64), Signal(64), Signal(64)
         r_on, p_on = Signal(), Signal()
-        m.d.sync += [own.eq(ws != 0), re.eq(rb + rs), we.eq(wb + ws),
-                     pe.eq(pb + csr.prog_len * INSTR_BYTES), rb_r.eq(rb), wb_r.eq(wb), pb_r.eq(pb),
-                     r_on.eq(rs != 0), p_on.eq(csr.prog_len != 0)]
-        wbase, wsize = Signal(64), Signal(64)
-        m.d.sync += [wbase.eq(wb), wsize.eq(ws), eng.no_wwin.eq(~own),
+        m.d.sync += [own.eq(ws != 0), k_own.eq(ks != 0), re.eq(rb + rs), we.eq(wb + ws),
+                     ke.eq(kb + ks), pe.eq(pb + csr.prog_len * INSTR_BYTES), rb_r.eq(rb),
+                     wb_r.eq(wb), pb_r.eq(pb), kb_r.eq(kb), r_on.eq(rs != 0),
+                     p_on.eq(csr.prog_len != 0)]
+        wbase, wsize, kbase, ksize = Signal(64), Signal(64), Signal(64), Signal(64)
+        m.d.sync += [wbase.eq(wb), wsize.eq(ws), kbase.eq(kb), ksize.eq(ks),
+                     eng.no_wwin.eq(~own), eng.no_kvwin.eq(~k_own),
                      eng.overlap.eq(own & ((r_on & (rb_r < we) & (wb_r < re))
+                                           | (k_own & (kb_r < we) & (wb_r < ke))
                                            | (p_on & (pb_r < we) & (wb_r < pe))))]
-        m.d.comb += [eng.wwin_base.eq(wbase), eng.wwin_size.eq(wsize)]
+        m.d.comb += [eng.wwin_base.eq(wbase), eng.wwin_size.eq(wsize),
+                     eng.kvwin_base.eq(kbase), eng.kvwin_size.eq(ksize)]

@@ -119,11 +119,11 @@ class Host:
 
 
 def setup_writes(case: dict, regs: dict) -> list[tuple[str, int]]:
-    """The register writes that set a run up (program, read and write windows, interrupt on
+    """The register writes that set a run up (program, read, write and K/V windows, interrupt on
     done), in order: the host flow here and the plain C++ loop of scripts/bench_sim.py."""
     writes = [("PROG_BASE_LO", case["prog_base"] & 0xFFFFFFFF),
               ("PROG_BASE_HI", case["prog_base"] >> 32), ("PROG_LEN", case["prog_len"])]
-    for reg, key in (("WIN", "window"), ("WWIN", "write_window")):
+    for reg, key in (("WIN", "window"), ("WWIN", "write_window"), ("KVWIN", "kv_window")):
         base, size = case.get(key) or (0, 0)
         writes += [(f"{reg}_BASE_LO", base & 0xFFFFFFFF), (f"{reg}_BASE_HI", base >> 32),
                    (f"{reg}_SIZE_LO", size & 0xFFFFFFFF), (f"{reg}_SIZE_HI", size >> 32)]

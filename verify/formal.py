@@ -111,7 +111,7 @@ class _Harness(Elaboratable):
                              "store": StoreEngine}[self.which](cfg)
         m.submodules.unit = unit
         m.d.comb += Assume(~ResetSignal())
-        held = {"prog_base", "prog_len", "win_base", "win_size"}
+        held = {"prog_base", "prog_len", "win_base", "win_size", "kvwin_base", "kvwin_size"}
         for path, member, port in unit.signature.flatten(unit):
             if member.flow != In:
                 continue

@@ -260,6 +260,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
              check: bool = True, trace: bool = False, prog_offset: int = 0,
              prog_len: int | None = None,
              write_window: tuple[int, int] | None | str = "layout",
+             kv_window: tuple[int, int] | None | str = "layout",
              rerun: bool = False, inputs: GoldenInputs | None = None,
              q_rows: bool = False, k_block: int | None = None,
              patch: list[tuple[int, bytes]] | None = None, dram: str = "auto",
@@ -282,8 +283,9 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     ``CTRL.ABORT``; ``progress(done_cycles, expected)`` is called while it runs;
     ``prog_offset`` places the program that many bytes later (``PROG_BASE`` with it) and
     ``prog_len`` overrides ``PROG_LEN`` (instructions). Every run protects its inputs as a
-    host should: by default the read window (``WIN``) is the program, Q, K and V, and the
-    write window (``WWIN``) the output region (``write_window="layout"``); ``window`` and
+    host should: by default the read window (``WIN``) is the program and the inputs, the K/V
+    window (``KVWIN``) K, V and the block tables (``kv_window="layout"``) and the write window
+    (``WWIN``) the output region (``write_window="layout"``); ``window``, ``kv_window`` and
     ``write_window`` (``(base, size)``, or ``None`` for no register written) replace them.
     ``rerun``: after the run, run the generated program again on clean inputs with no faults
     in the same simulation (``SimResult.rerun``, with ``rerun["bit_exact"]``): recovery.
@@ -318,6 +320,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
         write_window = (lay.o, lay.end - lay.o)
         if window is None:
             window = (0, lay.o)
+    if kv_window == "layout":
+        kv_window = (lay.k, lay.o - lay.k)
     with (contextlib.nullcontext(str(workdir)) if workdir is not None
           else tempfile.TemporaryDirectory(prefix="attenio-sim-")) as tmp:
         tmpd = Path(tmp).resolve()
@@ -337,7 +341,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
             "latency": hw.dram_latency,
             "rate": hw.dram_bytes_per_cycle, "axi_bytes": hw.axi_data_bytes,
             "p_stall": p_stall, "seed": seed, "errors": errors or [], "window": window,
-            "write_window": write_window,
+            "write_window": write_window, "kv_window": kv_window,
             "rerun": {"image": str(tmpd / "clean.bin"), "prog_base": lay.program,
                       "prog_len": len(prep.program) // INSTR_BYTES} if rerun else None,
             "reset_at": reset_at, "abort_at": abort_at, "start_twice": start_twice,

@@ -89,7 +89,9 @@ class LoadEngine(wiring.Component):
     qcmd, q, kv : the core's Q command, Q rows and K/V beats.
     k_free, v_free : the core's ring credits. credits_stale : they are the previous tile's
         (the core is past that tile's last step, before its end).
-    win_base, win_size : the address window.
+    win_base, win_size : the read window of ``LOAD_Q``'s transfers.
+    kvwin_base, kvwin_size : the K/V read window: ``LOAD_KV``'s K and V blocks, pages and
+        block-table words (a server's table entry pointing anywhere else is refused).
     fail, fail_code : ``TOKEN_UNDERFLOW``, ``ADDRESS_RANGE`` or ``AXI_READ``.
     idle : no read burst in flight. ended : the queue reached ``END``.
     request, beat : an AR handshake, an R handshake (counters and watchdog).
@@ -107,6 +109,7 @@ class LoadEngine(wiring.Component):
             "k_free": In(range(cfg.max_seq_len + 1)), "v_free": In(range(cfg.max_seq_len + 1)),
             "credits_stale": In(1),
             "win_base": In(64), "win_size": In(64),
+            "kvwin_base": In(64), "kvwin_size": In(64),
             "idle": Out(1), "request": Out(1), "beat": Out(1),
         })
 
@@ -128,9 +131,13 @@ class LoadEngine(wiring.Component):
         load_end = Signal()
         rd_out = Signal(range(MAX_OUTSTANDING + 1))
         m.submodules.bursts = splitter = BurstSplitter(ab)
-        m.d.comb += [splitter.win_base.eq(self.win_base), splitter.win_size.eq(self.win_size)]
         lb = BurstRegs(m, splitter, "ld")
         u = _LoadRegs(cfg)
+        # the window of the instruction's transfers: K/V's for LOAD_KV (its table words too),
+        # WIN for LOAD_Q. is_kv changes with the instruction's start; the splitter's window
+        # registers follow one cycle later, inside the two cycles its ready stays low
+        m.d.comb += [splitter.win_base.eq(Mux(u.is_kv, self.kvwin_base, self.win_base)),
+                     splitter.win_size.eq(Mux(u.is_kv, self.kvwin_size, self.win_size))]
         lraw, lbusy = u.raw, u.busy
         l_is_kv, l_rows, l_trow, l_unit_first = u.is_kv, u.rows, u.trow, u.unit_first
         l_wd, l_contig, l_stride, l_h, l_hbase = u.wd, u.contig, u.stride, u.h, u.hbase

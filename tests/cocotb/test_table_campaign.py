@@ -2,7 +2,10 @@
 sizes, cache lengths (empty ones too), query lengths, GQA, causal masks and windows, and tables
 with pages in any order, shared between and within sequences, padded with −1. Every valid case
 runs bit-exact and cycle-exact with its AXI monitors quiet; every invalid table is refused on
-the host by name before a program exists. (Hypothesis draws; CI's profile derandomizes them.)"""
+the host by name before a program exists; and a table the host never saw (its DRAM copy
+overwritten, as a server's bug would) with an entry pointing outside the K/V window is refused
+on the RTL with ADDRESS_RANGE, no burst a clean run would not make, nothing written outside the
+write window, never a hang. (Hypothesis draws; CI's profile derandomizes them.)"""
 
 from __future__ import annotations
 
@@ -12,8 +15,9 @@ from hypothesis import strategies as st
 
 from attenio.base import config as C
 from attenio.base.blocktable import BlockTable
-from attenio.base.errors import ConfigError
-from attenio.verify.runner import simulate
+from attenio.base.errors import ConfigError, ErrorCode
+from attenio.contract.rules import PAGE_ALIGN_LOG2
+from attenio.verify.runner import prepare, simulate
 
 TINY = C.tiny()
 
@@ -73,3 +77,38 @@ def test_random_bad_tables_are_refused_by_name(lens, page, fault, data):
         match = rf"block_table='{len(lens) + 1} rows' is invalid: one per sequence: {len(lens)}"
     with pytest.raises(ConfigError, match=match):
         BlockTable.of(table, lens, page, pool)
+
+
+def _reads(r):
+    return {(a, n) for _k, what, a, n in r.extra["trace"] if what == "ar"}
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(page=st.sampled_from([2, 4, 8]), lens=st.lists(st.integers(1, 30), min_size=1,
+                                                       max_size=3),
+       where=st.sampled_from(["program", "q", "output", "past the end"]), data=st.data())
+def test_random_tables_pointing_outside_the_kv_window_are_refused_on_the_rtl(page, lens, where,
+                                                                            data):
+    # a decode batch (every page of every sequence is read: no window, one query a sequence);
+    # one entry of the table in DRAM overwritten after the host checked it
+    wl = C.VarlenWorkload(seqlens_q=[1] * len(lens), seqlens_k=lens, head_dim=8, heads=2,
+                          kv_heads=1, page_size=page)
+    need = [-(-x // page) for x in lens]
+    table = BlockTable.shuffle(lens, page, seed=data.draw(st.integers(0, 99)))
+    i = data.draw(st.integers(0, len(lens) - 1))
+    g = data.draw(st.integers(0, need[i] - 1))
+    prep = prepare(TINY, wl, seed=3, block_table=table)
+    lay = prep.layout
+    addr = {"program": lay.program, "q": lay.q, "output": lay.o,
+            "past the end": lay.end + 4096}[where]
+    at = lay.tables + 4 * (lay.paged.table_start[i] + g)
+    clean = simulate(TINY, wl, seed=3, block_table=table, trace=True, log=lambda *a: None)
+    assert clean.failures() == []
+    r = simulate(TINY, wl, seed=3, block_table=table, trace=True, check=False,
+                 patch=[(at, (addr >> PAGE_ALIGN_LOG2).to_bytes(4, "little"))],
+                 log=lambda *a: None)
+    assert r.done and not r.timed_out, (lens, page, where)
+    assert r.error == ErrorCode.ADDRESS_RANGE, (r.error, lens, page, where)
+    assert r.axi_violations == 0, r.axi_report
+    assert r.stray_bytes == 0
+    assert _reads(r) <= _reads(clean), (lens, page, where)

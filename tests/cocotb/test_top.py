@@ -12,6 +12,7 @@ import pytest
 from attenio.base import config as C
 from attenio.base.errors import ErrorCode
 from attenio.contract.program import INSTR_BYTES, Instr, Op, encode
+from attenio.contract.rules import PAGE_ALIGN_LOG2
 from attenio.contract.timing import TIMING
 from attenio.verify.runner import prepare, simulate
 
@@ -168,9 +169,65 @@ def test_paged_table_not_on_an_entry_is_refused():
     assert r.extra["dram_bytes_written"] == 0
 
 
-def test_block_table_outside_the_read_window_is_refused():
+def test_block_table_outside_the_kv_window_is_refused():
     lay = prepare(TINY, PAGED_FAULT, seed=1).layout
-    r = _paged_fault(ErrorCode.ADDRESS_RANGE, window=(0, lay.tables))
+    r = _paged_fault(ErrorCode.ADDRESS_RANGE, kv_window=(lay.k, lay.tables - lay.k))
+    assert r.extra["dram_bytes_written"] == 0
+
+
+def data_reads(r):
+    """The data port's read bursts of a traced run, as (address, beats)."""
+    return {(addr, beats) for _k, what, addr, beats in r.extra["trace"] if what == "ar"}
+
+
+_CLEAN = {}
+
+
+def clean_reads(wl):
+    """The read bursts of the same run with nothing wrong (cached per workload)."""
+    if id(wl) not in _CLEAN:
+        r = simulate(TINY, wl, seed=1, trace=True, log=lambda *a: None)
+        assert r.failures() == []
+        _CLEAN[id(wl)] = data_reads(r)
+    return _CLEAN[id(wl)]
+
+
+# issue #48: a block-table entry pointing at the program, at Q or at the output was read and
+# attended to (a wrong answer, error NONE) while the read window held program and inputs; the
+# K/V window (KVWIN: K, V and the tables) refuses it before any burst: every burst the run
+# made, a clean run makes too (0 bytes read outside)
+@pytest.mark.parametrize("where", ["program", "q", "output"])
+def test_page_outside_the_kv_window_is_refused_and_never_read(where):
+    lay = prepare(TINY, PAGED_FAULT, seed=1).layout
+    at = lay.tables + 4 * (lay.paged.table_start[1] + 1)
+    page = {"program": lay.program, "q": lay.q, "output": lay.o}[where]
+    r = _paged_fault(ErrorCode.ADDRESS_RANGE, trace=True,
+                     patch=[(at, (page >> PAGE_ALIGN_LOG2).to_bytes(4, "little"))])
+    assert data_reads(r) <= clean_reads(PAGED_FAULT)
+    assert r.extra["dram_bytes_written"] < prepare(TINY, PAGED_FAULT, seed=1).o_bytes
+
+
+@pytest.mark.parametrize("what", ["table", "k_addr"])
+def test_kv_addresses_outside_the_kv_window_are_refused(what):
+    # a LOAD_KV whose table address (paged) or K address (contiguous) is Q's: inside the read
+    # window, outside the K/V window
+    wl = PAGED_FAULT if what == "table" else SMALL
+    prep = prepare(TINY, wl, seed=1)
+    prog = list(prep.schedule.program)
+    k = next(i for i, x in enumerate(prog) if x.op == Op.LOAD_KV)
+    prog[k] = Instr(Op.LOAD_KV, {**prog[k].args, what: prep.layout.q})
+    r = simulate(TINY, wl, seed=1, program=encode(prog), trace=True, check=False,
+                 log=lambda *a: None)
+    assert r.done and not r.timed_out and r.error == ErrorCode.ADDRESS_RANGE, r.error
+    assert r.axi_violations == 0 and r.stray_bytes == 0
+    assert data_reads(r) <= clean_reads(wl)
+
+
+def test_no_kv_window_is_refused_at_start():
+    # with no K/V window (KVWIN_SIZE = 0) a table could send K/V reads anywhere the read
+    # window allows: START refuses the run, nothing fetched, read or written
+    r = _fault(ErrorCode.NO_KV_WINDOW, kv_window=None)
+    assert r.extra["dram_insn_bytes"] == 0 and r.extra["dram_bytes_read"] == 0
     assert r.extra["dram_bytes_written"] == 0
 
 
@@ -262,9 +319,12 @@ def test_program_without_end_overruns():
     _fault(ErrorCode.PROGRAM_OVERRUN, program=prog[:-32])
 
 
-def test_address_outside_window():
+@pytest.mark.parametrize("which", ["q", "v"])
+def test_address_outside_window(which):
+    # Q past the read window, or V past the K/V window (K inside it)
     lay = prepare(TINY, SMALL, seed=1).layout
-    _fault(ErrorCode.ADDRESS_RANGE, window=(0, lay.k))
+    win = {"window": (0, lay.q)} if which == "q" else {"kv_window": (lay.k, lay.v - lay.k)}
+    _fault(ErrorCode.ADDRESS_RANGE, **win)
 
 
 # ---- the output never overwrites the inputs: write window, overlap refused at START ----
@@ -293,13 +353,15 @@ def test_no_write_window_is_refused_at_start(read_window):
     assert r.extra["dram_bytes_written"] == 0 and r.extra["dram_insn_bytes"] == 0
 
 
-@pytest.mark.parametrize("what", ["read window", "program"])
+@pytest.mark.parametrize("what", ["read window", "program", "kv window"])
 def test_write_window_overlapping_is_refused_at_start(what):
     lay = prepare(TINY, SMALL, seed=1).layout
     # the write window reaches into K (the read window holds program, Q, K, V), or, with no
-    # read window set, over the program itself
-    ww = (lay.k, lay.end - lay.k) if what == "read window" else (0, lay.end)
-    win = (0, lay.o) if what == "read window" else None
+    # read window set, over the program itself, or into the K/V window (only that one set
+    # over the inputs: the read window is Q's alone)
+    ww = {"read window": (lay.k, lay.end - lay.k), "program": (0, lay.end),
+          "kv window": (lay.v, lay.end - lay.v)}[what]
+    win = {"read window": (0, lay.o), "program": None, "kv window": (lay.q, lay.k - lay.q)}[what]
     r = _fault(ErrorCode.REGION_OVERLAP, window=win, write_window=ww)
     assert r.extra["dram_bytes_written"] == 0
 
