@@ -360,15 +360,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
         if rerun and (tmpd / "o_rerun.bin").exists():
             res["rerun"]["out"] = prep.unpack_output((tmpd / "o_rerun.bin").read_bytes())
         if waves:
-            dumps = [p for p in list(tmpd.iterdir()) + list(bdir.iterdir())
-                     if p.suffix in (".fst", ".vcd")]
-            if dumps:
-                wdir = Path("build") / "waves"          # beside the user, not in the cache
-                wdir.mkdir(parents=True, exist_ok=True)
-                top = fast_dram.TOP if fast else TOP        # the DUT under attenio_fast.dut
-                dest = wdir / f"{top}-{sim}-seed{seed}{dumps[0].suffix}"
-                shutil.copy(max(dumps, key=lambda p: p.stat().st_mtime), dest)
-                res["waves"] = str(dest)
+            _keep_waves(res, tmpd, bdir, fast_dram.TOP if fast else TOP, sim, seed)
     status = res["status"]
     counters = {k: res[k] for k in ("cycles", "pe_busy", "pe_wait_kv", "pe_wait_exp",
                                     "exp_busy", "fin_busy", "dma_rd_busy", "dma_wr_busy",
@@ -404,6 +396,19 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
         predicted_requests=None if (program is not None or prog_offset or prog_len is not None
                                     or reset_at is not None or abort_at is not None
                                     or start_twice or rerun) else sched.requests)
+
+
+def _keep_waves(res: dict, tmpd: Path, bdir: Path, top: str, sim: str, seed: int) -> None:
+    """Copy the run's newest wave dump to build/waves/ (beside the user, not in the cache;
+    ``top``: the DUT under attenio_fast.dut on the fast path) and name it in ``res``."""
+    dumps = [p for p in list(tmpd.iterdir()) + list(bdir.iterdir())
+             if p.suffix in (".fst", ".vcd")]
+    if dumps:
+        wdir = Path("build") / "waves"
+        wdir.mkdir(parents=True, exist_ok=True)
+        dest = wdir / f"{top}-{sim}-seed{seed}{dumps[0].suffix}"
+        shutil.copy(max(dumps, key=lambda p: p.stat().st_mtime), dest)
+        res["waves"] = str(dest)
 
 
 def _run_bench(sim: str, top: str, bdir: Path, tmpd: Path, plusargs: list[str], waves: bool,

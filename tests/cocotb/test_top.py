@@ -385,9 +385,11 @@ def test_axi_write_error():
 
 
 def test_watchdog_ends_a_stuck_program():
-    # COMPUTE without a LOAD_Q: the core waits for Q rows that never come
-    prog = [Instr(Op.LOAD_KV, {"keys": 4, "d": 8, "keys_per_step": 1, "k_addr": 0x1000,
-                               "v_addr": 0x1000, "row_stride": 8}),
+    # COMPUTE without a LOAD_Q: the core waits for Q rows that never come (K and V read from
+    # the K/V window)
+    kv = prepare(TINY, SMALL, seed=1).layout.k
+    prog = [Instr(Op.LOAD_KV, {"keys": 4, "d": 8, "keys_per_step": 1, "k_addr": kv,
+                               "v_addr": kv, "row_stride": 8}),
             Instr(Op.COMPUTE, _tile(keys=4, keys_per_step=1)), Instr(Op.END)]
     _fault(ErrorCode.TIMEOUT, program=encode(prog))
 

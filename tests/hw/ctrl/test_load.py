@@ -65,7 +65,7 @@ def ref_load_kv(hw, mem: bytes, ins: Instr):
 
 
 def rtl_load(hw, mem: bytes, program: list[Instr], *, seed=0, p_stall=0.3, window=(0, 0),
-             errors=(), max_cycles=20_000):
+             kv_window=(0, 0), errors=(), max_cycles=20_000):
     """Run ``program`` (load instructions, then END) through LoadEngine against a memory;
     returns the bursts, the K/V beats (v, last, sc, lanes), the beats' end flags, the Q beats,
     the Q commands, the push pulses, the error code (or None) and the AXI violations."""
@@ -81,6 +81,8 @@ def rtl_load(hw, mem: bytes, program: list[Instr], *, seed=0, p_stall=0.3, windo
         ctx.set(dut.v_free, hw.max_seq_len)
         ctx.set(dut.win_base, window[0])
         ctx.set(dut.win_size, window[1])
+        ctx.set(dut.kvwin_base, kv_window[0])
+        ctx.set(dut.kvwin_size, kv_window[1])
         stall = {s: rng.random() < p_stall for s in ("q", "kv", "qcmd")}
         ctx.set(dut.q.ready, not stall["q"])
         ctx.set(dut.kv.ready, not stall["kv"])
@@ -170,14 +172,24 @@ def test_load_q_heads_and_row_words():
     assert len(out["qcmd"]) == 1 and out["push"] == 1
 
 
-def test_window_refuses_before_any_read():
+@pytest.mark.parametrize("which", ["kv", "q"])
+def test_window_refuses_before_any_read(which):
+    # LOAD_KV's transfers are held to the K/V window, LOAD_Q's to the read window; each
+    # window alone decides its own loads (the other one set to everything)
     hw = TINY
     stride = hw.row_elements(8) * hw.element_bytes
-    ins = _kv(hw, keys=4, d=8, kps=1, k_addr=1024, v_addr=8192, row_stride=stride)
+    if which == "kv":
+        ins = _kv(hw, keys=4, d=8, kps=1, k_addr=1024, v_addr=8192, row_stride=stride)
+        wins = {"kv_window": (0, 4096), "window": (0, 1 << 20)}
+    else:
+        ins = Instr(Op.LOAD_Q, {"rows": 4, "heads": 1, "d": 8, "keys_per_step": 1, "addr": 1024,
+                                "row_stride": stride * 4})
+        wins = {"window": (0, 1024 + stride), "kv_window": (0, 1 << 20)}
     mem = _image(16384, 3)
-    bursts, out, violations = rtl_load(hw, mem, [ins, Instr(Op.END)], window=(0, 4096))
-    assert out["fail"] == ErrorCode.ADDRESS_RANGE     # V lies outside [0, 4096)
-    assert all(a + n * hw.axi_data_bytes <= 4096 for a, n in bursts)
+    bursts, out, violations = rtl_load(hw, mem, [ins, Instr(Op.END)], **wins)
+    assert out["fail"] == ErrorCode.ADDRESS_RANGE     # V (or Q's second row) lies outside
+    end = wins["kv_window" if which == "kv" else "window"][1]
+    assert all(a + n * hw.axi_data_bytes <= end for a, n in bursts)
     assert violations == []
 
 
