@@ -174,10 +174,26 @@ def _build_locked(text: str, sim: str, waves: bool, bdir: Path, stamp: Path, log
     if top == fast_dram.TOP:         # --timing: C++20 coroutines (also left empty there)
         extra += " CFG_CXXFLAGS_STD=-std=c++20 CFG_CXXFLAGS_COROUTINES=-fcoroutines"
     os.environ["MAKEFLAGS"] = f"{old_makeflags or ''} {extra}".strip()
+    shared = _runtime_dir(sim, args, extra, waves) if sim == "verilator" else None
+    reused = shared is not None and shared.is_dir()
+    if reused:
+        # verilated.mk makes them depend on the model's makefile, which Verilator writes
+        # anew: dated two minutes ahead they stay newer than it, and make keeps them (at
+        # worst, a verilation slower than that, make compiles them again)
+        ahead = time.time() + 120
+        for f in shared.iterdir():
+            shutil.copy2(f, bdir / f.name)
+            os.utime(bdir / f.name, (ahead, ahead))
     try:
         with _output_to(build_log):
+            if reused:
+                print(f"attenio: Verilator's runtime objects come from {shared}, dated ahead "
+                      "so that make keeps them: its clock-skew warnings about them are "
+                      "expected", flush=True)
             runner.build(sources=sources, hdl_toplevel=top, build_dir=bdir, always=True,
                          timescale=("1ns", "1ps"), build_args=args, waves=waves)
+        if shared is not None and not shared.is_dir():
+            _keep_runtime(bdir, shared)
     except Exception as e:
         tail = build_log.read_text(errors="replace").splitlines()[-20:]
         raise RuntimeError(f"the {sim} build failed ({type(e).__name__}); the last lines of "
@@ -190,6 +206,36 @@ def _build_locked(text: str, sim: str, waves: bool, bdir: Path, stamp: Path, log
     stamp.write_text(f"{time.perf_counter() - t0:.1f} s\n")
     log(f"built in {time.perf_counter() - t0:.1f} s")
     return bdir
+
+
+# Verilator's runtime objects: the same C++ for every model built with the same flags (their
+# dependency files name only Verilator's own headers), about a third of a model's compile time
+_RUNTIME = ("verilated", "verilated_dpi", "verilated_vpi", "verilated_threads",
+            "verilated_timing")
+
+
+def _runtime_dir(sim: str, args: list, extra: str, waves: bool) -> Path:
+    """Where the runtime objects built with these flags are kept (keyed by the flags and the
+    Verilator binary, so a new version or option compiles its own)."""
+    tool = shutil.which("verilator") or ""
+    stat = os.stat(tool) if tool else None
+    key = hashlib.sha1(repr((sim, [str(a) for a in args], extra, waves, BUILD_FLAGS, tool,
+                             stat and (stat.st_size, stat.st_mtime))).encode()).hexdigest()[:12]
+    return BUILD_ROOT / f"runtime-{key}"
+
+
+def _keep_runtime(bdir: Path, shared: Path) -> None:
+    """Copy a finished build's runtime objects to ``shared`` (whole or not at all: a folder
+    renamed into place, so a concurrent build sees none or all)."""
+    files = [bdir / f"{n}{ext}" for n in _RUNTIME for ext in (".o", ".d")]
+    tmp = Path(tempfile.mkdtemp(dir=shared.parent, prefix=".runtime-"))
+    for f in files:
+        if f.exists():
+            shutil.copy2(f, tmp / f.name)
+    try:
+        tmp.rename(shared)
+    except OSError:                        # another build got there first
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 @contextlib.contextmanager

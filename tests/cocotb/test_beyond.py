@@ -41,6 +41,9 @@ def test_gqa_reads_each_kv_head_once_per_group():
     assert rm.counters["bytes_rd"] - q_bytes == 4 * (rg.counters["bytes_rd"] - q_bytes)
 
 
+@pytest.mark.slow     # a model of its own (a config without the chains): make test-slow; the
+# default suite has the same comparison at core level (tests/hw/test_core.py,
+# test_several_keys_per_step_is_faster)
 def test_several_keys_per_step_for_small_tiles():
     """One query row on 4 MAC lines: 4 keys per step against 1 (a config without the chains).
     The array does a quarter of the issue cycles; the run becomes bound by reading K/V (8 KB
