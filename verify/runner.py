@@ -116,13 +116,44 @@ def build(hw: HardwareConfig, sim: str = "verilator", *, waves: bool = False,
 @functools.lru_cache(maxsize=16)
 def _verilog(hw_json: str, muxes: bool) -> str:
     """The SystemVerilog of ``AttenIOTop`` for a configuration (its ``to_dict`` as JSON),
-    generated once per process: elaborating it takes seconds (3.6 s tiny, 7.7 s fpga,
-    measured), more than a tiny fast-path run, and every run needs it for its build key."""
+    generated once per machine: elaborating it takes seconds (3.6 s tiny, 7.7 s fpga,
+    measured), more than a tiny fast-path run, and every run needs it for its build key. The
+    text is kept beside the models, keyed by the configuration and by every source file of
+    the package (and Amaranth's version), so any change to the code generates it again."""
+    key = hashlib.sha1(f"{hw_json}{muxes}{_source_digest()}".encode()).hexdigest()[:16]
+    path = BUILD_ROOT / "verilog" / f"{key}.sv"
+    if path.exists():
+        return path.read_text()
     from attenio.hw.build import to_verilog
     from attenio.hw.top import AttenIOTop
 
     hw = HardwareConfig.from_dict(json.loads(hw_json))
-    return to_verilog(AttenIOTop(hw), TOP, sv=True, muxes=muxes)
+    text = to_verilog(AttenIOTop(hw), TOP, sv=True, muxes=muxes)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)                      # whole or not at all, for a concurrent reader
+    return text
+
+
+@functools.lru_cache(maxsize=1)
+def _source_digest() -> str:
+    """A hash of every Python source of the attenio package and of Amaranth's version."""
+    import amaranth
+
+    import attenio.base
+    import attenio.contract
+    import attenio.hw
+    import attenio.model
+
+    h = hashlib.sha1(amaranth.__version__.encode())
+    roots = sorted({Path(m.__file__).resolve().parent
+                    for m in (attenio.base, attenio.contract, attenio.hw, attenio.model)})
+    for root in roots:
+        for f in sorted(root.rglob("*.py")):
+            h.update(str(f.relative_to(root.parent)).encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()
 
 
 def build_verilog(text: str, top: str, sim: str = "verilator", *, waves: bool = False,
