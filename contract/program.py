@@ -28,16 +28,18 @@ from attenio.contract.isa import (
     field_table,
     fields_of,
 )
-from attenio.contract.progress import check_progress, check_regions
+from attenio.contract.progress import check_kv_region, check_progress, check_regions
 
 
 def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True,
-             prog_region: tuple[int, int] | None = None) -> None:
+             prog_region: tuple[int, int] | None = None,
+             kv_region: tuple[int, int] | None = None) -> None:
     """Check fields against the hardware and token usage as the controller does, that the
-    program cannot deadlock (:func:`attenio.contract.progress.check_progress`) and that no
+    program cannot deadlock (:func:`attenio.contract.progress.check_progress`), that no
     ``STORE_O`` writes over bytes the program reads (its inputs, or the program itself at
-    ``prog_region = (base, bytes)``); raise :class:`ProgramError` for the first violation
-    (offset of the instruction at fault).
+    ``prog_region = (base, bytes)``) and, given ``kv_region = (base, bytes)`` (what the host
+    sets the K/V window to), that every ``LOAD_KV`` reads inside it; raise
+    :class:`ProgramError` for the first violation (offset of the instruction at fault).
 
     Token rule: pushes happen when an instruction ends, pops when it starts; a pop whose
     producer queue has reached END with the counter at zero is an underflow, a push to a
@@ -117,6 +119,8 @@ def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True,
                            "LOAD_KV with no COMPUTE consuming it")
     check_progress(program, fail)
     check_regions(program, hw, fail, prog_region)
+    if kv_region is not None:
+        check_kv_region(program, hw, fail, kv_region)
 
 
 def decode_error(word: int, hw: HardwareConfig) -> ErrorCode:

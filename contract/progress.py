@@ -231,8 +231,8 @@ def _spans(ins, hw, out_bytes: int):
 
     eb = hw.element_bytes
     if ins.op == Op.LOAD_KV and ins.args.get("paged", 0):
-        # a paged cache: the table is in the program's view; its pages are not (WIN checks
-        # them at run time)
+        # a paged cache: the table is in the program's view; its pages are not (KVWIN
+        # checks them at run time)
         pages = -(-ins.keys // (1 << ins.page_log2))
         return [(False, ins.table, ins.table + ENTRY_BYTES * pages)]
     if ins.op == Op.LOAD_KV:
@@ -250,6 +250,21 @@ def _spans(ins, hw, out_bytes: int):
         return [(write, ins.addr + h * ins.head_stride, ins.addr + h * ins.head_stride + span)
                 for h in range(ins.heads)]
     return []
+
+
+def check_kv_region(program, hw, fail, kv_region) -> None:
+    """Refuse a ``LOAD_KV`` that reads outside ``kv_region = (base, bytes)``, as the K/V
+    window (``KVWIN``) refuses it at run time: its K and V rows (the hull of each), or, paged,
+    the table words it reads. ``ADDRESS_RANGE`` names the first such read."""
+    lo_w, hi_w = kv_region[0], kv_region[0] + kv_region[1]
+    for i, ins in enumerate(program):
+        if ins.op != Op.LOAD_KV:
+            continue
+        for _write, lo, hi in _spans(ins, hw, hw.out_element_bytes):
+            if lo < lo_w or hi > hi_w:
+                what = "table words" if ins.args.get("paged", 0) else "K/V rows"
+                fail(i, ErrorCode.ADDRESS_RANGE, f"LOAD_KV reads {what} [{lo:#x}, {hi:#x}) "
+                     f"outside the K/V window [{lo_w:#x}, {hi_w:#x})")
 
 
 def check_regions(program, hw, fail, prog_region=None) -> None:

@@ -96,8 +96,8 @@ def make_cases(hw: HardwareConfig, wl: Workload, count: int, seed: int = 0) -> l
             prog, case.what = _mutate(rng, prep.program)
             case.kw["program"] = prog
             try:
-                validate(decode(prog), hw,
-                         prog_region=(lay.program, len(prog)))
+                validate(decode(prog), hw, prog_region=(lay.program, len(prog)),
+                         kv_region=(lay.k, lay.o - lay.k))
                 case.accepted = True
             except ConfigError:
                 case.accepted = False

@@ -106,3 +106,26 @@ def test_output_over_program_is_refused():
     refused(p, r"REGION_OVERLAP: .* read by the program", prog_region=(0, len(p) * 32))
     # without the program's place, the same bytes are not known to be read
     P.validate(p, HW)
+
+
+@pytest.mark.parametrize("wl", [WL, C.VarlenWorkload(seqlens_q=[1, 1], seqlens_k=[20, 9],
+                                                     head_dim=8, heads=2, kv_heads=1,
+                                                     page_size=4)])
+def test_kv_reads_outside_the_kv_window_are_refused(wl):
+    """validate(kv_region=) refuses what the K/V window (KVWIN) refuses at run time: a LOAD_KV
+    whose K/V rows (contiguous) or table words (paged) leave the region (issue #48)."""
+    from attenio.verify.runner import prepare
+
+    prep = prepare(HW, wl, seed=1)
+    lay, p = prep.layout, list(prep.schedule.program)
+    kv = (lay.k, lay.o - lay.k)
+    P.validate(p, HW, kv_region=kv)            # the generated program reads its cache only
+    k = idx(p, P.Op.LOAD_KV)
+    ins = p[k]
+    field = "table" if ins.args.get("paged", 0) else "k_addr"
+    p[k] = P.Instr(ins.op, {**ins.args, field: lay.q}, pop_prev=ins.pop_prev,
+                   pop_next=ins.pop_next, push_prev=ins.push_prev, push_next=ins.push_next)
+    what = "table words" if field == "table" else "K/V rows"
+    refused(p, rf"ADDRESS_RANGE: LOAD_KV reads {what} \[{lay.q:#x}, .* outside the K/V "
+            rf"window \[{lay.k:#x}, {lay.o:#x}\)", kv_region=kv)
+    P.validate(p, HW)                          # without the window, the same read is allowed
