@@ -19,9 +19,12 @@ gpt-oss's sinks, DeepSeek's MLA absorbed decode), each beside the same shape wit
 variant.
 
 Both parts also measure the GPU's practical limits in the same run: a plain HBM read of 4 GiB
-and an 8192³ bf16 GEMM. Kernels compile on first use (JIT): they are compiled first, several at
-a time in worker processes, from tiny instances of every job, and only then timed (CUDA events
-around repeated calls after warm-up, median). A job that cannot run records its error.
+and an 8192³ bf16 GEMM. Kernels compile on first use (JIT), in this process, when a job is first
+built, and only then are timed (CUDA events around repeated calls after warm-up, median); the
+fa3 kernels take 2 to 8 minutes each on the lent H200, so give `--only` the workloads that
+matter first. `--workers N` compiles them beforehand in N worker processes instead: measured
+on 2026-12-04, that rebuilt every kernel on every run (FlashInfer 0.5.3's workers share one
+build folder), so it is off by default. A job that cannot run records its error.
 
 Exits 1 with one line when CUDA or FlashInfer is not available.
 """
@@ -33,7 +36,6 @@ import datetime as dt
 import json
 import math
 import multiprocessing as mp
-import os
 import platform
 import sys
 import time
@@ -381,12 +383,13 @@ def compile_all(jobs: list[dict], quick: bool, workers: int, log) -> dict[str, s
 def main() -> int:
     ap = parser(__doc__, "N ≤ 8K and small traces", 500.0)
     ap.add_argument("--part", choices=("dense", "serving"), required=True)
-    ap.add_argument("--workers", type=int, default=min(8, os.cpu_count() or 1),
-                    help="kernels compiled at a time")
+    ap.add_argument("--workers", type=int, default=0,
+                    help="compile every kernel first in this many worker processes (default "
+                         "0: each in this process when first timed; see the docstring)")
     ap.add_argument("--only", default=None, help="comma-separated workloads (serving part)")
     ap.add_argument("--skip", default="", help="comma-separated job modules not to run")
     ap.add_argument("--sequential", action="store_true",
-                    help="compile each kernel in this process when first timed (no workers)")
+                    help="the default; kept for the command lines of data/gpu/README.md")
     a = ap.parse_args()
     torch = cuda_torch("gpu_flashinfer")
     if torch is None:
@@ -428,7 +431,7 @@ def main() -> int:
     if a.only:
         jobs = [j for j in jobs if j.get("workload") in a.only.split(",")]
     jobs = [j for j in jobs if j["module"] not in a.skip.split(",")]
-    compiled = {} if a.sequential else compile_all(jobs, a.quick, a.workers, log)
+    compiled = compile_all(jobs, a.quick, a.workers, log) if a.workers > 0 else {}
     if a.part == "dense":
         return _run_dense(torch, fi, jobs, ctx, compiled, prov, out_dir, a, t0, log, nv)
     return _run_serving(torch, fi, jobs, ctx, compiled, prov, out_dir, a, t0, log)
