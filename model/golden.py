@@ -6,6 +6,7 @@ use these functions.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 
@@ -71,7 +72,8 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
                      seed: int = 0, q_rows: bool = False, k_block: int | None = None,
                      scheme: str = "tensor", floats=None,
                      sigma: float | None = None, table: BlockTable | None = None,
-                     checked: bool = False) -> GoldenInputs:
+                     checked: bool = False,
+                     softmax_scale: float | None = None) -> GoldenInputs:
     """Float Q, K, V of ``wl`` quantized to ``hw.data_bits`` the way the host does it: the
     built-in class ``dist`` with ``seed`` (:data:`accuracy.DISTRIBUTIONS`: ``gaussian``,
     ``uniform``, ``llm-outliers``, ``peaky``) or the user's ``floats`` (``[q, k, v]``), under
@@ -81,10 +83,13 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
     With a block ``table`` (a paged cache) K and V are drawn for the pool's pages
     (``[1, kv_heads, pages · page_size, d]``), where the table says each sequence's keys lie:
     a page that two sequences share holds one set of keys. ``checked``: the caller has
-    checked ``wl`` against ``hw`` already (a run plan's workload).
+    checked ``wl`` against ``hw`` already (a run plan's workload). ``softmax_scale`` replaces
+    ``1/√d`` (FlashAttention's name): the same integers, Q's scale times ``softmax_scale · √d``,
+    so the softmax multiplier the hardware carries applies it (and the float64 reference,
+    which reads Q through its scale, computes ``softmax(softmax_scale · Q Kᵀ)``).
 
     Raises ConfigError for a workload the hardware cannot run, an unknown ``dist`` or
-    ``scheme``.
+    ``scheme``, a ``softmax_scale`` that is not positive and finite.
     """
     from attenio.model.accuracy import make_inputs, quantize_scheme
 
@@ -101,7 +106,13 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
     else:
         q, k, v = make_inputs(wl, dist, seed, sigma)
     h = quantize_scheme(hw, q, k, v, scheme, q_rows=q_rows, k_block=k_block)
-    return GoldenInputs(h.q, h.k, h.v, h.sq, h.sk, h.sv, table)
+    sq = h.sq
+    if softmax_scale is not None:
+        from attenio.contract.variant import variant_of
+
+        var = variant_of(wl, softmax_scale)       # checks it: positive and finite
+        sq = sq * (var.scale * math.sqrt(var.head_dim_qk))
+    return GoldenInputs(h.q, h.k, h.v, sq, h.sk, h.sv, table)
 
 
 def multipliers(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> nm.ScaleParams:
@@ -184,13 +195,15 @@ def within_bounds(metrics: dict) -> bool:
 def golden_check(hw: HardwareConfig, wl: Workload, dist: str = "gaussian", seed: int = 0,
                  stepwise: bool = False, progress=None, *, scheme: str = "tensor",
                  q_rows: bool = False, k_block: int | None = None, floats=None,
-                 sigma: float | None = None, table: BlockTable | None = None) -> dict:
+                 sigma: float | None = None, table: BlockTable | None = None,
+                 softmax_scale: float | None = None) -> dict:
     """The whole sequence on the inputs of :func:`quantized_inputs` (the same arguments): the
     metrics, the two models' times (``t_int``, ``t_ref``), the softmax ``scale`` (``None``
     with per-row or per-key scales), the logits' ``logit_sigma`` and ``ok`` (within the
-    bounds). ``table``: a paged cache's block table (the inputs are then its pool)."""
+    bounds). ``table``: a paged cache's block table (the inputs are then its pool);
+    ``softmax_scale`` as :func:`quantized_inputs`'s."""
     inp = quantized_inputs(hw, wl, dist, seed, q_rows=q_rows, k_block=k_block, scheme=scheme,
-                           floats=floats, sigma=sigma, table=table)
+                           floats=floats, sigma=sigma, table=table, softmax_scale=softmax_scale)
     t0 = time.perf_counter()
     ml = {}
     out = golden_output(hw, wl, inp, stepwise=stepwise, progress=progress, ml=ml)

@@ -652,3 +652,27 @@ def test_preset_defaults_follow_one_rule():
     api = {f: inspect.signature(getattr(attenio, f)).parameters["preset"].default
            for f in ("schedule", "attention", "simulate")}
     assert api == {"schedule": "asplos26", "attention": "fpga", "simulate": "tiny"}
+
+
+def test_softmax_scale_on_golden_and_on_the_rtl(tmp_path):
+    """--softmax-scale (FlashAttention's softmax_scale): golden and simulate take it, the
+    multiplier carries it (c_m changes, PASS against float64 attention with that scale),
+    the RTL runs it bit-exact and cycle-exact, and a bad value is one line."""
+    import json
+
+    args = ["--preset", "fpga", "--n", "64", "--d", "128", "--causal"]
+    r0 = run("golden", *args, "--json", str(tmp_path / "a.json"))
+    r1 = run("golden", *args, "--softmax-scale", "0.0833333", "--json", str(tmp_path / "b.json"))
+    assert r0.exit_code == 0 and r1.exit_code == 0, r1.output
+    a, b = (json.loads((tmp_path / f).read_text()) for f in ("a.json", "b.json"))
+    assert b["softmax_scale"] == 0.0833333 and b["c_m"] != a["c_m"]
+    ratio = b["c_m"] * 2.0 ** -b["c_sh"] / (a["c_m"] * 2.0 ** -a["c_sh"])
+    assert ratio == pytest.approx(0.0833333 * 128 ** 0.5, rel=1e-3)   # s against 1/√d
+    r = run("simulate", "--preset", "tiny", "--n", "20", "--nk", "33", "--d", "8",
+            "--softmax-scale", "0.6", "--json", str(tmp_path / "s.json"))
+    assert r.exit_code == 0 and "PASS" in r.output, r.output
+    assert json.loads((tmp_path / "s.json").read_text())["softmax_scale"] == 0.6
+    for bad in ("0", "-1", "nan", "inf"):
+        r = run("golden", "--n", "16", "--d", "8", "--softmax-scale", bad)
+        assert r.exit_code == 2 and "a positive finite number" in r.output, r.output
+        assert len(r.output.strip().splitlines()) == 1

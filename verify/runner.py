@@ -309,9 +309,11 @@ def fast_path(dram: str, **python_only: bool) -> bool:
 
 def prepare(hw: HardwareConfig, wl: Workload, *, dist: str = "gaussian",
             seed: int = 0, inputs: GoldenInputs | None = None, q_rows: bool = False,
-            k_block: int | None = None, block_table=None, checked: bool = False) -> RunImage:
+            k_block: int | None = None, block_table=None, checked: bool = False,
+            softmax_scale: float | None = None) -> RunImage:
     """Quantized random inputs (``dist``, ``seed``, Q per row with ``q_rows``, K per block of
-    ``k_block`` keys; or the given ``inputs``), the run's plan and its DRAM image. A paged
+    ``k_block`` keys, ``softmax_scale`` as ``quantized_inputs``'; or the given ``inputs``),
+    the run's plan and its DRAM image. A paged
     workload's K/V lie where ``block_table`` says (the caller's rows: random pages of a pool
     of its size, one set of keys in a page that sequences share) or in a seeded shuffle.
     ``checked``: ``wl`` was checked against ``hw`` already."""
@@ -324,7 +326,7 @@ def prepare(hw: HardwareConfig, wl: Workload, *, dist: str = "gaussian",
         table = block_table_for(wl, block_table)
     if inputs is None:
         inputs = quantized_inputs(hw, wl, dist, seed, q_rows=q_rows, k_block=k_block,
-                                  table=table, checked=True)
+                                  table=table, checked=True, softmax_scale=softmax_scale)
     return run_image(hw, wl, inputs, table, checked=True)
 
 
@@ -342,13 +344,14 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
              q_rows: bool = False, k_block: int | None = None,
              patch: list[tuple[int, bytes]] | None = None, dram: str = "auto",
              workdir: Path | None = None, block_table=None,
-             checked: bool = False) -> SimResult:
+             checked: bool = False, softmax_scale: float | None = None) -> SimResult:
     """Run ``wl`` on the RTL of ``hw`` and compare with the models.
 
     ``inputs``: integer Q, K, V and their scales to run instead of random ones (a host
     scheme's output, model/accuracy.py); ``q_rows``, ``k_block``: random ones quantized with
     a scale per Q row, per block of K rows; ``block_table``: a paged cache's pages (the
-    caller's rows, or a :class:`attenio.base.blocktable.BlockTable`; a seeded shuffle without).
+    caller's rows, or a :class:`attenio.base.blocktable.BlockTable`; a seeded shuffle without);
+    ``softmax_scale``: logits ``softmax_scale · q·k`` instead of ``q·k/√d``.
     The workload is checked (unless ``checked``: the caller did), the inputs made and the
     run's plan built once (sim/plan.py), and everything after reads them; the result carries
     the schedule that ran and its own verdict (:meth:`SimResult.failures`).
@@ -378,7 +381,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
                      reset_at=reset_at is not None, abort_at=abort_at is not None,
                      start_twice=start_twice, trace=trace)
     prep = prepare(hw, wl, dist=dist, seed=seed, inputs=inputs, q_rows=q_rows, k_block=k_block,
-                   block_table=block_table, checked=checked)
+                   block_table=block_table, checked=checked, softmax_scale=softmax_scale)
     sched = prep.schedule
     lay = prep.layout
     image = bytearray(prep.image)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import math
 import sys
 import time
 from pathlib import Path
@@ -252,6 +253,19 @@ window_option = click.option(
     "--window", callback=_parse_window, default=None, metavar="L[,R]",
     help="Sliding window (FlashAttention's window_size): keys L left and R right of the "
          "diagonal (R defaults to L; -1 unbounded; with --causal none to the right).")
+
+def _parse_softmax_scale(ctx, param, value):
+    """``--softmax-scale``: a positive finite number, checked before any work (one line)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise click.BadParameter(f"{value!r}: a positive finite number (default 1/√d)")
+    return value
+
+
+softmax_scale_option = click.option(
+    "--softmax-scale", "softmax_scale", type=float, default=None, metavar="S",
+    callback=_parse_softmax_scale,
+    help="Logits S·q·k instead of q·k/√d (FlashAttention's softmax_scale; Gemma 2 27B: "
+         "1/√144 = 0.0833 with d = 128): the same integers, carried by the softmax multiplier.")
 
 
 def _parse_lengths(ctx, param, value):

@@ -25,6 +25,7 @@ from attenio.app.cli.app import (
     json_option,
     main,
     preset_option,
+    softmax_scale_option,
     window_option,
 )
 from attenio.base import config as C
@@ -53,12 +54,13 @@ from attenio.base.errors import ConfigError
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--stepwise", is_flag=True, help="Use the block-by-block model (slower, same bits).")
 @window_option
+@softmax_scale_option
 @json_option
 @csv_option
 @_friendly
 def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k,
            decode, cache_lens, page_size, lse, block_table, dist, sigma, npz, scheme, q_scales,
-           k_block, seed, stepwise, window, json_path, csv_path):
+           k_block, seed, stepwise, window, softmax_scale, json_path, csv_path):
     """Run the bit-exact integer model against float64 attention of the same quantized inputs
     and print the errors (N = 1024 unless --n or --seqlens says otherwise).
 
@@ -88,13 +90,13 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
     host = scheme + ("+rows" if q_scales == "row" else "") + (f"+kblk{k_block}" if k_block
                                                                else "")
     click.echo(f"golden check: preset={name} {_describe(wl)} data={dist} scheme={host} "
-               f"seed={seed}")
+               f"seed={seed}" + (f" softmax-scale={softmax_scale:g}" if softmax_scale else ""))
     from attenio.model.golden import LSE_REL_BOUND, MAX_REL_BOUND, MEAN_REL_BOUND, golden_check
 
     with _Bar("integer model") as bar:
         m = golden_check(hw, wl, dist, seed, stepwise, progress=bar, scheme=scheme,
                          q_rows=q_scales == "row", k_block=k_block, floats=floats,
-                         sigma=sigma, table=table)
+                         sigma=sigma, table=table, softmax_scale=softmax_scale)
     sp = m["scale"]
     ok = m["ok"]
     if sp is not None:
@@ -118,6 +120,7 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
     click.echo(f"  result               {'PASS' if ok else 'FAIL'}")
     report = {"hardware": hw.to_dict(), "workload": wl.to_dict(), "dist": dist, "seed": seed,
               "scheme": scheme, "q_scales": q_scales, "k_block": k_block,
+              "softmax_scale": softmax_scale,
               "logit_sigma_target": sigma, **{k: v for k, v in m.items() if k != "scale"},
               "c_m": sp.c_m if sp else None, "c_sh": sp.c_sh if sp else None,
               **(table.to_dict() if table is not None else {})}

@@ -28,6 +28,7 @@ from attenio.app.cli.app import (
     main,
     preset_option,
     preset_option_for,
+    softmax_scale_option,
     window_option,
 )
 from attenio.base import config as C
@@ -75,12 +76,13 @@ def verilog_cmd(preset, config_file, output, sv):
 @click.option("--k-block", "k_block", type=int, default=None,
               help="K quantized with one scale per block of this many keys (each K row carries "
                    "its factor: LOAD_KV.key_scales, one more word a K row).")
+@softmax_scale_option
 @json_option
 @csv_option
 @_friendly
 def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens,
                  seqlens_k, decode, cache_lens, page_size, lse, block_table, window, sim, waves,
-                 stall, dram, seed, q_scales, k_block, json_path, csv_path):
+                 stall, dram, seed, q_scales, k_block, softmax_scale, json_path, csv_path):
     """Run a workload on the RTL (cocotb) and check it against the models.
 
     Prints correctness (bit-exact with the integer model, error against float64), the RTL's
@@ -114,10 +116,12 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
                           f"{hw.macs_per_line} elements cannot hold a key's factor")
     click.echo(f"simulate: preset={name} {_describe(wl)} sim={sim} stall={stall}"
                + (" q-scales=row" if q_scales == "row" else "")
-               + (f" k-block={k_block}" if k_block else ""))
+               + (f" k-block={k_block}" if k_block else "")
+               + (f" softmax-scale={softmax_scale:g}" if softmax_scale else ""))
     with _Bar("simulating", after=0) as bar:
         r = simulate(hw, wl, sim=sim, seed=seed, p_stall=stall, waves=waves, q_rows=rows,
                      k_block=k_block, dram=dram, block_table=table, checked=True,
+                     softmax_scale=softmax_scale,
                      progress=lambda done_c, expect: bar(done_c / max(1, expect)),
                      log=lambda msg: click.echo(f"  {msg}"))
     traffic = r.schedule.traffic      # under the tiling(s) the program used
@@ -168,7 +172,8 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     report = {
             "hardware": hw.to_dict(), "workload": wl.to_dict(), "sim": sim, "stall": stall,
             "dram": r.extra.get("dram"),
-            "seed": seed, "pass": good, "done": r.done, "error": r.error.name,
+            "seed": seed, "softmax_scale": softmax_scale, "pass": good, "done": r.done,
+            "error": r.error.name,
             "bit_exact": r.bit_exact, "mismatches": r.mismatches, "errors_vs_float": r.errors,
             "counters": r.counters, "predicted_cycles": r.predicted_cycles,
             "cycle_gap": r.cycle_gap, "cycles_ok": cycles_ok,

@@ -74,3 +74,37 @@ def test_error_metrics_uses_v_range():
     m = ref.error_metrics(np.array([1.0, 2.0]), np.array([1.0, 2.5]), np.array([-1.0, 4.0]))
     assert m["max_abs"] == 0.5 and m["v_range"] == 5.0 and m["max_rel"] == 0.1
     assert ref.error_metrics(np.zeros(2), np.zeros(2), np.full(3, 2.0))["v_range"] == 2.0
+
+
+def test_a_softmax_scale_the_hardware_carries_matches_a_softmax_written_here():
+    """--softmax-scale (issue #45, item 1's scale): the same integers with Q's scale times
+    s·√d, so the multiplier applies s; the integer model against softmax(s·Q Kᵀ) V written
+    out here in NumPy (not the project's reference), at Gemma 2 27B's 1/√144 with d = 128."""
+    import numpy as np
+
+    from attenio.base import config as C
+    from attenio.model import numerics as nm
+    from attenio.model.golden import golden_output, multipliers, quantized_inputs
+
+    hw = C.fpga()
+    wl = C.Workload(seq_q=64, seq_k=96, head_dim=128, causal=True)
+    s = 1 / 12
+    plain = quantized_inputs(hw, wl, "gaussian", 3)
+    inp = quantized_inputs(hw, wl, "gaussian", 3, softmax_scale=s)
+    assert np.array_equal(inp.q, plain.q) and np.array_equal(inp.k, plain.k)
+    assert inp.sq == pytest.approx(plain.sq * s * np.sqrt(128))
+    assert multipliers(hw, wl, inp).c_m != multipliers(hw, wl, plain).c_m
+    q = (inp.q * plain.sq)[0, 0]            # Q as quantized, before the scale rides on it
+    k = (inp.k * inp.sk)[0, 0]
+    v = (inp.v * inp.sv)[0, 0]
+    logits = s * q @ k.T
+    seen = np.arange(96)[None, :] <= np.arange(64)[:, None] + 32     # causal, bottom-right
+    logits = np.where(seen, logits, -np.inf)
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    want = (p / p.sum(axis=1, keepdims=True)) @ v
+    got = nm.dequantize_output(hw, golden_output(hw, wl, inp), inp.sv)[0, 0]
+    span = v.max() - v.min()
+    assert np.abs(got - want).max() < 1e-3 * span
+    # and 1/√d itself is the default
+    default = quantized_inputs(hw, wl, "gaussian", 3, softmax_scale=128 ** -0.5)
+    assert default.sq == pytest.approx(plain.sq)
