@@ -75,3 +75,18 @@ def test_waves_on_both_drams(tmp_path, monkeypatch, dram):
     assert wave.name.startswith(f"{top}-verilator-seed1") and wave.stat().st_size > 100_000
     if dram == "hdl":
         assert b"$scope module dut" in wave.read_bytes()[:200_000]
+
+
+@pytest.mark.slow     # a model of its own (max_head_dim = 576): about 30 s to build
+def test_head_dims_to_576_on_the_rtl():
+    """Issue #45: DeepSeek's absorbed-MLA Q·K head dim, 576, on the tiny array with
+    max_head_dim raised to 576 (the one change a preset needs: docs/architecture.md, "Head dims
+    to 576"): causal with lse bit-exact and cycle-exact, and a paged decode under stalls."""
+    hw = C.replace(C.tiny(), max_head_dim=576)
+    wl = C.Workload(seq_q=9, seq_k=13, head_dim=576, causal=True, lse=True)
+    r = simulate(hw, wl, seed=2, log=lambda *a: None)
+    assert r.failures() == [] and r.cycles == r.predicted_cycles
+    dec = C.VarlenWorkload(seqlens_q=[1, 1], seqlens_k=[20, 9], head_dim=576, heads=2,
+                           kv_heads=1, page_size=4)
+    r = simulate(hw, dec, seed=2, p_stall=0.2, log=lambda *a: None)
+    assert r.failures() == []
