@@ -8,8 +8,6 @@ line offers the same three jobs with printed reports.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from attenio.base import config as C
@@ -144,8 +142,7 @@ def _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale=None, 
         # integers are those of Q and the multiplier folds it in (model.scales.softmax_scale)
         if isinstance(softmax_scale, np.floating):
             softmax_scale = float(softmax_scale)
-        var = variant_of(wl, softmax_scale)       # checks it: positive and finite
-        q4 = q4 * (var.scale * math.sqrt(var.head_dim_qk))
+        q4 = q4 * variant_of(wl, softmax_scale).q_factor   # checks it: positive, finite
     host = quantize_scheme(hw, q4, k4, v4, scheme, q_rows=q_scales == "row", k_block=k_block)
     ml = {}
     out = run_int(hw, wl, host, ml=ml, table=table)

@@ -68,6 +68,13 @@ class Variant:
             else float(self.softmax_scale)
 
     @property
+    def q_factor(self) -> float:
+        """What Q's scale is multiplied by so that the softmax multiplier, worked out for
+        ``1/√head_dim_qk``, applies :attr:`scale`: ``scale · √head_dim_qk`` (1 by default).
+        The integers stay the same; the multiplier the hardware carries takes the factor."""
+        return self.scale * math.sqrt(self.head_dim_qk)
+
+    @property
     def textbook(self) -> bool:
         """One head dim, the default scale, no transform: the paper's attention."""
         return (self.head_dim_qk == self.head_dim_v and self.softmax_scale is None

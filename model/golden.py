@@ -6,7 +6,6 @@ use these functions.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 
@@ -110,8 +109,7 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
     if softmax_scale is not None:
         from attenio.contract.variant import variant_of
 
-        var = variant_of(wl, softmax_scale)       # checks it: positive and finite
-        sq = sq * (var.scale * math.sqrt(var.head_dim_qk))
+        sq = sq * variant_of(wl, softmax_scale).q_factor   # checks it: positive, finite
     return GoldenInputs(h.q, h.k, h.v, sq, h.sk, h.sv, table)
 
 

@@ -388,8 +388,6 @@ def main() -> int:
                          "0: each in this process when first timed; see the docstring)")
     ap.add_argument("--only", default=None, help="comma-separated workloads (serving part)")
     ap.add_argument("--skip", default="", help="comma-separated job modules not to run")
-    ap.add_argument("--sequential", action="store_true",
-                    help="the default; kept for the command lines of data/gpu/README.md")
     a = ap.parse_args()
     torch = cuda_torch("gpu_flashinfer")
     if torch is None:

@@ -19,6 +19,8 @@ from attenio.base.errors import ConfigError, ErrorCode
 from attenio.contract.rules import PAGE_ALIGN_LOG2
 from attenio.verify.runner import prepare, simulate
 
+from .test_top import data_reads
+
 TINY = C.tiny()
 
 
@@ -79,10 +81,6 @@ def test_random_bad_tables_are_refused_by_name(lens, page, fault, data):
         BlockTable.of(table, lens, page, pool)
 
 
-def _reads(r):
-    return {(a, n) for _k, what, a, n in r.extra["trace"] if what == "ar"}
-
-
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(page=st.sampled_from([2, 4, 8]), lens=st.lists(st.integers(1, 30), min_size=1,
                                                        max_size=3),
@@ -111,4 +109,4 @@ def test_random_tables_pointing_outside_the_kv_window_are_refused_on_the_rtl(pag
     assert r.error == ErrorCode.ADDRESS_RANGE, (r.error, lens, page, where)
     assert r.axi_violations == 0, r.axi_report
     assert r.stray_bytes == 0
-    assert _reads(r) <= _reads(clean), (lens, page, where)
+    assert data_reads(r) <= data_reads(clean), (lens, page, where)
