@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 from attenio.base.errors import ConfigError, bad
 from attenio.base.fields import (
     Serializable,
+    check_bool,
     check_float,
     check_int,
     dumps_toml,
@@ -167,6 +168,10 @@ class HardwareConfig(Serializable):
         ``"lut"`` asks synthesis for distributed RAM (keeps block RAM for the O and Q buffers),
         ``"block"`` for block RAM (gives the LUTs back to routing). Behaviour and cycles are
         the same either way; only the FPGA mapping differs (docs/fpga.md).
+    softcap_unit
+        Build the logit soft-capping unit (``c·tanh(logit/c)``, Gemma 2) in the softmax
+        pipeline: runs may then set a cap. It adds its stages to the softmax's latency
+        (``contract.timing.timing_for``), whether a run caps or not; throughput is unchanged.
     numerics
         Fixed-point formats, see :class:`Numerics`.
     """
@@ -187,6 +192,7 @@ class HardwareConfig(Serializable):
     max_keys_per_step: int = 1
     sram_bytes: int | None = None
     table_ram: str = "lut"
+    softcap_unit: bool = False
     numerics: Numerics = field(default_factory=Numerics)
 
     NESTED: ClassVar[dict[str, type]] = {"numerics": Numerics}
@@ -219,6 +225,7 @@ class HardwareConfig(Serializable):
             check_int(self, "sram_bytes", 1, 1 << 40)
         if self.table_ram not in TABLE_RAMS:
             raise bad("table_ram", self.table_ram, f"choose one of: {', '.join(TABLE_RAMS)}")
+        check_bool(self, "softcap_unit")
         if not isinstance(self.numerics, Numerics):
             raise bad("numerics", self.numerics, "must be a Numerics instance")
         # Widths the integer model (int64, float64-exact products) and the RTL can carry.

@@ -113,6 +113,13 @@ FIELD_RULES: tuple[FieldRule, ...] = (
               lambda f, hw, rh: f"c_sh={f.c_sh} above {SCALE_SHIFT_MAX}"),
     _scales_rule("row_scales", "multiplier"),
     _scales_rule("key_scales", "K factor"),
+    FieldRule("softcap", ("softcap",),
+              lambda f, hw, rh: (f.softcap != 0) & (not hw.softcap_unit),
+              lambda f, hw, rh: "softcap=1: this config has no soft-capping unit "
+                                "(softcap_unit = false)"),
+    FieldRule("cap", ("softcap", "cap"),
+              lambda f, hw, rh: (f.softcap != 0) & (f.cap == 0),
+              lambda f, hw, rh: "softcap=1 with cap=0 (the cap T is at least 1)"),
 )
 
 

@@ -12,7 +12,8 @@ import numpy as np
 
 from attenio.base.config import KEY_MANT_BITS, SCALE_EXP_BITS, HardwareConfig
 
-__all__ = ["MAX_SHIFT", "SCALE_SHIFT_MAX", "SCALE_EXP_BITS", "KEY_MANT_BITS", "scale_word",
+__all__ = ["MAX_SHIFT", "SCALE_SHIFT_MAX", "SCALE_EXP_BITS", "KEY_MANT_BITS", "SOFTCAP_X_EXTRA",
+           "SOFTCAP_X_INT", "SOFTCAP_SEG_LOG2", "SOFTCAP_Y_BITS", "SOFTCAP_CAP_BITS", "scale_word",
            "scale_word_bytes", "stats_word_bytes", "stats_of_words"]
 
 # The largest shift any rescale of ℓ and O applies. ℓ and O are at most 53 bits wide (config),
@@ -23,6 +24,18 @@ MAX_SHIFT = 62
 # capped so the rounding constant 2**(sh-1) fits int64.
 SCALE_SHIFT_MAX = 62
 assert SCALE_SHIFT_MAX < 1 << SCALE_EXP_BITS
+
+# Logit soft-capping (docs/numerics.md, "Soft-capping"): with the cap on, the score stage's
+# multiplier makes x = logit/c with logit_frac_bits + SOFTCAP_X_EXTRA fraction bits (the
+# same multiply, another factor), the soft-capping unit takes tanh|x| from a piecewise-linear
+# table over [0, 2**SOFTCAP_X_INT) in 2**SOFTCAP_SEG_LOG2 segments (the last knot beyond), in
+# SOFTCAP_Y_BITS fraction bits, and multiplies it by the cap T = round(c·log2(e)·2**F), a
+# COMPUTE field of SOFTCAP_CAP_BITS: t = ±round(T·tanh|x|), the base-2 logit of c·tanh(logit/c).
+SOFTCAP_X_EXTRA = 6
+SOFTCAP_X_INT = 3
+SOFTCAP_SEG_LOG2 = 10
+SOFTCAP_Y_BITS = 20
+SOFTCAP_CAP_BITS = 24
 
 
 def scale_word(hw: HardwareConfig, mant, exp):

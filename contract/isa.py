@@ -55,7 +55,7 @@ LAYOUTS: dict[Op, dict[str, tuple[int, int]]] = {
                  "keys": (64, 24), "keys_per_step": (88, 8), "q_pos": (96, 24),
                  "diag": (120, 25), "c_m": (160, 24), "c_sh": (184, 6),
                 "row_scales": (190, 1), "key_scales": (191, 1), "window": (192, 1),
-                "win_diag": (193, 25), "lse": (218, 1)},
+                "win_diag": (193, 25), "lse": (218, 1), "softcap": (219, 1), "cap": (220, 24)},
     Op.FINALIZE: {"rows": (16, 16), "heads": (32, 8), "d": (40, 12), "lse": (52, 1)},
     Op.STORE_O: {"rows": (16, 16), "heads": (32, 8), "d": (40, 12), "addr": (64, 48),
                  "row_stride": (112, 32), "head_stride": (144, 32), "lse": (176, 1)},

@@ -9,9 +9,14 @@ the cycle-exact RTL suite (tests/cocotb).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-__all__ = ["Timing", "TIMING"]
+__all__ = ["Timing", "TIMING", "SOFTCAP_LATENCY", "timing_for"]
+
+# the soft-capping unit's stages in the softmax pipeline (hw/softmax.py): |x|; the table;
+# the interpolation; T·tanh (two); the rounding and the sign
+SOFTCAP_LATENCY = 6
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,14 @@ class Timing:
 
 
 TIMING = Timing()
+
+
+def timing_for(hw) -> Timing:
+    """The contract of the RTL ``hw`` builds: :data:`TIMING`, with the soft-capping unit's
+    stages added to ``p_ready_latency`` where the config builds the unit (``softcap_unit``)."""
+    if not getattr(hw, "softcap_unit", False):
+        return TIMING
+    return dataclasses.replace(TIMING, p_ready_latency=TIMING.p_ready_latency + SOFTCAP_LATENCY)
 
 # Timing mutations (one constant ±1 in the model alone) under which the schedule generator gives
 # the same timeline, each with its reason: no RTL workload can catch them, so the mutation

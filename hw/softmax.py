@@ -7,12 +7,27 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
-from attenio.contract.formats import MAX_SHIFT
+from attenio.contract.formats import (
+    MAX_SHIFT,
+    SOFTCAP_CAP_BITS,
+    SOFTCAP_SEG_LOG2,
+    SOFTCAP_X_EXTRA,
+    SOFTCAP_X_INT,
+    SOFTCAP_Y_BITS,
+)
+from attenio.contract.tables import tanh_table
+from attenio.contract.timing import SOFTCAP_LATENCY
 from attenio.hw.arith import delay as delay_regs
 from attenio.hw.arith import pipelined_product
 from attenio.hw.exp2 import Exp2, y_bits
 
 SHIFT_BITS = 6  # rescale shifts saturate at MAX_SHIFT = 62, as the model's do
+
+
+def softmax_latency(cfg: HardwareConfig) -> int:
+    """The softmax unit's latency for ``cfg``: :attr:`SoftmaxUnit.LATENCY`, plus the
+    soft-capping unit's ``SOFTCAP_LATENCY`` stages where the config builds it."""
+    return SoftmaxUnit.LATENCY + (SOFTCAP_LATENCY if cfg.softcap_unit else 0)
 
 
 def m_bits(cfg: HardwareConfig) -> int:
@@ -55,13 +70,18 @@ class SoftmaxUnit(wiring.Component):
     o : stream of ``softmax_out_layout``, valid ``latency`` cycles after ``i``.
     c_m, c_sh : the softmax multiplier of each lane, with its scores (the tile's, or the
         lane's row's own with per-row Q scales).
+    softcap, cap : the tile's soft-cap (``cfg.softcap_unit`` only): the scaled score is
+        ``x = logit/c`` and its logit ``±round(cap·tanh|x|)`` (``model.numerics.softcap``),
+        six stages after the scale; with ``softcap`` low the scaled score passes through
+        them unchanged.
 
     ``chain_log2``: lanes form chains of ``2**chain_log2`` (several keys of one row per step);
     a lane continues from the previous lane's m and ℓ instead of its own inputs, so a chain
     computes exactly what the model's key-by-key loop does. 0 means independent lanes.
 
     Latency ``5 + Exp2.latency + 1`` = 9 (scale in two stages, round, max, shift and exponent
-    input, exp2, ℓ); throughput one row group per cycle (lanes =
+    input, exp2, ℓ), plus ``SOFTCAP_LATENCY`` with the soft-capping unit
+    (:func:`softmax_latency`); throughput one row group per cycle (lanes =
     ``exp_lanes`` = ``mac_lines``).
     """
 
@@ -70,13 +90,14 @@ class SoftmaxUnit(wiring.Component):
     def __init__(self, cfg: HardwareConfig):
         cfg.check_rtl()   # one exponential per row of a row group per cycle
         self.cfg = cfg
-        self.latency = self.LATENCY
+        self.latency = softmax_latency(cfg)
         super().__init__({
             "i": In(stream.Signature(softmax_in_layout(cfg), always_ready=True)),
             "o": Out(stream.Signature(softmax_out_layout(cfg), always_ready=True)),
             "c_m": In(data.ArrayLayout(unsigned(cfg.scale_factor_bits), cfg.mac_lines)),
             "c_sh": In(data.ArrayLayout(unsigned(6), cfg.mac_lines)),
             "chain_log2": In(range(max(2, cfg.mac_lines.bit_length()))),
+            "softcap": In(1), "cap": In(unsigned(SOFTCAP_CAP_BITS)),
         })
 
     def elaborate(self, platform):
@@ -109,11 +130,17 @@ class SoftmaxUnit(wiring.Component):
             m.d.sync += [sh_a.eq(self.c_sh[k]), sh_k.eq(sh_a),
                          rc_k.eq((Const(1, 1) << sh_a) >> 1)]
             m.d.sync += t2[k].eq((prod1[k] + rc_k) >> sh_k)
+        # the soft-capping unit: x → ±cap·tanh|x|
+        extra = 0
+        if cfg.softcap_unit:
+            extra = SOFTCAP_LATENCY
+            t2 = [self._softcap(m, t2[k], k) for k in range(p)]
+            v2 = delay(v2, extra, "v_cap")
         # the row state travels alongside
-        m_in = delay(i.m, 3, "m_in")
-        l_in = delay(i.l, 3, "l_in")
-        vis = delay(i.visible, 3, "vis")
-        first = delay(i.first, 3, "first")
+        m_in = delay(i.m, 3 + extra, "m_in")
+        l_in = delay(i.l, 3 + extra, "l_in")
+        vis = delay(i.visible, 3 + extra, "vis")
+        first = delay(i.first, 3 + extra, "first")
         # stage 4: running max. Lanes form chains of 2**chain_log2 consecutive keys of one row
         # (several keys per step): each lane continues from the previous lane's m, so the chain
         # computes exactly what one key after another would.
@@ -196,3 +223,48 @@ class SoftmaxUnit(wiring.Component):
             ]
             prev_l = l_new
         return m
+
+    def _softcap(self, m: Module, x, k: int) -> Signal:
+        """Lane ``k``'s soft-cap, ``SOFTCAP_LATENCY`` = 6 stages: |x| and the saturation; the
+        table's base and slope (a ROM read); the interpolation; ``y·cap`` (two); the
+        rounding and the sign (or ``x`` itself, the cap off)."""
+        cfg = self.cfg
+        xf = cfg.numerics.logit_frac_bits + SOFTCAP_X_EXTRA
+        xb = xf + SOFTCAP_X_INT
+        rbits = xb - SOFTCAP_SEG_LOG2
+        lut = [int(v) for v in tanh_table()]
+        dbits = max(b - a for a, b in zip(lut[:-1], lut[1:], strict=True)).bit_length()
+        ybits = SOFTCAP_Y_BITS + 1
+        from amaranth.lib.memory import Memory
+        rom = Memory(shape=unsigned(ybits + dbits), depth=len(lut) - 1, init=[
+            a | (b - a) << ybits for a, b in zip(lut[:-1], lut[1:], strict=True)])
+        m.submodules[f"tanh_rom{k}"] = rom
+        rd = rom.read_port()
+        # stage A: |x|, its sign, past the table
+        neg1, sat1 = Signal(name=f"cap_neg1_{k}"), Signal(name=f"cap_sat1_{k}")
+        ax1 = Signal(unsigned(xb), name=f"cap_ax1_{k}")
+        ax = Signal(unsigned(len(x)), name=f"cap_ax{k}")
+        m.d.comb += ax.eq(Mux(x < 0, -x, x))
+        m.d.sync += [neg1.eq(x < 0), sat1.eq(ax >= (1 << xb)), ax1.eq(ax[:xb])]
+        # stage B: the segment's base and slope (the ROM's registered read), r beside it
+        m.d.comb += rd.addr.eq(ax1[rbits:])
+        r2 = Signal(unsigned(rbits), name=f"cap_r2_{k}")
+        neg2, sat2 = Signal(name=f"cap_neg2_{k}"), Signal(name=f"cap_sat2_{k}")
+        m.d.sync += [r2.eq(ax1[:rbits]), neg2.eq(neg1), sat2.eq(sat1)]
+        # stage C: y = base + round(slope·r / 2**R), the last knot past the table
+        y3 = Signal(unsigned(ybits), name=f"cap_y3_{k}")
+        base, slope = rd.data[:ybits], rd.data[ybits:]
+        m.d.sync += y3.eq(Mux(sat2, lut[-1], base + ((slope * r2 + (1 << (rbits - 1)))
+                                                     >> rbits)))
+        neg3 = Signal(name=f"cap_neg3_{k}")
+        m.d.sync += neg3.eq(neg2)
+        # stages D, E: y·cap
+        prod = pipelined_product(m, y3, self.cap, f"cap_prod{k}")
+        neg5 = delay_regs(m, [neg3], 2, f"cap_neg5_{k}")[0]
+        x5 = delay_regs(m, [x], 5, f"cap_x5_{k}")[0]
+        # stage F: round, sign; the cap off: x unchanged
+        tc = Signal(unsigned(len(prod)), name=f"cap_tc{k}")
+        m.d.comb += tc.eq((prod + (1 << (SOFTCAP_Y_BITS - 1))) >> SOFTCAP_Y_BITS)
+        out = Signal.like(x, name=f"t_cap{k}")
+        m.d.sync += out.eq(Mux(self.softcap, Mux(neg5, -tc, tc), x5))
+        return out

@@ -124,22 +124,23 @@ def _round(x, fmt: str) -> np.ndarray:
 
 
 def _lowp_head(q, k, v, *, causal: bool, sm_scale=None, block: int = 1024,
-               fmt: str, window=(-1, -1)) -> np.ndarray:
+               fmt: str, window=(-1, -1), softcap=None) -> np.ndarray:
     d = q.shape[1]
     rnd = functools.partial(_round, fmt=fmt)
     return ref.streamed_head(rnd(q), rnd(k), rnd(v), causal=causal, block=block,
                              scale=1.0 / math.sqrt(d) if sm_scale is None else sm_scale,
                              dtype=np.float32, round_p=rnd, round_out=rnd, scale_scores=True,
-                             window=window)
+                             window=window, softcap=softcap)
 
 
-def attention_lowp(q, k, v, fmt: str, causal: bool = False, window=(-1, -1)) -> np.ndarray:
+def attention_lowp(q, k, v, fmt: str, causal: bool = False, window=(-1, -1),
+                   softcap: float | None = None) -> np.ndarray:
     """fp16 or bf16 attention of float ``q`` ``[b, h, nq, d]``, ``k``/``v`` ``[b, hk, nk, d]``
     (GQA when ``hk`` divides ``h``), as float64: the reference's streamed online softmax run
     in float32 with the format's roundings (``reference.streamed_head``)."""
     _round(np.zeros(1), fmt)                    # an unknown format: refused before the work
     return ref.attention(q, k, v, causal=causal, head=functools.partial(_lowp_head, fmt=fmt),
-                         window=window)
+                         window=window, softcap=softcap)
 
 
 # ---- the host flow under a scheme ----

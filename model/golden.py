@@ -6,6 +6,7 @@ use these functions.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -46,6 +47,8 @@ class GoldenInputs:
     # a paged cache as it lies: K, V (and per-key K scales) are the pool's rows, ``[1,
     # kv_heads, pages · page_size, d]``, and sequence i's keys are ``table.key_rows(i)``
     table: BlockTable | None = None
+    # logit soft-capping: the cap c (logits c·tanh(logit/c)), or None
+    softcap: float | None = None
 
     def gathered(self, wl: Workload) -> GoldenInputs:
         """These inputs with a paged cache's keys gathered into the workload's own K/V
@@ -63,8 +66,8 @@ class GoldenInputs:
                 out[seg.batch, :, seg.keys] = x[0][:, t.key_rows(i)]
             return out
 
-        return GoldenInputs(self.q, gather(self.k), gather(self.v), self.sq, gather(self.sk),
-                            self.sv)
+        return dataclasses.replace(self, k=gather(self.k), v=gather(self.v), sk=gather(self.sk),
+                                   table=None)
 
 
 def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
@@ -72,7 +75,8 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
                      scheme: str = "tensor", floats=None,
                      sigma: float | None = None, table: BlockTable | None = None,
                      checked: bool = False,
-                     softmax_scale: float | None = None) -> GoldenInputs:
+                     softmax_scale: float | None = None,
+                     softcap: float | None = None) -> GoldenInputs:
     """Float Q, K, V of ``wl`` quantized to ``hw.data_bits`` the way the host does it: the
     built-in class ``dist`` with ``seed`` (:data:`accuracy.DISTRIBUTIONS`: ``gaussian``,
     ``uniform``, ``llm-outliers``, ``peaky``) or the user's ``floats`` (``[q, k, v]``), under
@@ -86,14 +90,18 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
     ``1/√d`` (FlashAttention's name): the same integers, Q's scale times ``softmax_scale · √d``,
     so the softmax multiplier the hardware carries applies it (and the float64 reference,
     which reads Q through its scale, computes ``softmax(softmax_scale · Q Kᵀ)``).
+    ``softcap``: the logits' cap ``c`` (``c·tanh(logit/c)``), carried with the inputs.
 
     Raises ConfigError for a workload the hardware cannot run, an unknown ``dist`` or
-    ``scheme``, a ``softmax_scale`` that is not positive and finite.
+    ``scheme``, a ``softmax_scale`` that is not positive and finite, a ``softcap`` the
+    hardware cannot apply (model.scales.softcap_cap).
     """
     from attenio.model.accuracy import make_inputs, quantize_scheme
 
     if not checked:
         hw.check_workload(wl)
+    if softcap is not None:
+        nm.softcap_cap(hw, softcap)           # checks it before any work
     if floats is not None:
         q, k, v = floats
     elif table is not None:
@@ -110,17 +118,21 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
         from attenio.contract.variant import variant_of
 
         sq = sq * variant_of(wl, softmax_scale).q_factor   # checks it: positive, finite
-    return GoldenInputs(h.q, h.k, h.v, sq, h.sk, h.sv, table)
+    return GoldenInputs(h.q, h.k, h.v, sq, h.sk, h.sv, table, softcap)
 
 
 def multipliers(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> nm.ScaleParams:
     """The softmax multipliers the host writes for ``inp``'s scales, worked out once for a
     run (its plan carries them): one pair for the tensor; with one Q scale per row (``inp.sq``
     ``[batch, heads, seq_q, 1]``) one pair per row, flat; with one K scale per key (``inp.sk``)
-    each key's factor against twice the largest K scale, flat over ``inp.k``'s rows."""
+    each key's factor against twice the largest K scale, flat over ``inp.k``'s rows. With a
+    cap (``inp.softcap``) the multipliers make ``x = logit/c`` and carry the cap
+    (model.scales.softcap_cap)."""
     per_row = np.ndim(inp.sq) > 0
     per_key = np.ndim(inp.sk) > 0
     sk = inp.sk
+    if inp.softcap is not None:
+        inp = dataclasses.replace(inp, sq=inp.sq * nm.softcap_q_factor(hw, inp.softcap))
     if per_key:
         ks, sk = nm.key_reference(inp.sk)
     if per_row:
@@ -130,6 +142,8 @@ def multipliers(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> nm.Scale
         sp = nm.softmax_scale(hw, inp.sq, sk, wl.head_dim)
     if per_key:
         sp = nm.with_key_scales(hw, sp, ks.reshape(-1), sk)
+    if inp.softcap is not None:
+        sp = dataclasses.replace(sp, cap=nm.softcap_cap(hw, inp.softcap))
     return sp
 
 
@@ -141,6 +155,9 @@ def golden_output(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, *,
     ``scale``: the run plan's multipliers for these inputs (then neither the workload nor
     the multipliers are worked out again); a paged cache's keys are read through
     ``inp.table`` where they lie."""
+    if scale is None and inp.softcap is not None:   # the cap lives in the multipliers
+        hw.check_workload(wl)
+        scale = multipliers(hw, wl, inp)
     return nm.attention_int(hw, wl, inp.q, inp.k, inp.v, inp.sq, inp.sk, stepwise=stepwise,
                             progress=progress, ml=ml, table=inp.table, plan_scale=scale)
 
@@ -150,7 +167,8 @@ def error_vs_float(hw: HardwareConfig, wl: Workload, out: np.ndarray,
     """Error of the integer output ``out`` against float64 attention of the quantized inputs
     (``max_abs``, ``max_rel``, ``mean_rel`` … as :func:`reference.error_metrics`)."""
     inp = inp.gathered(wl)
-    exact = ref.attention_of(wl, inp.q * inp.sq, inp.k * inp.sk, inp.v * inp.sv)
+    exact = ref.attention_of(wl, inp.q * inp.sq, inp.k * inp.sk, inp.v * inp.sv,
+                             softcap=inp.softcap)
     sv = inp.sv
     if isinstance(sv, np.ndarray):          # per K/V head and channel → per query head
         sv = np.repeat(sv, wl.heads // wl.kv_heads, axis=1)
@@ -163,7 +181,7 @@ def lse_error(hw: HardwareConfig, wl: Workload, ml: dict, inp: GoldenInputs) -> 
     key, and ``lse_rows_agree`` (a row sees no key in both, or in neither)."""
     got = nm.logsumexp(hw, ml["m"], ml["l"])
     inp = inp.gathered(wl)
-    exact = ref.lse_of(wl, inp.q * inp.sq, inp.k * inp.sk)
+    exact = ref.lse_of(wl, inp.q * inp.sq, inp.k * inp.sk, softcap=inp.softcap)
     seen = np.isfinite(exact)
     err = np.abs(got[seen] - exact[seen])
     return {"lse_max_abs": float(err.max(initial=0.0)),
@@ -194,14 +212,15 @@ def golden_check(hw: HardwareConfig, wl: Workload, dist: str = "gaussian", seed:
                  stepwise: bool = False, progress=None, *, scheme: str = "tensor",
                  q_rows: bool = False, k_block: int | None = None, floats=None,
                  sigma: float | None = None, table: BlockTable | None = None,
-                 softmax_scale: float | None = None) -> dict:
+                 softmax_scale: float | None = None, softcap: float | None = None) -> dict:
     """The whole sequence on the inputs of :func:`quantized_inputs` (the same arguments): the
     metrics, the two models' times (``t_int``, ``t_ref``), the softmax ``scale`` (``None``
     with per-row or per-key scales), the logits' ``logit_sigma`` and ``ok`` (within the
     bounds). ``table``: a paged cache's block table (the inputs are then its pool);
-    ``softmax_scale`` as :func:`quantized_inputs`'s."""
+    ``softmax_scale`` and ``softcap`` as :func:`quantized_inputs`'s."""
     inp = quantized_inputs(hw, wl, dist, seed, q_rows=q_rows, k_block=k_block, scheme=scheme,
-                           floats=floats, sigma=sigma, table=table, softmax_scale=softmax_scale)
+                           floats=floats, sigma=sigma, table=table, softmax_scale=softmax_scale,
+                           softcap=softcap)
     t0 = time.perf_counter()
     ml = {}
     out = golden_output(hw, wl, inp, stepwise=stepwise, progress=progress, ml=ml)
@@ -213,6 +232,6 @@ def golden_check(hw: HardwareConfig, wl: Workload, dist: str = "gaussian", seed:
     t_ref = time.perf_counter() - t0
     per_tensor = not (isinstance(inp.sq, np.ndarray) or isinstance(inp.sk, np.ndarray))
     m.update(t_int=t_int, t_ref=t_ref, logit_sigma=logit_sigma(wl, inp),
-             scale=nm.softmax_scale(hw, inp.sq, inp.sk, wl.head_dim) if per_tensor else None,
+             scale=multipliers(hw, wl, inp) if per_tensor else None,
              ok=within_bounds(m))
     return m

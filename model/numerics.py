@@ -7,6 +7,7 @@ can call on its own (the ``ref_`` side of a ref/rtl pair):
 block          function
 ============== ===================================================================
 scale          :func:`scale` (``c_m, c_sh`` from the host's :mod:`attenio.model.scales`)
+soft-cap       :func:`softcap` (``T·tanh(x)``; inside :func:`scale` when the run caps)
 running max    :func:`running_max`
 exp2           :func:`exp2`
 rescale        :func:`rescale` (ℓ and O, by the same shift)
@@ -35,9 +36,17 @@ import numpy as np
 
 from attenio.base.config import HardwareConfig, VarlenWorkload, Workload
 from attenio.base.errors import bad
-from attenio.contract.formats import KEY_MANT_BITS, MAX_SHIFT, SCALE_SHIFT_MAX
+from attenio.contract.formats import (
+    KEY_MANT_BITS,
+    MAX_SHIFT,
+    SCALE_SHIFT_MAX,
+    SOFTCAP_SEG_LOG2,
+    SOFTCAP_X_EXTRA,
+    SOFTCAP_X_INT,
+    SOFTCAP_Y_BITS,
+)
 from attenio.contract.rules import visible
-from attenio.contract.tables import exp_table, recip_table
+from attenio.contract.tables import exp_table, recip_table, tanh_table
 from attenio.model.scales import (  # noqa: F401  (the host side, re-exported)
     KEY_EXP_MAX,
     ScaleParams,
@@ -49,6 +58,8 @@ from attenio.model.scales import (  # noqa: F401  (the host side, re-exported)
     quantize_keys,
     softmax_scale,
     softmax_scale_rows,
+    softcap_cap,
+    softcap_q_factor,
     with_key_scales,
 )
 
@@ -57,6 +68,7 @@ __all__ = [
     "softmax_scale",
     "softmax_scale_rows",
     "scale",
+    "softcap",
     "running_max",
     "exp2",
     "exp_table",
@@ -91,8 +103,15 @@ def scale(cfg: HardwareConfig, s, sp: ScaleParams) -> np.ndarray:
     ``k_m``), exact, with the shift ``c_sh_i + k_e_j + KEY_MANT_BITS`` (capped at
     ``SCALE_SHIFT_MAX``, where the result is 0 either way): ``t`` is the rounded product of the
     exact factors, so a key's logit carries no error of its own however large it is. Latency in
-    hardware: one multiplier and one adder stage.
+    hardware: one multiplier and one adder stage. With a cap (``sp.cap``) the product is
+    ``x = logit/c`` (``F + SOFTCAP_X_EXTRA`` fraction bits) and the logit is
+    :func:`softcap` of it.
     """
+    t = _scaled(cfg, s, sp)
+    return t if sp.cap is None else softcap(cfg, t, sp.cap)
+
+
+def _scaled(cfg: HardwareConfig, s, sp: ScaleParams) -> np.ndarray:
     s = np.asarray(s, dtype=np.int64)
     if sp.k_m is not None:  # per (row, key): c_m·k_hi exactly, shift c_sh + k_e + KB
         kb = KEY_MANT_BITS
@@ -114,6 +133,32 @@ def scale(cfg: HardwareConfig, s, sp: ScaleParams) -> np.ndarray:
         t += np.int64(1 << (sp.c_sh - 1))
         t >>= sp.c_sh
     return t
+
+
+def softcap(cfg: HardwareConfig, x, cap: int) -> np.ndarray:
+    """Soft-capping block: ``x`` (``x/2**XF = logit/c``, XF = F + ``SOFTCAP_X_EXTRA``) to the
+    base-2 logit of ``c·tanh(logit/c)``: ``t = ±((y·T + 2**(Y−1)) >> Y)``, the sign of x,
+    where ``T`` is the cap (``softcap_cap``) and ``y ≈ tanh|x|·2**Y`` is interpolated
+    between the knots of :func:`~attenio.contract.tables.tanh_table` (``|x|`` of
+    ``SOFTCAP_X_INT`` integer bits: the top ``SOFTCAP_SEG_LOG2`` bits pick the segment, the
+    R below interpolate with round-half-up); ``|x| ≥ 2**SOFTCAP_X_INT`` takes the last knot.
+    Odd (``softcap(−x) = −softcap(x)``), ``|t| ≤ T``; error bound in docs/numerics.md.
+    Hardware: six pipeline stages (hw/softmax.py).
+    """
+    xf = cfg.numerics.logit_frac_bits + SOFTCAP_X_EXTRA
+    rbits = xf + SOFTCAP_X_INT - SOFTCAP_SEG_LOG2
+    lut = tanh_table()
+    x = np.asarray(x, dtype=np.int64)
+    a = np.abs(x)
+    sat = a >= (np.int64(1) << (xf + SOFTCAP_X_INT))
+    a = np.where(sat, 0, a)
+    seg = (a >> rbits).astype(np.intp)
+    r = a & ((np.int64(1) << rbits) - 1)
+    y = lut[:-1].take(seg) + ((np.diff(lut).take(seg) * r + (np.int64(1) << (rbits - 1)))
+                              >> rbits)
+    y = np.where(sat, lut[-1], y)
+    t = (y * np.int64(cap) + (np.int64(1) << (SOFTCAP_Y_BITS - 1))) >> SOFTCAP_Y_BITS
+    return np.where(x < 0, -t, t)
 
 
 # ---- running max ----

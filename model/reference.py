@@ -19,13 +19,16 @@ __all__ = ["attention", "attention_head", "streamed_head", "error_metrics"]
 
 
 def attention_head(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
-                   block: int = 1024, chunk: int = 1024, window=(-1, -1)) -> np.ndarray:
+                   block: int = 1024, chunk: int = 1024, window=(-1, -1),
+                   softcap: float | None = None) -> np.ndarray:
     """One head: ``q`` and ``k`` (nq, d), (nk, d), ``v`` (nk, dv); returns (nq, dv) float64
     (``dv`` may differ from ``d``: separate Q·K and V head dims, contract/variant.py).
 
     With ``causal``, row i sees keys ``j ≤ i + nk - nq``; with ``window = (left, right)``
     only keys ``i + nk − nq − left … i + nk − nq + right`` (−1: unbounded; FlashAttention's
-    ``window_size``, contract.rules.visible); a row that sees no key returns 0.
+    ``window_size``, contract.rules.visible); a row that sees no key returns 0. ``softcap``
+    ``c``: each logit ``x`` becomes ``c·tanh(x/c)`` before the softmax (FlashAttention's
+    ``softcap``, Gemma 2).
     Peak memory is about ``chunk·block + 3·chunk·d`` floats besides the inputs.
     """
     q = np.asarray(q, dtype=np.float64)
@@ -38,17 +41,19 @@ def attention_head(q, k, v, *, causal: bool = False, sm_scale: float | None = No
                   f"{q.shape} and v ({nk}, any head dim)")
     scale = 1.0 / math.sqrt(d) if sm_scale is None else sm_scale
     return streamed_head(q, k, v, causal=causal, scale=scale, block=block, chunk=chunk,
-                         window=window)
+                         window=window, softcap=softcap)
 
 
 def streamed_head(q, k, v, *, causal: bool, scale: float, block: int = 1024,
                   chunk: int = 1024, dtype=np.float64, round_p=None, round_out=None,
-                  scale_scores: bool = False, window=(-1, -1)) -> np.ndarray:
+                  scale_scores: bool = False, window=(-1, -1),
+                  softcap: float | None = None) -> np.ndarray:
     """The online softmax every float attention here runs, over ``chunk`` query rows and
     ``block`` keys at a time, in ``dtype``. ``attention_head`` is its float64 use; the fp16
     and bf16 attention of model/accuracy.py runs it in float32 with ``round_p`` (P rounded to
     the format before ``P·V``), ``round_out`` (the output rounded) and ``scale_scores`` (the
-    scores scaled after ``Q Kᵀ``, as GPU kernels do, instead of Q before it). Returns float64.
+    scores scaled after ``Q Kᵀ``, as GPU kernels do, instead of Q before it) and
+    ``softcap`` (``c·tanh(s/c)`` of the scaled scores). Returns float64.
     """
     nq, nk, dv = q.shape[0], k.shape[0], v.shape[1]
     window = check_window(window)
@@ -67,6 +72,8 @@ def streamed_head(q, k, v, *, causal: bool, scale: float, block: int = 1024,
             s = qs @ k[j0:min(end, j0 + block)].T
             if scale_scores:
                 s = s * scale
+            if softcap is not None:
+                s = dtype(softcap) * np.tanh(s / dtype(softcap))
             keys = np.arange(j0, j0 + s.shape[1])
             seen = visible(keys[None, :], rows[:, None], nk - nq, causal, window)
             if seen is not None:
@@ -87,13 +94,14 @@ def streamed_head(q, k, v, *, causal: bool, scale: float, block: int = 1024,
 
 
 def attention(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
-              block: int = 1024, head=None, window=(-1, -1)) -> np.ndarray:
+              block: int = 1024, head=None, window=(-1, -1),
+              softcap: float | None = None) -> np.ndarray:
     """Exact attention for ``q`` [..., heads, nq, d] and ``k, v`` [..., kv_heads, nk, d].
 
     Two-dimensional inputs are one head. Query head h uses K/V head ``h // (heads/kv_heads)``.
-    ``head(q, k, v, causal=, sm_scale=, block=, window=)`` replaces :func:`attention_head` for
-    each head (model/accuracy.py's fp16 and bf16 attention). ``window``: see
-    :func:`attention_head`.
+    ``head(q, k, v, causal=, sm_scale=, block=, window=, softcap=)`` replaces
+    :func:`attention_head` for each head (model/accuracy.py's fp16 and bf16 attention).
+    ``window``, ``softcap``: see :func:`attention_head`.
 
     Raises
     ------
@@ -105,7 +113,8 @@ def attention(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
     v = np.asarray(v, dtype=np.float64)
     head = head or attention_head
     if q.ndim == 2:
-        return head(q, k, v, causal=causal, sm_scale=sm_scale, block=block, window=window)
+        return head(q, k, v, causal=causal, sm_scale=sm_scale, block=block, window=window,
+                    softcap=softcap)
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
         raise bad("q.ndim", q.ndim, "expected 2 (one head) or 4 ([batch, heads, n, d]) dims "
                   f"for q, k and v (got {q.ndim}, {k.ndim}, {v.ndim})")
@@ -123,14 +132,16 @@ def attention(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
         for hi in range(h):
             out[bi, hi] = head(q[bi, hi], k[bi, hi // g], v[bi, hi // g],
                                causal=causal, sm_scale=sm_scale, block=block,
-                               window=window)
+                               window=window, softcap=softcap)
     return out
 
 
-def attention_of(wl, q, k, v, *, head=None, block: int = 1024) -> np.ndarray:
+def attention_of(wl, q, k, v, *, head=None, block: int = 1024,
+                 softcap: float | None = None) -> np.ndarray:
     """Exact attention of workload ``wl`` (a ``Workload`` or a ``VarlenWorkload``) on its
     tensors: each sequence (``wl.segments()``) attends to its own keys under ``wl``'s causal
-    and window masks, aligned at its own bottom right. ``head`` as :func:`attention`."""
+    and window masks, aligned at its own bottom right. ``head``, ``softcap`` as
+    :func:`attention`."""
     q = np.asarray(q, dtype=np.float64)
     out = np.zeros(q.shape[:3] + (np.shape(v)[3],))       # O has V's head dim
     for seg in wl.segments():
@@ -139,14 +150,14 @@ def attention_of(wl, q, k, v, *, head=None, block: int = 1024) -> np.ndarray:
         b, rq, rk = seg.batch, seg.rows, seg.keys
         out[b:b + 1, :, rq] = attention(q[b:b + 1, :, rq], k[b:b + 1, :, rk], v[b:b + 1, :, rk],
                                         causal=wl.causal, window=wl.window, head=head,
-                                        block=block)
+                                        block=block, softcap=softcap)
     return out
 
 
-def lse_of(wl, q, k, *, chunk: int = 512) -> np.ndarray:
+def lse_of(wl, q, k, *, chunk: int = 512, softcap: float | None = None) -> np.ndarray:
     """Exact log-sum-exp of each query row's scaled scores ``q·k/√d`` under ``wl``'s masks
     (FlashAttention's ``softmax_lse``), ``[batch, heads, seq_q]``; −inf for a row that sees no
-    key."""
+    key; ``softcap`` as :func:`attention_head`'s."""
     q, k = np.asarray(q, dtype=np.float64), np.asarray(k, dtype=np.float64)
     out = np.full(q.shape[:-1], -np.inf)
     g, scale = wl.heads // wl.kv_heads, 1.0 / math.sqrt(wl.head_dim)
@@ -160,6 +171,8 @@ def lse_of(wl, q, k, *, chunk: int = 512) -> np.ndarray:
             seen = visible(keys[None, :], rows[:, None], seg.diag, wl.causal, wl.window)
             for h in range(wl.heads):
                 s = q[seg.batch, h, seg.q0 + rows] @ kk[h // g].T * scale
+                if softcap is not None:
+                    s = softcap * np.tanh(s / softcap)
                 if seen is not None:
                     s = np.where(seen, s, -np.inf)
                 mx = s.max(axis=1)

@@ -6,6 +6,7 @@ these feed.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -13,11 +14,16 @@ import numpy as np
 
 from attenio.base.config import HardwareConfig
 from attenio.base.errors import ConfigError, bad
-from attenio.contract.formats import KEY_MANT_BITS, SCALE_SHIFT_MAX
+from attenio.contract.formats import (
+    KEY_MANT_BITS,
+    SCALE_SHIFT_MAX,
+    SOFTCAP_CAP_BITS,
+    SOFTCAP_X_EXTRA,
+)
 
 __all__ = ["ScaleParams", "softmax_scale", "softmax_scale_rows", "key_factors", "key_reference",
            "with_key_scales", "quantize", "quantize_keys", "dequantize", "dequantize_output",
-           "KEY_EXP_MAX"]
+           "KEY_EXP_MAX", "softcap_cap", "softcap_q_factor"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,11 @@ class ScaleParams:
     # K row)
     k_m: np.ndarray | None = None
     k_e: np.ndarray | None = None
+    # logit soft-capping: the cap T = round(c·log2(e)·2**F) (:func:`softcap_cap`); the
+    # multipliers above then make x = logit/c with SOFTCAP_X_EXTRA more fraction bits
+    # (:func:`softcap_q_factor`) and the datapath's logit is ±round(T·tanh|x|)
+    # (model.numerics.softcap). ``None``: no cap.
+    cap: int | None = None
 
     @property
     def multiplier(self):
@@ -55,16 +66,52 @@ class ScaleParams:
         """The multipliers of query ``rows`` (itself when it is one for all rows)."""
         if not self.per_row:
             return self
-        return ScaleParams(np.asarray(self.c_m)[rows], np.asarray(self.c_sh)[rows], self.k_m,
-                           self.k_e)
+        return dataclasses.replace(self, c_m=np.asarray(self.c_m)[rows],
+                                   c_sh=np.asarray(self.c_sh)[rows])
 
     def keys(self, sl) -> ScaleParams:
         """The multipliers for the keys ``sl`` (a slice or an index array; itself without
         per-key factors)."""
         if self.k_m is None:
             return self
-        return ScaleParams(self.c_m, self.c_sh, np.asarray(self.k_m)[sl],
-                           np.asarray(self.k_e)[sl])
+        return dataclasses.replace(self, k_m=np.asarray(self.k_m)[sl],
+                                   k_e=np.asarray(self.k_e)[sl])
+
+
+def _check_softcap(cfg: HardwareConfig, softcap) -> float:
+    if (isinstance(softcap, bool) or not isinstance(softcap, (int, float, np.floating))
+            or not math.isfinite(softcap) or softcap <= 0):
+        raise bad("softcap", softcap, "a positive finite cap c (logits c·tanh(logit/c); "
+                  "Gemma 2: 50)")
+    if not cfg.softcap_unit:
+        raise bad("softcap", softcap, "this config has no soft-capping unit: set "
+                  "softcap_unit = true (it adds its pipeline's stages to the softmax's "
+                  "latency, docs/architecture.md)")
+    return float(softcap)
+
+
+def softcap_cap(cfg: HardwareConfig, softcap: float) -> int:
+    """The cap ``T = round(c·log2(e)·2**F)`` the soft-capping unit multiplies ``tanh`` by:
+    ``c`` in the logits' units, ``T`` in the base-2 logit's (COMPUTE's ``cap`` field).
+
+    Raises ConfigError for a cap that is not positive and finite, a config without the
+    unit (``softcap_unit``), or a cap whose ``T`` does not fit the field's
+    ``SOFTCAP_CAP_BITS`` bits (and the logit's width)."""
+    c = _check_softcap(cfg, softcap)
+    t = round(c * math.log2(math.e) * 2.0 ** cfg.numerics.logit_frac_bits)
+    top = min((1 << SOFTCAP_CAP_BITS) - 1, (1 << (cfg.logit_bits - 1)) - 1)
+    if not 1 <= t <= top:
+        lim = top / (math.log2(math.e) * 2.0 ** cfg.numerics.logit_frac_bits)
+        raise bad("softcap", softcap, f"the cap must lie in (0, {lim:.4g}] (T = "
+                  f"{t} must fit {SOFTCAP_CAP_BITS} bits)")
+    return t
+
+
+def softcap_q_factor(cfg: HardwareConfig, softcap: float) -> float:
+    """What the scales' multiplier is multiplied by when the cap is on: the score stage then
+    makes ``x = logit/c`` with ``F + SOFTCAP_X_EXTRA`` fraction bits instead of the base-2
+    logit with F: ``2**SOFTCAP_X_EXTRA / (c·log2(e))``."""
+    return 2.0 ** SOFTCAP_X_EXTRA / (_check_softcap(cfg, softcap) * math.log2(math.e))
 
 
 def softmax_scale(cfg: HardwareConfig, q_scale: float, k_scale: float, head_dim: int,
@@ -197,7 +244,7 @@ def with_key_scales(cfg: HardwareConfig, sp: ScaleParams, k_scales, ref: float) 
         raise bad(f"k_scale of key {j}", f"exponent {int(k_e[j])}",
                   f"too small beside the others: the shift c_sh + k_e = {worst} passes "
                   f"{SCALE_SHIFT_MAX}")
-    return ScaleParams(sp.c_m, sp.c_sh, k_m, k_e)
+    return dataclasses.replace(sp, k_m=k_m, k_e=k_e)
 
 
 def quantize(x, bits: int, scale: float | None = None,

@@ -14,7 +14,7 @@ from attenio.base.blocktable import BlockTable
 from attenio.base.config import HardwareConfig, VarlenWorkload, Workload
 from attenio.base.errors import ConfigError, bad
 from attenio.contract.program import INSTR_BYTES, encode, validate
-from attenio.contract.timing import Timing
+from attenio.contract.timing import Timing, timing_for
 from attenio.contract.variant import variant_of
 from attenio.model import io_analysis as io
 from attenio.model.numerics import ScaleParams, softmax_scale
@@ -102,7 +102,7 @@ def build_plan(hw: HardwareConfig, wl: Workload | VarlenWorkload, dataflow: str 
         memory), a block table that does not fit the workload, or a program the controller
         would reject.
     """
-    timing = timing or Timing()
+    timing = timing or timing_for(hw)
     if dataflow not in io.DATAFLOWS:
         raise bad("dataflow", dataflow, f"choose one of: {', '.join(io.DATAFLOWS)}")
     if wl.head_dim > hw.max_head_dim:

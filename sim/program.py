@@ -118,6 +118,7 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
     c_m, c_sh = (0, 0) if rs else (scale.c_m, scale.c_sh)
     ks = int(scale.k_m is not None)
     lse = int(wl.lse)
+    cap = {} if scale.cap is None else {"softcap": 1, "cap": int(scale.cap)}
     do = hw.o_row_elements(d, bool(lse))     # an O row's pitch: with its statistics' word
     dk = hw.k_row_elements(d, bool(ks))     # a K row's pitch: with its factor's word
     tiles = program_tiles(wl, tiling) if tiles is None else tiles
@@ -155,7 +156,7 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
         prog.append(Instr(Op.COMPUTE, {**common, "keys": keys, "keys_per_step": kps,
                                        "q_pos": p0, "c_m": c_m, "c_sh": c_sh,
                                        "row_scales": rs, "key_scales": ks, "lse": lse,
-                                       **_mask_fields(wl, seg, causal, first)},
+                                       **cap, **_mask_fields(wl, seg, causal, first)},
                           pop_prev=True, push_prev=t < last))
         # the Q buffer is free once the tile's steps have issued (the core takes the next
         # tile's Q rows then); FINALIZE needs no token

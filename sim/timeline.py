@@ -12,7 +12,7 @@ import numpy as np
 from attenio.base.config import HardwareConfig, Workload
 from attenio.base.errors import bad
 from attenio.contract.program import INSTR_BYTES, NEXT, PREV, QUEUES, Instr, Op
-from attenio.contract.timing import Timing
+from attenio.contract.timing import Timing, timing_for
 from attenio.model import io_analysis as io
 from attenio.sim.engines import ENGINES, Channel, Span, Stats, cdiv
 from attenio.sim.tile_loop import tile_loop, tile_loop_memo
@@ -168,7 +168,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
     """Run the timing model over a program (``progress(fraction)`` about every 1% of its
     instructions; ``entries(table, n)``: the block tables of a paged cache). Returns (total
     cycles, stats, bytes read, bytes written, spans)."""
-    timing = timing or Timing()
+    timing = timing or timing_for(hw)
     eb, ob = hw.element_bytes, hw.out_element_bytes
     ring = ring_rows if ring_rows is not None else hw.ring_rows
     rd = Channel(hw, timing, gap=timing.request_gap)
