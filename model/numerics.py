@@ -40,13 +40,9 @@ from attenio.contract.formats import (
     KEY_MANT_BITS,
     MAX_SHIFT,
     SCALE_SHIFT_MAX,
-    SOFTCAP_SEG_LOG2,
-    SOFTCAP_X_EXTRA,
-    SOFTCAP_X_INT,
-    SOFTCAP_Y_BITS,
 )
 from attenio.contract.rules import visible
-from attenio.contract.tables import exp_table, recip_table, tanh_table
+from attenio.contract.tables import exp_table, recip_table
 from attenio.model.scales import (  # noqa: F401  (the host side, re-exported)
     KEY_EXP_MAX,
     ScaleParams,
@@ -56,12 +52,13 @@ from attenio.model.scales import (  # noqa: F401  (the host side, re-exported)
     key_reference,
     quantize,
     quantize_keys,
-    softmax_scale,
-    softmax_scale_rows,
     softcap_cap,
     softcap_q_factor,
+    softmax_scale,
+    softmax_scale_rows,
     with_key_scales,
 )
+from attenio.model.variants import softcap
 
 __all__ = [
     "ScaleParams",
@@ -133,32 +130,6 @@ def _scaled(cfg: HardwareConfig, s, sp: ScaleParams) -> np.ndarray:
         t += np.int64(1 << (sp.c_sh - 1))
         t >>= sp.c_sh
     return t
-
-
-def softcap(cfg: HardwareConfig, x, cap: int) -> np.ndarray:
-    """Soft-capping block: ``x`` (``x/2**XF = logit/c``, XF = F + ``SOFTCAP_X_EXTRA``) to the
-    base-2 logit of ``c·tanh(logit/c)``: ``t = ±((y·T + 2**(Y−1)) >> Y)``, the sign of x,
-    where ``T`` is the cap (``softcap_cap``) and ``y ≈ tanh|x|·2**Y`` is interpolated
-    between the knots of :func:`~attenio.contract.tables.tanh_table` (``|x|`` of
-    ``SOFTCAP_X_INT`` integer bits: the top ``SOFTCAP_SEG_LOG2`` bits pick the segment, the
-    R below interpolate with round-half-up); ``|x| ≥ 2**SOFTCAP_X_INT`` takes the last knot.
-    Odd (``softcap(−x) = −softcap(x)``), ``|t| ≤ T``; error bound in docs/numerics.md.
-    Hardware: six pipeline stages (hw/softmax.py).
-    """
-    xf = cfg.numerics.logit_frac_bits + SOFTCAP_X_EXTRA
-    rbits = xf + SOFTCAP_X_INT - SOFTCAP_SEG_LOG2
-    lut = tanh_table()
-    x = np.asarray(x, dtype=np.int64)
-    a = np.abs(x)
-    sat = a >= (np.int64(1) << (xf + SOFTCAP_X_INT))
-    a = np.where(sat, 0, a)
-    seg = (a >> rbits).astype(np.intp)
-    r = a & ((np.int64(1) << rbits) - 1)
-    y = lut[:-1].take(seg) + ((np.diff(lut).take(seg) * r + (np.int64(1) << (rbits - 1)))
-                              >> rbits)
-    y = np.where(sat, lut[-1], y)
-    t = (y * np.int64(cap) + (np.int64(1) << (SOFTCAP_Y_BITS - 1))) >> SOFTCAP_Y_BITS
-    return np.where(x < 0, -t, t)
 
 
 # ---- running max ----

@@ -118,7 +118,8 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
     c_m, c_sh = (0, 0) if rs else (scale.c_m, scale.c_sh)
     ks = int(scale.k_m is not None)
     lse = int(wl.lse)
-    cap = {} if scale.cap is None else {"softcap": 1, "cap": int(scale.cap)}
+    cap = ({"softcap": 0, "cap": 0} if scale.cap is None
+           else {"softcap": 1, "cap": int(scale.cap)})
     do = hw.o_row_elements(d, bool(lse))     # an O row's pitch: with its statistics' word
     dk = hw.k_row_elements(d, bool(ks))     # a K row's pitch: with its factor's word
     tiles = program_tiles(wl, tiling) if tiles is None else tiles

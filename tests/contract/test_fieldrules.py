@@ -18,6 +18,7 @@ from attenio.sim.plan import build_plan
 TINY = C.tiny()
 NARROW = C.replace(TINY, macs_per_line=2)         # a word too narrow for a scale word
 ONE_KEY = C.replace(TINY, max_keys_per_step=2)    # steps of at most 2 keys, a ring of 4
+SOFTCAP = C.replace(TINY, softcap_unit=True)      # a config with the soft-capping unit
 
 
 def _base(hw) -> dict[Op, Instr]:
@@ -46,6 +47,8 @@ CASES = {
     "c_sh": (TINY, Op.COMPUTE, {"c_sh": 63}),
     "row_scales": (NARROW, Op.LOAD_Q, {"row_scales": 1}),
     "key_scales": (NARROW, Op.LOAD_KV, {"key_scales": 1}),
+    "softcap": (TINY, Op.COMPUTE, {"softcap": 1, "cap": 3000}),
+    "cap": (SOFTCAP, Op.COMPUTE, {"softcap": 1, "cap": 0}),
 }
 
 
