@@ -517,12 +517,25 @@ def asplos26() -> HardwareConfig:
 PRESETS = {"tiny": tiny, "fpga": fpga, "asplos26": asplos26}
 
 
+# what a preset's name may add after a "+": the units a variant needs (``fpga+softcap``)
+PRESET_UNITS = {"softcap": "softcap_unit"}
+
+
 def preset(name: str) -> HardwareConfig:
-    """Return the named preset; raise :class:`ConfigError` for an unknown name."""
+    """Return the named preset, with the units its ``+unit`` suffixes name
+    (:data:`PRESET_UNITS`: ``fpga+softcap`` is fpga with the soft-capping unit); raise
+    :class:`ConfigError` for an unknown name or unit."""
+    base, *units = name.split("+") if isinstance(name, str) else (name,)
     try:
-        return PRESETS[name]()
+        hw = PRESETS[base]()
     except (KeyError, TypeError):
-        raise bad("preset", name, f"known presets: {', '.join(PRESETS)}") from None
+        raise bad("preset", name, f"known presets: {', '.join(PRESETS)}, each with "
+                  f"+{'/+'.join(PRESET_UNITS)} for the unit of that name") from None
+    for u in units:
+        if u not in PRESET_UNITS:
+            raise bad("preset", name, f"units after '+': {', '.join(PRESET_UNITS)}")
+        hw = replace(hw, **{PRESET_UNITS[u]: True})
+    return hw
 
 
 # ---- TOML ----

@@ -60,10 +60,13 @@ TIMING = Timing()
 
 def timing_for(hw) -> Timing:
     """The contract of the RTL ``hw`` builds: :data:`TIMING`, with the soft-capping unit's
-    stages added to ``p_ready_latency`` where the config builds the unit (``softcap_unit``)."""
+    stages added where the config builds the unit (``softcap_unit``) to ``p_ready_latency``
+    and to ``min_phase`` (a row group's m/ℓ go round the longer softmax pipeline before the
+    next step reads them)."""
     if not getattr(hw, "softcap_unit", False):
         return TIMING
-    return dataclasses.replace(TIMING, p_ready_latency=TIMING.p_ready_latency + SOFTCAP_LATENCY)
+    return dataclasses.replace(TIMING, p_ready_latency=TIMING.p_ready_latency + SOFTCAP_LATENCY,
+                               min_phase=TIMING.min_phase + SOFTCAP_LATENCY)
 
 # Timing mutations (one constant ±1 in the model alone) under which the schedule generator gives
 # the same timeline, each with its reason: no RTL workload can catch them, so the mutation

@@ -6,8 +6,10 @@ reference and the integer model (the scale, V's width), the closed-form traffic 
 ``Q Kᵀ`` and ``P V`` steps' words) and the compute core's stages (docs/architecture.md, "Where
 a variant plugs in").
 
-Today's variant is textbook attention with its own scale: ``O = softmax(scale · Q Kᵀ) V``,
-``scale = 1/√head_dim_qk`` unless given. The stages it touches are named in :data:`STAGES`.
+Today's variants: textbook attention with its own scale, ``O = softmax(scale · Q Kᵀ) V``
+(``scale = 1/√head_dim_qk`` unless given), and the logits soft-capped, ``s ← c·tanh(s/c)``
+(Gemma 2's ``attn_logit_softcapping``: the score transform ``softcap``, a config with the
+soft-capping unit). The stages each touches are named in :data:`STAGES`.
 """
 
 from __future__ import annotations
@@ -15,19 +17,23 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from attenio.base.errors import bad
 
 __all__ = ["Variant", "STAGES", "SCORE_TRANSFORMS", "variant_of"]
 
 # the score transforms the datapath builds: the scale folded into the softmax multiplier
-# (model.scales.softmax_scale, the score stage's c_m/c_sh). Soft-capping and ALiBi add theirs
-# here, in the score stage (hw/score.py) and in model.numerics.scale.
-SCORE_TRANSFORMS = ("scale",)
+# (model.scales.softmax_scale, the score stage's c_m/c_sh), and soft-capping after it (the
+# multiplier makes logit/c, the softmax unit's soft-capping stages c·tanh: model/variants.py,
+# hw/softmax.py). ALiBi adds its own here.
+SCORE_TRANSFORMS = ("scale", "softcap")
 
 # what each stage of a run reads from the variant (the list of places a new variant touches)
 STAGES = {
     "score": "head_dim_qk (Q Kᵀ words), the scale (the multiplier), the score transform: "
-             "model.numerics.scale, hw/score.py",
+             "model.numerics.scale, hw/score.py; the cap: model/variants.py, the softmax "
+             "unit's soft-capping stages (hw/softmax.py, COMPUTE's softcap and cap)",
     "softmax": "the initial state of a row's running max and sum (m_init, ℓ = 0): "
                "model.numerics.m_init, hw/softmax_stage.py",
     "pv": "head_dim_v (P V words, V rows): model.numerics.accumulate, hw/pv_stage.py",
@@ -41,12 +47,14 @@ STAGES = {
 class Variant:
     """One layer's attention: Q and K rows of ``head_dim_qk`` elements, V and O rows of
     ``head_dim_v``, logits ``softmax_scale · q·k`` (``None``: ``1/√head_dim_qk``) through the
-    ``score_transform``, each row's softmax starting from ``m_init`` and ``ℓ = 0``."""
+    ``score_transform`` (``softcap``: then ``softcap·tanh(logit/softcap)``), each row's
+    softmax starting from ``m_init`` and ``ℓ = 0``."""
 
     head_dim_qk: int
     head_dim_v: int
     softmax_scale: float | None = None
     score_transform: str = "scale"
+    softcap: float | None = None
 
     def __post_init__(self):
         for name in ("head_dim_qk", "head_dim_v"):
@@ -60,6 +68,13 @@ class Variant:
         if self.score_transform not in SCORE_TRANSFORMS:
             raise bad("score_transform", self.score_transform,
                       f"choose one of: {', '.join(SCORE_TRANSFORMS)}")
+        c = self.softcap
+        if c is not None and (isinstance(c, bool) or not isinstance(c, (int, float))
+                              or not math.isfinite(c) or c <= 0):
+            raise bad("softcap", c, "a positive finite cap c (logits c·tanh(s/c)), or None")
+        if (c is not None) != (self.score_transform == "softcap"):
+            raise bad("score_transform", self.score_transform,
+                      "'softcap' exactly when a softcap is given")
 
     @property
     def scale(self) -> float:
@@ -92,6 +107,11 @@ class Variant:
         return out
 
 
-def variant_of(wl, softmax_scale: float | None = None) -> Variant:
-    """The variant a workload asks for (its head dims), with ``softmax_scale`` if given."""
-    return Variant(wl.d_qk, wl.d_v, softmax_scale)
+def variant_of(wl, softmax_scale: float | None = None,
+               softcap: float | None = None) -> Variant:
+    """The variant a workload asks for (its head dims), with ``softmax_scale`` and the cap
+    ``softcap`` if given (NumPy scalars taken as floats)."""
+    def num(x):
+        return float(x) if isinstance(x, np.floating) else x
+    return Variant(wl.d_qk, wl.d_v, num(softmax_scale),
+                   "scale" if softcap is None else "softcap", num(softcap))

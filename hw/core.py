@@ -11,7 +11,8 @@ is ``G = ⌈r/p⌉`` row groups; a row of d elements is ``Wd = ⌈d/q⌉`` words
 
 * ``Q Kᵀ`` step for key j: for each (group, word): every line multiplies its Q word by the
   broadcast K word and adds the q products (adder tree) into its score accumulator.
-* softmax: the ``p`` scores of a group go through :class:`SoftmaxUnit` (m, ℓ per row).
+* softmax: the ``p`` scores of a group go through the softmax unit (m, ℓ per row;
+  :class:`~attenio.hw.softmax.SoftmaxUnit`, the soft-capping unit in it where built).
 * ``P V`` step: for each (group, word): every MAC read-modify-writes one O element:
   ``O = (O >> shift) + p·v``.
 * order ``QK(0), QK(1), PV(0), QK(2), PV(1), …`` so each key's softmax hides behind the next
@@ -39,12 +40,13 @@ from attenio.hw.pv_stage import PVStage, acc_word_layout
 from attenio.hw.qbuf import QBuffer
 from attenio.hw.score import QK_LATENCY, ScoreStage
 from attenio.hw.sequencer import COUNTER_BITS, StepSequencer
-from attenio.hw.softmax import SoftmaxUnit
+from attenio.hw.softmax import softmax_latency
 from attenio.hw.softmax_stage import SoftmaxStage, ml_layout, pbuf_layout
 
 # Shortest Q Kᵀ or P V step, in cycles: it keeps a row group's m/ℓ read-modify-write (through
 # the softmax pipeline) and O read-modify-write from overlapping the next access to the same
-# row group. Steps with fewer than MIN_PHASE (group, word) pairs are padded.
+# row group. Steps with fewer than MIN_PHASE (group, word) pairs are padded; with the
+# soft-capping unit's longer softmax, ``timing_for(cfg).min_phase`` (the sequencer's).
 MIN_PHASE = TIMING.min_phase
 OUT_FIFO_DEPTH = TIMING.out_fifo_depth
 
@@ -118,9 +120,10 @@ class ComputeCore(wiring.Component):
     @property
     def p_ready_latency(self) -> int:
         """Last Q Kᵀ issue of a step → the first P V issue it allows: the score pipeline, the
-        softmax, the ``exp_done`` register and the sequencer's registered start compare
-        (contract: ``Timing.p_ready_latency``)."""
-        return QK_LATENCY + SoftmaxUnit.LATENCY + 2
+        softmax (with the soft-capping unit's stages where the config builds it), the
+        ``exp_done`` register and the sequencer's registered start compare (contract:
+        ``Timing.p_ready_latency``, ``timing_for``)."""
+        return QK_LATENCY + softmax_latency(self.cfg) + 2
 
     @property
     def finalize_latency(self) -> int:
@@ -213,6 +216,7 @@ class ComputeCore(wiring.Component):
             pv.pe_o_new.eq(pe.o_new), pv.v_data.eq(kvr.v_data),
             smx.valid.eq(score.valid), smx.group.eq(score.group), smx.step.eq(score.step),
             smx.visible.eq(score.visible), smx.c_m.eq(score.c_m), smx.c_sh.eq(score.c_sh),
+            smx.softcap.eq(c.softcap), smx.cap.eq(c.cap),
             smx.scores.eq(pe.scores), smx.blog.eq(blog), smx.groups.eq(groups),
             fin.running.eq(running), fin.steps_left.eq(seq.steps_left), fin.words.eq(words),
             fin.cmd.eq(c),

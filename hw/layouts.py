@@ -6,6 +6,7 @@ from amaranth import signed, unsigned
 from amaranth.lib import data
 
 from attenio.base.config import SCALE_EXP_BITS, HardwareConfig
+from attenio.contract.formats import SOFTCAP_CAP_BITS
 
 __all__ = ["word_layout", "qcmd_layout", "kv_beat_layout", "cmd_layout", "kps_bits",
            "row_scale_layout"]
@@ -73,4 +74,7 @@ def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:
         "key_scales": unsigned(1),
         # finalize each row's statistics (m, ℓ) as one more output word
         "lse": unsigned(1),
+        # soft-capping (cfg.softcap_unit): the scores are logit/c, the unit's cap T
+        "softcap": unsigned(1),
+        "cap": unsigned(SOFTCAP_CAP_BITS),
     })

@@ -7,7 +7,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
-from attenio.contract.timing import TIMING
+from attenio.contract.timing import timing_for
 
 __all__ = ["StepSequencer", "COUNTER_BITS"]
 
@@ -39,7 +39,8 @@ class StepSequencer(wiring.Component):
         keys = range(cfg.max_seq_len + 1)
         lkmax = cfg.max_keys_per_step.bit_length() - 1
         # phase 0's length (a register of the sequencer's own; not a port)
-        self.plen0 = Signal(range(max(gmax * wmax, TIMING.min_phase) + 1), name="plen0")
+        self.min_phase = min_phase = timing_for(cfg).min_phase
+        self.plen0 = Signal(range(max(gmax * wmax, min_phase) + 1), name="plen0")
         super().__init__({
             "running": In(1), "clear": In(1),
             "keys": In(keys), "blog": In(range(lkmax + 1)),
@@ -105,7 +106,7 @@ class StepSequencer(wiring.Component):
             return Mux(skip & (t > 0), Mux(g_raw < groups - 1, g_raw, groups - 1), 0)
 
         def step_len(ops_):
-            return Mux(ops_ > TIMING.min_phase, ops_, TIMING.min_phase)
+            return Mux(ops_ > self.min_phase, ops_, self.min_phase)
 
         # Phase 0's shape: its first group registered as the command is taken, its ops and
         # length a cycle later (the core is loading Q by then).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from amaranth import Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
@@ -235,7 +236,6 @@ class SoftmaxUnit(wiring.Component):
         lut = [int(v) for v in tanh_table()]
         dbits = max(b - a for a, b in zip(lut[:-1], lut[1:], strict=True)).bit_length()
         ybits = SOFTCAP_Y_BITS + 1
-        from amaranth.lib.memory import Memory
         rom = Memory(shape=unsigned(ybits + dbits), depth=len(lut) - 1, init=[
             a | (b - a) << ybits for a, b in zip(lut[:-1], lut[1:], strict=True)])
         m.submodules[f"tanh_rom{k}"] = rom

@@ -10,6 +10,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
+from attenio.contract.formats import SOFTCAP_CAP_BITS
 from attenio.hw.lanes import Lanes
 from attenio.hw.sequencer import COUNTER_BITS
 from attenio.hw.softmax import SHIFT_BITS, SoftmaxUnit, m_bits
@@ -35,6 +36,7 @@ class SoftmaxStage(wiring.Component):
     valid, group, step, visible, scores, c_m, c_sh : a row group's scores in c4 with their
         group, step, the lines that see their key and each lane's multiplier
         (:class:`attenio.hw.score.ScoreStage`, ``PEArray.scores``).
+    softcap, cap : the tile's soft-cap (its COMPUTE's fields; ``cfg.softcap_unit`` only).
     ml_data : the group's m/ℓ, read with its scores (one word a bank).
     blog, groups : log2 keys per step (row ρ's chain: lines ρ·b … ρ·b + b − 1) and the
         tile's row groups.
@@ -45,7 +47,7 @@ class SoftmaxStage(wiring.Component):
         ``clear`` (the tile's end) returns it to 0.
     exp_busy : cycles the softmax unit was fed (cumulative).
 
-    Latency: ``SoftmaxUnit.LATENCY`` from ``valid`` to the writes.
+    Latency: ``softmax_latency(cfg)`` from ``valid`` to the writes.
     """
 
     def __init__(self, cfg: HardwareConfig):
@@ -58,6 +60,7 @@ class SoftmaxStage(wiring.Component):
             "scores": In(data.ArrayLayout(signed(cfg.score_bits), p)),
             "c_m": In(data.ArrayLayout(unsigned(cfg.scale_factor_bits), p)),
             "c_sh": In(data.ArrayLayout(unsigned(6), p)),
+            "softcap": In(1), "cap": In(unsigned(SOFTCAP_CAP_BITS)),
             "ml_data": In(data.ArrayLayout(ml_layout(cfg), p)),
             "blog": In(range(lkmax + 1)), "groups": In(range(gmax + 1)), "clear": In(1),
             "ml_wr_addr": Out(range(gmax + 1)), "ml_wr_en": Out(1),
@@ -74,6 +77,7 @@ class SoftmaxStage(wiring.Component):
         lanes = Lanes(m, cfg, self.blog)
         m.submodules.softmax = sm = SoftmaxUnit(cfg)
         m.d.comb += [sm.chain_log2.eq(self.blog), sm.i.valid.eq(self.valid),
+                     sm.softcap.eq(self.softcap), sm.cap.eq(self.cap),
                      sm.i.payload.visible.eq(self.visible),
                      sm.i.payload.first.eq(self.step == 0)]
         for i in range(p):

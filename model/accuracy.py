@@ -218,12 +218,13 @@ def quantize_scheme(hw: HardwareConfig, q, k, v, scheme: str,
 
 
 def run_int(hw: HardwareConfig, wl: Workload, inp: HostInputs, progress=None,
-            ml: dict | None = None, table=None) -> np.ndarray:
+            ml: dict | None = None, table=None, softcap: float | None = None) -> np.ndarray:
     """The accelerator's output (the bit-exact integer model) read back as floats (``ml``:
     a dict that receives each row's statistics, as :func:`numerics.attention_int`;
-    ``table``: K and V are a paged cache's pool, read through its block table)."""
+    ``table``: K and V are a paged cache's pool, read through its block table; ``softcap``:
+    the logits' cap)."""
     out = nm.attention_int(hw, wl, inp.q, inp.k, inp.v, inp.sq, inp.sk, progress=progress,
-                           ml=ml, table=table)
+                           ml=ml, table=table, softcap=softcap)
     sv = inp.sv
     if isinstance(sv, np.ndarray):          # per K/V head and channel → per query head
         sv = np.repeat(sv, wl.group_size, axis=1)

@@ -131,8 +131,8 @@ def multipliers(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> nm.Scale
     per_row = np.ndim(inp.sq) > 0
     per_key = np.ndim(inp.sk) > 0
     sk = inp.sk
-    if inp.softcap is not None:
-        inp = dataclasses.replace(inp, sq=inp.sq * nm.softcap_q_factor(hw, inp.softcap))
+    sq, cap = nm.capped(hw, inp.sq, inp.softcap)
+    inp = dataclasses.replace(inp, sq=sq)
     if per_key:
         ks, sk = nm.key_reference(inp.sk)
     if per_row:
@@ -142,9 +142,7 @@ def multipliers(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> nm.Scale
         sp = nm.softmax_scale(hw, inp.sq, sk, wl.head_dim)
     if per_key:
         sp = nm.with_key_scales(hw, sp, ks.reshape(-1), sk)
-    if inp.softcap is not None:
-        sp = dataclasses.replace(sp, cap=nm.softcap_cap(hw, inp.softcap))
-    return sp
+    return sp if cap is None else dataclasses.replace(sp, cap=cap)
 
 
 def golden_output(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, *,
@@ -155,11 +153,9 @@ def golden_output(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, *,
     ``scale``: the run plan's multipliers for these inputs (then neither the workload nor
     the multipliers are worked out again); a paged cache's keys are read through
     ``inp.table`` where they lie."""
-    if scale is None and inp.softcap is not None:   # the cap lives in the multipliers
-        hw.check_workload(wl)
-        scale = multipliers(hw, wl, inp)
     return nm.attention_int(hw, wl, inp.q, inp.k, inp.v, inp.sq, inp.sk, stepwise=stepwise,
-                            progress=progress, ml=ml, table=inp.table, plan_scale=scale)
+                            progress=progress, ml=ml, table=inp.table, plan_scale=scale,
+                            softcap=inp.softcap)
 
 
 def error_vs_float(hw: HardwareConfig, wl: Workload, out: np.ndarray,

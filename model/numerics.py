@@ -28,6 +28,7 @@ widths past 2**53 (see ``HardwareConfig.acc_bits``).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -58,31 +59,13 @@ from attenio.model.scales import (  # noqa: F401  (the host side, re-exported)
     softmax_scale_rows,
     with_key_scales,
 )
-from attenio.model.variants import softcap
+from attenio.model.variants import capped, softcap
 
 __all__ = [
-    "ScaleParams",
-    "softmax_scale",
-    "softmax_scale_rows",
-    "scale",
-    "softcap",
-    "running_max",
-    "exp2",
-    "exp_table",
-    "rescale",
-    "accumulate",
-    "reciprocal",
-    "recip_table",
-    "finalize",
-    "attention_head",
-    "attention_head_stepwise",
-    "attention_int",
-    "quantize",
-    "dequantize",
-    "dequantize_output",
-    "m_init",
-    "row_stats",
-    "logsumexp",
+    "ScaleParams", "softmax_scale", "softmax_scale_rows", "scale", "softcap", "running_max",
+    "exp2", "exp_table", "rescale", "accumulate", "reciprocal", "recip_table", "finalize",
+    "attention_head", "attention_head_stepwise", "attention_int", "quantize", "dequantize",
+    "dequantize_output", "m_init", "row_stats", "logsumexp",
 ]
 
 
@@ -489,7 +472,8 @@ def _check_int_tensor(name: str, x, shape: tuple[int, ...], bits: int) -> np.nda
 def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q_scale,
                   k_scale: float, *, stepwise: bool = False, progress=None,
                   ml: dict | None = None, table=None,
-                  plan_scale: ScaleParams | None = None) -> np.ndarray:
+                  plan_scale: ScaleParams | None = None,
+                  softcap: float | None = None) -> np.ndarray:
     """Integer attention for a whole workload, exactly as the accelerator computes it (each
     sequence of a :class:`VarlenWorkload` on its own rows and keys, ``wl.segments()``).
 
@@ -513,6 +497,7 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
     plan_scale : the multipliers a run plan made of these scales (one pair, or per row
         ``[batch·heads·seq_q]`` and per key ``[batch·kv_heads·keys]`` as the DRAM image
         carries them): taken instead of working them out again, and ``wl`` taken as checked
+    softcap : the logits' cap ``c`` (``c·tanh(logit/c)``; with ``plan_scale``, its own)
 
     Returns
     -------
@@ -524,8 +509,10 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
     ConfigError
         A workload the hardware cannot run, or tensors whose shape, dtype or range do not match.
     """
+    cap = None
     if plan_scale is None:
         cfg.check_workload(wl)
+        q_scale, cap = capped(cfg, q_scale, softcap)
     b, h, hk, nq, nk, d = wl.batch, wl.heads, wl.kv_heads, wl.seq_q, wl.seq_k, wl.head_dim
     kb, kn = (1, table.pages * table.page_size) if table is not None else (b, nk)
     q = _check_int_tensor("q", q, (b, h, nq, d), cfg.data_bits)
@@ -564,6 +551,7 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
                 sp = softmax_scale_rows(cfg, qs[bi, hi, rq], sk, d)
             if keys_k:
                 sp = with_key_scales(cfg, sp, ks[kbi, hi // g, rk], sk)
+            sp = sp if cap is None else dataclasses.replace(sp, cap=cap)
         args = (cfg, q[bi, hi, rq], k[kbi, hi // g, rk], v[kbi, hi // g, rk], sp, wl.causal)
         one = {}
         if stepwise:

@@ -84,9 +84,9 @@ def _check_softcap(cfg: HardwareConfig, softcap) -> float:
         raise bad("softcap", softcap, "a positive finite cap c (logits c·tanh(logit/c); "
                   "Gemma 2: 50)")
     if not cfg.softcap_unit:
-        raise bad("softcap", softcap, "this config has no soft-capping unit: set "
-                  "softcap_unit = true (it adds its pipeline's stages to the softmax's "
-                  "latency, docs/architecture.md)")
+        raise bad("softcap", softcap, "this config has no soft-capping unit: take a "
+                  "preset's NAME+softcap (e.g. fpga+softcap) or set softcap_unit = true (it "
+                  "adds its pipeline's stages to the softmax's latency, docs/architecture.md)")
     return float(softcap)
 
 

@@ -14,8 +14,9 @@ from attenio.contract.formats import (
     SOFTCAP_Y_BITS,
 )
 from attenio.contract.tables import tanh_table
+from attenio.model.scales import softcap_cap, softcap_q_factor
 
-__all__ = ["softcap"]
+__all__ = ["softcap", "capped"]
 
 
 def softcap(cfg: HardwareConfig, x, cap: int) -> np.ndarray:
@@ -42,3 +43,13 @@ def softcap(cfg: HardwareConfig, x, cap: int) -> np.ndarray:
     y = np.where(sat, lut[-1], y)
     t = (y * np.int64(cap) + (np.int64(1) << (SOFTCAP_Y_BITS - 1))) >> SOFTCAP_Y_BITS
     return np.where(x < 0, -t, t)
+
+
+def capped(cfg: HardwareConfig, q_scale, softcap: float | None):
+    """Q's scale (a scalar, or one per row) and the cap ``T`` a soft-capped run's multipliers
+    are worked out from: the scale times :func:`~attenio.model.scales.softcap_q_factor` (the
+    score stage then makes ``x = logit/c``) and ``softcap_cap``; unchanged and ``None``
+    without a cap. Raises ConfigError for a cap the hardware cannot apply."""
+    if softcap is None:
+        return q_scale, None
+    return q_scale * softcap_q_factor(cfg, softcap), softcap_cap(cfg, softcap)

@@ -18,6 +18,7 @@ from attenio.contract.timing import Timing, timing_for
 from attenio.contract.variant import variant_of
 from attenio.model import io_analysis as io
 from attenio.model.numerics import ScaleParams, softmax_scale
+from attenio.model.variants import capped
 from attenio.sim.layout import Layout, block_table_for
 from attenio.sim.phases import phase_model
 from attenio.sim.program import build_program, program_length, program_tiles
@@ -68,11 +69,14 @@ class RunPlan:
         return self.schedule.to_dict()
 
 
-def default_scale(hw: HardwareConfig, wl) -> ScaleParams:
+def default_scale(hw: HardwareConfig, wl, softcap: float | None = None) -> ScaleParams:
     """The multipliers of inputs at full scale (one unit of each integer = 1/qmax): what a
-    schedule without inputs uses (its timing does not depend on them)."""
+    schedule without inputs uses (its timing does not depend on them); with ``softcap``, the
+    capped logits' (the program's COMPUTE then carries the cap)."""
     qmax = (1 << (hw.data_bits - 1)) - 1
-    return softmax_scale(hw, 1.0 / qmax, 1.0 / qmax, wl.head_dim)
+    q, cap = capped(hw, 1.0 / qmax, softcap)
+    sp = softmax_scale(hw, q, 1.0 / qmax, wl.head_dim)
+    return sp if cap is None else dataclasses.replace(sp, cap=cap)
 
 
 def build_plan(hw: HardwareConfig, wl: Workload | VarlenWorkload, dataflow: str = "attenio",

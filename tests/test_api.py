@@ -129,6 +129,41 @@ def test_softmax_scale_is_flashattentions():
             attenio.attention(q, k, v, preset="tiny", layout="bhsd", softmax_scale=bad_scale)
 
 
+def test_softcap_is_flashattentions():
+    """``softcap`` (FlashAttention's, Gemma 2's 50; here a tight 3 so the cap bites): against
+    a softmax of ``c·tanh(s/c)`` written out here, causal at the bottom right, on every entry
+    point (the paged cache read through its table); a preset without the soft-capping unit and
+    bad caps are refused by name."""
+    rng = np.random.default_rng(11)
+    q, k, v = (rng.standard_normal((1, 2, 24, 16)) * 2 for _ in range(3))
+    c = 3.0
+    s = np.einsum("bhqd,bhkd->bhqk", q, k) / 4.0
+    s = c * np.tanh(s / c)
+    s = np.where(np.tril(np.ones((24, 24), dtype=bool)), s, -np.inf)
+    want = np.einsum("bhqk,bhkd->bhqd", _softmax(s), v)
+    got = attenio.attention(q, k, v, preset="asplos26+softcap", layout="bhsd", causal=True,
+                            softcap=c)
+    assert np.max(np.abs(got - want)) < 2e-3
+    plain = attenio.attention(q, k, v, preset="asplos26", layout="bhsd", causal=True)
+    assert np.max(np.abs(plain - want)) > 0.05             # the cap changes the result
+    qv = q[0].transpose(1, 0, 2)
+    kv_, vv = k[0].transpose(1, 0, 2), v[0].transpose(1, 0, 2)
+    got_v = attenio.attention_varlen(qv, kv_, vv, [0, 24], [0, 24], preset="asplos26+softcap",
+                                     causal=True, softcap=c)
+    np.testing.assert_array_equal(got_v, got[0].transpose(1, 0, 2))
+    pages = k.transpose(0, 2, 1, 3).reshape(3, 8, 2, 16)[::-1]    # three pages, reversed
+    vpages = v.transpose(0, 2, 1, 3).reshape(3, 8, 2, 16)[::-1]
+    got_c = attenio.attention_with_kvcache(q.transpose(0, 2, 1, 3), pages, vpages, [24],
+                                           block_table=[[2, 1, 0]], causal=True,
+                                           preset="asplos26+softcap", softcap=c)
+    assert np.max(np.abs(got_c - want.transpose(0, 2, 1, 3))) < 2e-3
+    with pytest.raises(ConfigError, match=r"^softcap=3.0 .*no soft-capping unit"):
+        attenio.attention(q, k, v, preset="asplos26", layout="bhsd", softcap=c)
+    for bad_cap in (0.0, -1.0, float("nan"), True):
+        with pytest.raises(ConfigError, match=r"^softcap="):
+            attenio.attention(q, k, v, preset="tiny+softcap", layout="bhsd", softcap=bad_cap)
+
+
 def _softmax(x):
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)

@@ -268,6 +268,29 @@ softmax_scale_option = click.option(
          "1/√144 = 0.0833 with d = 128): the same integers, carried by the softmax multiplier.")
 
 
+def _parse_softcap(ctx, param, value):
+    """``--softcap``: a positive finite cap, checked before any work (one line)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise click.BadParameter(f"{value!r}: a positive finite cap c (Gemma 2: 50)")
+    return value
+
+
+softcap_option = click.option(
+    "--softcap", "softcap", type=float, default=None, metavar="C",
+    callback=_parse_softcap,
+    help="Soft-cap the logits, C·tanh(s/C) (FlashAttention's softcap, Gemma 2's "
+         "attn_logit_softcapping = 50): needs the soft-capping unit (--preset NAME+softcap).")
+
+
+def check_softcap(hw, softcap) -> None:
+    """``--softcap`` against the config: one line if it has no soft-capping unit or the cap
+    does not fit its field (model.scales.softcap_cap)."""
+    if softcap is not None:
+        from attenio.model.scales import softcap_cap
+
+        softcap_cap(hw, softcap)
+
+
 def _parse_lengths(ctx, param, value):
     """``--seqlens 37,512,4096`` or ``--seqlens @FILE`` (integers separated by commas, spaces
     or lines; ``#`` starts a comment): the sequences' lengths. Click reports a bad value as

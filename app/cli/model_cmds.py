@@ -20,11 +20,13 @@ from attenio.app.cli.app import (
     _workload_options,
     _write_csv,
     _write_json,
+    check_softcap,
     config_option,
     csv_option,
     json_option,
     main,
     preset_option,
+    softcap_option,
     softmax_scale_option,
     window_option,
 )
@@ -55,12 +57,13 @@ from attenio.base.errors import ConfigError
 @click.option("--stepwise", is_flag=True, help="Use the block-by-block model (slower, same bits).")
 @window_option
 @softmax_scale_option
+@softcap_option
 @json_option
 @csv_option
 @_friendly
 def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k,
            decode, cache_lens, page_size, lse, block_table, dist, sigma, npz, scheme, q_scales,
-           k_block, seed, stepwise, window, softmax_scale, json_path, csv_path):
+           k_block, seed, stepwise, window, softmax_scale, softcap, json_path, csv_path):
     """Run the bit-exact integer model against float64 attention of the same quantized inputs
     and print the errors (N = 1024 unless --n or --seqlens says otherwise).
 
@@ -69,6 +72,7 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
     """
     hw = _load_hw(preset, config_file)
     _outputs(json=json_path, csv=csv_path)
+    check_softcap(hw, softcap)
     floats = None
     if npz is not None:
         from attenio.model.accuracy import load_qkv
@@ -90,17 +94,20 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
     host = scheme + ("+rows" if q_scales == "row" else "") + (f"+kblk{k_block}" if k_block
                                                                else "")
     click.echo(f"golden check: preset={name} {_describe(wl)} data={dist} scheme={host} "
-               f"seed={seed}" + (f" softmax-scale={softmax_scale:g}" if softmax_scale else ""))
+               f"seed={seed}" + (f" softmax-scale={softmax_scale:g}" if softmax_scale else "")
+               + (f" softcap={softcap:g}" if softcap else ""))
     from attenio.model.golden import LSE_REL_BOUND, MAX_REL_BOUND, MEAN_REL_BOUND, golden_check
 
     with _Bar("integer model") as bar:
         m = golden_check(hw, wl, dist, seed, stepwise, progress=bar, scheme=scheme,
                          q_rows=q_scales == "row", k_block=k_block, floats=floats,
-                         sigma=sigma, table=table, softmax_scale=softmax_scale)
+                         sigma=sigma, table=table, softmax_scale=softmax_scale,
+                         softcap=softcap)
     sp = m["scale"]
     ok = m["ok"]
     if sp is not None:
-        click.echo(f"  softmax multiplier   c_m={sp.c_m} c_sh={sp.c_sh}")
+        click.echo(f"  softmax multiplier   c_m={sp.c_m} c_sh={sp.c_sh}"
+                   + (f" (x = logit/c), cap T={sp.cap}" if sp.cap is not None else ""))
     else:
         click.echo("  softmax multiplier   one per " + ("Q row" if q_scales == "row" else "")
                    + (" and " if q_scales == "row" and k_block else "")
@@ -120,7 +127,7 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
     click.echo(f"  result               {'PASS' if ok else 'FAIL'}")
     report = {"hardware": hw.to_dict(), "workload": wl.to_dict(), "dist": dist, "seed": seed,
               "scheme": scheme, "q_scales": q_scales, "k_block": k_block,
-              "softmax_scale": softmax_scale,
+              "softmax_scale": softmax_scale, "softcap": softcap,
               "logit_sigma_target": sigma, **{k: v for k, v in m.items() if k != "scale"},
               "c_m": sp.c_m if sp else None, "c_sh": sp.c_sh if sp else None,
               **(table.to_dict() if table is not None else {})}

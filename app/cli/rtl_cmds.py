@@ -22,12 +22,14 @@ from attenio.app.cli.app import (
     _workload_options,
     _write_csv,
     _write_json,
+    check_softcap,
     config_option,
     csv_option,
     json_option,
     main,
     preset_option,
     preset_option_for,
+    softcap_option,
     softmax_scale_option,
     window_option,
 )
@@ -77,12 +79,14 @@ def verilog_cmd(preset, config_file, output, sv):
               help="K quantized with one scale per block of this many keys (each K row carries "
                    "its factor: LOAD_KV.key_scales, one more word a K row).")
 @softmax_scale_option
+@softcap_option
 @json_option
 @csv_option
 @_friendly
 def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens,
                  seqlens_k, decode, cache_lens, page_size, lse, block_table, window, sim, waves,
-                 stall, dram, seed, q_scales, k_block, softmax_scale, json_path, csv_path):
+                 stall, dram, seed, q_scales, k_block, softmax_scale, softcap, json_path,
+                 csv_path):
     """Run a workload on the RTL (cocotb) and check it against the models.
 
     Prints correctness (bit-exact with the integer model, error against float64), the RTL's
@@ -96,6 +100,7 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     from attenio.verify.runner import fast_path, simulate
 
     hw = _load_hw(preset, config_file)
+    check_softcap(hw, softcap)
     if not 0.0 <= stall < 1.0:
         raise ConfigError(f"stall={stall} is invalid: a probability in [0, 1)")
     fast_path(dram, p_stall=stall > 0)          # --dram hdl with --stall: refused here
@@ -117,11 +122,12 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     click.echo(f"simulate: preset={name} {_describe(wl)} sim={sim} stall={stall}"
                + (" q-scales=row" if q_scales == "row" else "")
                + (f" k-block={k_block}" if k_block else "")
-               + (f" softmax-scale={softmax_scale:g}" if softmax_scale else ""))
+               + (f" softmax-scale={softmax_scale:g}" if softmax_scale else "")
+               + (f" softcap={softcap:g}" if softcap else ""))
     with _Bar("simulating", after=0) as bar:
         r = simulate(hw, wl, sim=sim, seed=seed, p_stall=stall, waves=waves, q_rows=rows,
                      k_block=k_block, dram=dram, block_table=table, checked=True,
-                     softmax_scale=softmax_scale,
+                     softmax_scale=softmax_scale, softcap=softcap,
                      progress=lambda done_c, expect: bar(done_c / max(1, expect)),
                      log=lambda msg: click.echo(f"  {msg}"))
     traffic = r.schedule.traffic      # under the tiling(s) the program used
@@ -172,7 +178,8 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     report = {
             "hardware": hw.to_dict(), "workload": wl.to_dict(), "sim": sim, "stall": stall,
             "dram": r.extra.get("dram"),
-            "seed": seed, "softmax_scale": softmax_scale, "pass": good, "done": r.done,
+            "seed": seed, "softmax_scale": softmax_scale, "softcap": softcap, "pass": good,
+            "done": r.done,
             "error": r.error.name,
             "bit_exact": r.bit_exact, "mismatches": r.mismatches, "errors_vs_float": r.errors,
             "counters": r.counters, "predicted_cycles": r.predicted_cycles,

@@ -23,11 +23,13 @@ from attenio.app.cli.app import (
     _workload_options,
     _write_csv,
     _write_json,
+    check_softcap,
     config_option,
     csv_option,
     json_option,
     main,
     preset_option_for,
+    softcap_option,
     window_option,
 )
 from attenio.base import config as C
@@ -39,6 +41,7 @@ from attenio.base.errors import ConfigError
 @config_option
 @_workload_options
 @window_option
+@softcap_option
 @click.option("--dataflow", type=click.Choice(["attenio", "fa2", "fa2-uncapped", "flat",
                                                "standard"]), default="attenio",
               show_default=True)
@@ -52,14 +55,15 @@ from attenio.base.errors import ConfigError
 @csv_option
 @_friendly
 def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens,
-                 seqlens_k, decode, cache_lens, page_size, lse, block_table, window, dataflow,
-                 trace_path, plot_path, program_path, json_path, csv_path):
+                 seqlens_k, decode, cache_lens, page_size, lse, block_table, window, softcap,
+                 dataflow, trace_path, plot_path, program_path, json_path, csv_path):
     """Tile a workload, emit its program and print the predicted timeline.
 
     Exits 1 if the schedule's DRAM bytes differ from the closed form (docs/dataflows.md).
     """
     from attenio.contract import program as prog
     from attenio.model import io_analysis as io
+    from attenio.sim.plan import default_scale
     from attenio.sim.schedule import ENGINES, schedule
     from attenio.sim.trace import TRACK_NAMES, write_chrome_trace, write_plot
 
@@ -71,6 +75,10 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
                    causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window,
                    decode=decode, cache_lens=cache_lens, page_size=page_size, lse=lse)
     table = _block_table(block_table, wl)
+    check_softcap(hw, softcap)
+    if softcap is not None and dataflow in ("flat", "standard"):
+        raise ConfigError(f"dataflow={dataflow!r} is invalid with --softcap: the phase models "
+                          "have no score pipeline (use attenio, fa2, fa2-uncapped)")
     if wl.windowed and dataflow in ("flat", "standard"):
         raise ConfigError(f"dataflow={dataflow!r} is invalid with --window: the phase models "
                           "have no windows (use attenio, fa2, fa2-uncapped)")
@@ -87,7 +95,7 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     t0 = time.perf_counter()
     with _Bar("scheduling") as bar:
         sch = schedule(hw, wl, dataflow, keep_spans=bool(trace_path or plot_path), progress=bar,
-                       block_table=table)
+                       block_table=table, scale=default_scale(hw, wl, softcap))
     elapsed = time.perf_counter() - t0
     # a program moves rows as whole words: its closed form is that of the padded head dim (the
     # phase models of flat and standard count d itself)
@@ -98,7 +106,8 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
                                   table_starts=None if bt is None else
                                   [bt.table_start(i) for i in range(bt.sequences)])
     name = config_file or preset or "asplos26"
-    click.echo(f"schedule: preset={name} dataflow={dataflow} {_describe(wl)}")
+    click.echo(f"schedule: preset={name} dataflow={dataflow} {_describe(wl)}"
+               + (f" softcap={softcap:g}" if softcap else ""))
     t = sch.tiling
     click.echo(f"  tiling               {t.notes}"
                + (" (the longest sequence's; each has its own)" if sch.tilings else ""))

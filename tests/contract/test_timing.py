@@ -3,8 +3,9 @@
 import pytest
 
 from attenio.base import config as C
-from attenio.contract.timing import TIMING, Timing
+from attenio.contract.timing import SOFTCAP_LATENCY, TIMING, Timing, timing_for
 from attenio.hw.core import ComputeCore
+from attenio.hw.sequencer import StepSequencer
 from attenio.sim import schedule
 
 
@@ -13,6 +14,18 @@ def test_core_latencies_are_the_contracts(preset):
     core = ComputeCore(C.preset(preset))
     assert core.p_ready_latency == TIMING.p_ready_latency
     assert core.finalize_latency == TIMING.finalize_latency
+
+
+@pytest.mark.parametrize("preset", ["tiny", "fpga"])
+def test_the_soft_capping_unit_lengthens_the_score_path_by_its_stages(preset):
+    hw = C.replace(C.preset(preset), softcap_unit=True)
+    core, t = ComputeCore(hw), timing_for(hw)
+    assert core.p_ready_latency == t.p_ready_latency
+    assert t.p_ready_latency == TIMING.p_ready_latency + SOFTCAP_LATENCY
+    assert core.finalize_latency == t.finalize_latency
+    # a row group's m/ℓ go round the longer softmax before its next step reads them
+    assert StepSequencer(hw).min_phase == t.min_phase == TIMING.min_phase + SOFTCAP_LATENCY
+    assert timing_for(C.preset(preset)) == TIMING
 
 
 # The depths and hand-off latencies are observed in simulation, not compared with the constants
