@@ -652,6 +652,32 @@ def test_preset_defaults_follow_one_rule():
     assert api == {"schedule": "asplos26", "attention": "fpga", "simulate": "tiny"}
 
 
+def test_softcap_on_golden_schedule_and_refused_without_the_unit(tmp_path):
+    """--softcap C: golden PASSes against float64 attention of c·tanh(s/c) and reports the
+    cap, schedule's program carries it in every COMPUTE, and a config without the
+    soft-capping unit or a bad cap is one line."""
+    import json
+
+    from attenio.contract import program as prog
+
+    r = run("golden", "--preset", "fpga+softcap", "--n", "96", "--d", "64", "--causal",
+            "--softcap", "5", "--logit-sigma", "8", "--json", str(tmp_path / "g.json"))
+    assert r.exit_code == 0 and "PASS" in r.output and "cap T=" in r.output, r.output
+    g = json.loads((tmp_path / "g.json").read_text())
+    assert g["softcap"] == 5.0 and g["ok"]
+    r = run("schedule", "--preset", "tiny+softcap", "--n", "40", "--d", "8", "--softcap",
+            "50", "--program", str(tmp_path / "p.bin"))
+    assert r.exit_code == 0 and "softcap=50" in r.output, r.output
+    comp = [i for i in prog.decode((tmp_path / "p.bin").read_bytes()) if i.op == prog.Op.COMPUTE]
+    assert comp and all(i.args["softcap"] == 1 and i.args["cap"] > 0 for i in comp)
+    for args, words in ((["--preset", "fpga", "--softcap", "50"], "no soft-capping unit"),
+                        (["--preset", "fpga+softcap", "--softcap", "0"], "positive finite"),
+                        (["--preset", "fpga+softcap", "--softcap", "1e9"], "must lie in")):
+        r = run("golden", "--n", "16", "--d", "8", *args)
+        assert r.exit_code != 0 and words in r.output, r.output
+        assert len(r.output.strip().splitlines()) == 1
+
+
 def test_softmax_scale_on_golden_and_on_the_rtl(tmp_path):
     """--softmax-scale (FlashAttention's softmax_scale): golden and simulate take it, the
     multiplier carries it (c_m changes, PASS against float64 attention with that scale),
