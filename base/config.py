@@ -63,6 +63,9 @@ TABLE_RAMS = ("lut", "block")     # HardwareConfig.table_ram
 # large logits, issue #33). Five bits keep the product off the DSPs (a 4-bit piece and the
 # implicit leading one).
 KEY_MANT_BITS = 5
+# An attention sink's running-max start m0 = floor(sink·log2(e)) in a Q row's side word:
+# signed, so sinks of |sink| < 2**(SINK_M_BITS-1)·ln 2 ≈ 354 nats (docs/numerics.md, "Sinks").
+SINK_M_BITS = 10
 _FLOAT_EXACT_BITS = 53
 
 
@@ -172,6 +175,11 @@ class HardwareConfig(Serializable):
         Build the logit soft-capping unit (``c·tanh(logit/c)``, Gemma 2) in the softmax
         pipeline: runs may then set a cap. It adds its stages to the softmax's latency
         (``contract.timing.timing_for``), whether a run caps or not; throughput is unchanged.
+    sinks_unit
+        Let each Q row carry an attention sink (gpt-oss: a learned logit per query head in the
+        softmax's denominator, with no value): the row's side word(s) hold its multiplier and
+        the sink's start of the running max and sum, which the softmax takes instead of its
+        reset at a tile's first key. It widens the Q multiplier table; no latency, no cycles.
     numerics
         Fixed-point formats, see :class:`Numerics`.
     """
@@ -193,6 +201,7 @@ class HardwareConfig(Serializable):
     sram_bytes: int | None = None
     table_ram: str = "lut"
     softcap_unit: bool = False
+    sinks_unit: bool = False
     numerics: Numerics = field(default_factory=Numerics)
 
     NESTED: ClassVar[dict[str, type]] = {"numerics": Numerics}
@@ -226,6 +235,7 @@ class HardwareConfig(Serializable):
         if self.table_ram not in TABLE_RAMS:
             raise bad("table_ram", self.table_ram, f"choose one of: {', '.join(TABLE_RAMS)}")
         check_bool(self, "softcap_unit")
+        check_bool(self, "sinks_unit")
         if not isinstance(self.numerics, Numerics):
             raise bad("numerics", self.numerics, "must be a Numerics instance")
         # Widths the integer model (int64, float64-exact products) and the RTL can carry.
@@ -356,10 +366,26 @@ class HardwareConfig(Serializable):
         the row's softmax statistics (``m``, ``ℓ``) with ``lse`` (docs/isa.md)."""
         return self.row_elements(d) + (self.macs_per_line if lse else 0)
 
-    def q_row_elements(self, d: int, row_scales: bool = False) -> int:
-        """Elements a Q row occupies in DRAM: :meth:`row_elements`, plus one word holding the
-        row's multiplier with ``row_scales``."""
-        return self.row_elements(d) + (self.macs_per_line if row_scales else 0)
+    @property
+    def sink_word_bits(self) -> int:
+        """Bits of a Q row's side data with a sink: the multiplier (:attr:`scale_word_bits`),
+        the sink's running-max start (:data:`SINK_M_BITS`, signed) and its row-sum start
+        (``exp_bits``), in that order from bit 0 (docs/isa.md, ``LOAD_Q.sinks``)."""
+        return self.scale_word_bits + SINK_M_BITS + self.exp_bits
+
+    def q_side_words(self, row_scales: bool = False, sinks: bool = False) -> int:
+        """Words after a Q row: none; one holding its multiplier (``row_scales``); with
+        ``sinks`` as many as hold :attr:`sink_word_bits` (one word from 49 bits up: two on
+        tiny's 32-bit words)."""
+        if sinks:
+            wb = self.macs_per_line * self.data_bits
+            return -(-self.sink_word_bits // wb)
+        return 1 if row_scales else 0
+
+    def q_row_elements(self, d: int, row_scales: bool = False, sinks: bool = False) -> int:
+        """Elements a Q row occupies in DRAM: :meth:`row_elements`, plus its side words
+        (:meth:`q_side_words`: its multiplier with ``row_scales``, and its sink)."""
+        return self.row_elements(d) + self.macs_per_line * self.q_side_words(row_scales, sinks)
 
     # ---- datapath widths (docs/numerics.md derives each) ---------------------------------------
     @property
@@ -518,7 +544,7 @@ PRESETS = {"tiny": tiny, "fpga": fpga, "asplos26": asplos26}
 
 
 # what a preset's name may add after a "+": the units a variant needs (``fpga+softcap``)
-PRESET_UNITS = {"softcap": "softcap_unit"}
+PRESET_UNITS = {"softcap": "softcap_unit", "sinks": "sinks_unit"}
 
 
 def preset(name: str) -> HardwareConfig:

@@ -120,6 +120,13 @@ FIELD_RULES: tuple[FieldRule, ...] = (
     FieldRule("cap", ("softcap", "cap"),
               lambda f, hw, rh: (f.softcap != 0) & (f.cap == 0),
               lambda f, hw, rh: "softcap=1 with cap=0 (the cap T is at least 1)"),
+    FieldRule("sinks", ("sinks",),
+              lambda f, hw, rh: (f.sinks != 0) & (not hw.sinks_unit),
+              lambda f, hw, rh: "sinks=1: this config carries no sinks (sinks_unit = false)"),
+    FieldRule("sinks_rows", ("sinks", "row_scales"),
+              lambda f, hw, rh: (f.sinks != 0) & (f.row_scales == 0),
+              lambda f, hw, rh: "sinks=1 with row_scales=0 (a sink rides in its row's side "
+                                "word, beside the row's multiplier)"),
 )
 
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from attenio.base.config import KEY_MANT_BITS, SCALE_EXP_BITS, HardwareConfig
+from attenio.base.config import KEY_MANT_BITS, SCALE_EXP_BITS, SINK_M_BITS, HardwareConfig
 
 __all__ = ["MAX_SHIFT", "SCALE_SHIFT_MAX", "SCALE_EXP_BITS", "KEY_MANT_BITS", "SOFTCAP_X_EXTRA",
-           "SOFTCAP_X_INT", "SOFTCAP_SEG_LOG2", "SOFTCAP_Y_BITS", "SOFTCAP_CAP_BITS", "scale_word",
-           "scale_word_bytes", "stats_word_bytes", "stats_of_words"]
+           "SOFTCAP_X_INT", "SOFTCAP_SEG_LOG2", "SOFTCAP_Y_BITS", "SOFTCAP_CAP_BITS", "SINK_M_BITS",
+           "scale_word", "scale_word_bytes", "sink_word_bytes", "stats_word_bytes",
+           "stats_of_words"]
 
 # The largest shift any rescale of ℓ and O applies. ℓ and O are at most 53 bits wide (config),
 # so a shift of 62 already clears them (or leaves -1 for a negative O, as a hardware arithmetic
@@ -56,6 +57,23 @@ def scale_word_bytes(hw: HardwareConfig, mant, exp, shape: tuple[int, ...]) -> n
     nb = hw.macs_per_line * hw.element_bytes
     words = scale_word(hw, np.asarray(mant), np.asarray(exp)).astype("<u8").reshape(shape)
     raw = words.view(np.uint8).reshape(*shape, 8)
+    return np.pad(raw, [(0, 0)] * len(shape) + [(0, max(0, nb - 8))])[..., :nb]
+
+
+def sink_word_bytes(hw: HardwareConfig, c_m, c_sh, sink_m, sink_l,
+                    shape: tuple[int, ...]) -> np.ndarray:
+    """A Q row's side words with a sink (``LOAD_Q.sinks``): the multiplier's scale word in
+    the low :attr:`~HardwareConfig.scale_word_bits`, the sink's running-max start ``sink_m``
+    (two's complement, :data:`SINK_M_BITS`) above it and its row-sum start ``sink_l``
+    (``exp_bits``) above that, as the bytes of ``hw.q_side_words(sinks=True)`` words, shaped
+    ``shape + (bytes,)``."""
+    sb = hw.scale_word_bits
+    m = np.asarray(sink_m, dtype=np.int64) & ((1 << SINK_M_BITS) - 1)
+    words = (scale_word(hw, np.asarray(c_m), np.asarray(c_sh))
+             | (m.astype(np.uint64) << np.uint64(sb))
+             | (np.asarray(sink_l, dtype=np.uint64) << np.uint64(sb + SINK_M_BITS)))
+    nb = hw.q_side_words(sinks=True) * hw.macs_per_line * hw.element_bytes
+    raw = np.asarray(words).astype("<u8").reshape(shape).view(np.uint8).reshape(*shape, 8)
     return np.pad(raw, [(0, 0)] * len(shape) + [(0, max(0, nb - 8))])[..., :nb]
 
 

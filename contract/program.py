@@ -78,11 +78,17 @@ def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True,
             fail(k, ErrorCode.FIELD_RANGE, f"row_stride={ins.row_stride} with key_scales: "
                  f"below a K row with its factor's word "
                  f"({hw.k_row_elements(ins.d, True) * eb} bytes)")
+        sk = ins.args.get("sinks", 0)
         if ins.op == Op.LOAD_Q:
-            pending_q.append(rs)
-        if ins.op == Op.COMPUTE and pending_q and pending_q.pop(0) != rs:
-            fail(k, ErrorCode.FIELD_RANGE, f"COMPUTE row_scales={rs} differs from its "
-                 "LOAD_Q's (the per-row multipliers come with the Q rows)")
+            pending_q.append((rs, sk))
+        if ins.op == Op.COMPUTE and pending_q:
+            q_rs, q_sk = pending_q.pop(0)
+            if q_rs != rs:
+                fail(k, ErrorCode.FIELD_RANGE, f"COMPUTE row_scales={rs} differs from its "
+                     "LOAD_Q's (the per-row multipliers come with the Q rows)")
+            if q_sk != sk:
+                fail(k, ErrorCode.FIELD_RANGE, f"COMPUTE sinks={sk} differs from its "
+                     "LOAD_Q's (the rows' sinks come with the Q rows)")
         # pops at start
         for flag, other in (("pop_prev", PREV[q]), ("pop_next", NEXT[q])):
             if getattr(ins, flag):

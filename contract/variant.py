@@ -7,9 +7,11 @@ reference and the integer model (the scale, V's width), the closed-form traffic 
 a variant plugs in").
 
 Today's variants: textbook attention with its own scale, ``O = softmax(scale · Q Kᵀ) V``
-(``scale = 1/√head_dim_qk`` unless given), and the logits soft-capped, ``s ← c·tanh(s/c)``
+(``scale = 1/√head_dim_qk`` unless given), the logits soft-capped, ``s ← c·tanh(s/c)``
 (Gemma 2's ``attn_logit_softcapping``: the score transform ``softcap``, a config with the
-soft-capping unit). The stages each touches are named in :data:`STAGES`.
+soft-capping unit), and attention sinks (gpt-oss: one logit per query head in each row's
+softmax denominator, with no value: the softmax's initial state, a config with
+``sinks_unit``). The stages each touches are named in :data:`STAGES`.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ STAGES = {
     "score": "head_dim_qk (Q Kᵀ words), the scale (the multiplier), the score transform: "
              "model.numerics.scale, hw/score.py; the cap: model/variants.py, the softmax "
              "unit's soft-capping stages (hw/softmax.py, COMPUTE's softcap and cap)",
-    "softmax": "the initial state of a row's running max and sum (m_init, ℓ = 0): "
-               "model.numerics.m_init, hw/softmax_stage.py",
+    "softmax": "the initial state of a row's running max and sum (m_init, ℓ = 0, or a "
+               "sink's m0, ℓ0 from the row's side word): model.numerics.row_start, "
+               "model/variants.py sink_state, hw/qbuf.py, hw/softmax.py",
     "pv": "head_dim_v (P V words, V rows): model.numerics.accumulate, hw/pv_stage.py",
     "finalize": "head_dim_v (O rows): model.numerics.finalize, hw/finalize_stage.py",
     "traffic": "K rows of head_dim_qk, V and O rows of head_dim_v: model/io_analysis.py",
@@ -48,13 +51,15 @@ class Variant:
     """One layer's attention: Q and K rows of ``head_dim_qk`` elements, V and O rows of
     ``head_dim_v``, logits ``softmax_scale · q·k`` (``None``: ``1/√head_dim_qk``) through the
     ``score_transform`` (``softcap``: then ``softcap·tanh(logit/softcap)``), each row's
-    softmax starting from ``m_init`` and ``ℓ = 0``."""
+    softmax starting from ``m_init`` and ``ℓ = 0``, or with ``sinks`` (one logit per query
+    head) from its head's sink, as if it were a key of its own with no value."""
 
     head_dim_qk: int
     head_dim_v: int
     softmax_scale: float | None = None
     score_transform: str = "scale"
     softcap: float | None = None
+    sinks: tuple[float, ...] | None = None
 
     def __post_init__(self):
         for name in ("head_dim_qk", "head_dim_v"):
@@ -75,6 +80,10 @@ class Variant:
         if (c is not None) != (self.score_transform == "softcap"):
             raise bad("score_transform", self.score_transform,
                       "'softcap' exactly when a softcap is given")
+        if self.sinks is not None and (not isinstance(self.sinks, tuple) or not self.sinks
+                                       or not all(isinstance(x, float) and math.isfinite(x)
+                                                  for x in self.sinks)):
+            raise bad("sinks", self.sinks, "a non-empty tuple of finite floats, or None")
 
     @property
     def scale(self) -> float:
@@ -93,7 +102,7 @@ class Variant:
     def textbook(self) -> bool:
         """One head dim, the default scale, no transform: the paper's attention."""
         return (self.head_dim_qk == self.head_dim_v and self.softmax_scale is None
-                and self.score_transform == "scale")
+                and self.score_transform == "scale" and self.sinks is None)
 
     def unbuilt(self) -> list[str]:
         """What of this variant the program format and the RTL do not run yet (empty: all of
@@ -108,10 +117,16 @@ class Variant:
 
 
 def variant_of(wl, softmax_scale: float | None = None,
-               softcap: float | None = None) -> Variant:
-    """The variant a workload asks for (its head dims), with ``softmax_scale`` and the cap
-    ``softcap`` if given (NumPy scalars taken as floats)."""
+               softcap: float | None = None, sinks=None) -> Variant:
+    """The variant a workload asks for (its head dims), with ``softmax_scale``, the cap
+    ``softcap`` and the ``sinks`` (a number, or one per query head) if given (NumPy scalars
+    taken as floats)."""
     def num(x):
         return float(x) if isinstance(x, np.floating) else x
+    if sinks is not None:
+        try:
+            sinks = tuple(float(x) for x in np.asarray(sinks, dtype=np.float64).reshape(-1))
+        except (TypeError, ValueError):
+            raise bad("sinks", sinks, "a number or one number per query head") from None
     return Variant(wl.d_qk, wl.d_v, num(softmax_scale),
-                   "scale" if softcap is None else "softcap", num(softcap))
+                   "scale" if softcap is None else "softcap", num(softcap), sinks)

@@ -217,6 +217,7 @@ class ComputeCore(wiring.Component):
             smx.valid.eq(score.valid), smx.group.eq(score.group), smx.step.eq(score.step),
             smx.visible.eq(score.visible), smx.c_m.eq(score.c_m), smx.c_sh.eq(score.c_sh),
             smx.softcap.eq(c.softcap), smx.cap.eq(c.cap),
+            *([smx.sinks.eq(c.sinks), smx.sink.eq(score.sink)] if cfg.sinks_unit else []),
             smx.scores.eq(pe.scores), smx.blog.eq(blog), smx.groups.eq(groups),
             fin.running.eq(running), fin.steps_left.eq(seq.steps_left), fin.words.eq(words),
             fin.cmd.eq(c),

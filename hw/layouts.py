@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from amaranth import signed, unsigned
+from amaranth import Mux, signed, unsigned
 from amaranth.lib import data
 
-from attenio.base.config import SCALE_EXP_BITS, HardwareConfig
+from attenio.base.config import SCALE_EXP_BITS, SINK_M_BITS, HardwareConfig
 from attenio.contract.formats import SOFTCAP_CAP_BITS
 
 __all__ = ["word_layout", "qcmd_layout", "kv_beat_layout", "cmd_layout", "kps_bits",
-           "row_scale_layout"]
+           "row_scale_layout", "q_side_layout", "q_side_words", "sink_layout"]
 
 
 def word_layout(cfg: HardwareConfig) -> data.ArrayLayout:
@@ -30,7 +30,35 @@ def qcmd_layout(cfg: HardwareConfig) -> data.StructLayout:
         "d": unsigned((cfg.max_head_dim).bit_length()),
         "kps_log2": unsigned(kps_bits(cfg)),
         "row_scales": unsigned(1),
+        # each row's side words hold its sink too (cfg.sinks_unit): more words a row
+        "sinks": unsigned(1),
     })
+
+
+def q_side_layout(cfg: HardwareConfig) -> data.StructLayout:
+    """What the Q buffer keeps of a row's side words: its multiplier (``row_scale_layout``)
+    and, with ``sinks_unit``, its sink's start of the running max and the row sum (the bits
+    above, contract.formats.sink_word_bytes)."""
+    if not cfg.sinks_unit:
+        return row_scale_layout(cfg)
+    return data.StructLayout({"c_m": unsigned(cfg.numerics.scale_mult_bits),
+                              "c_sh": unsigned(SCALE_EXP_BITS),
+                              "sink_m": signed(SINK_M_BITS), "sink_l": unsigned(cfg.exp_bits)})
+
+
+def q_side_words(cfg: HardwareConfig, q):
+    """Words after a Q row, from its ``LOAD_Q`` or the Q loader's command ``q``
+    (``HardwareConfig.q_side_words``): its multiplier's with ``row_scales``, its side words
+    with ``sinks`` (a config with ``sinks_unit``; the decoder refuses the bit elsewhere)."""
+    if not cfg.sinks_unit:
+        return q.row_scales
+    return Mux(q.sinks, cfg.q_side_words(True, True), q.row_scales)
+
+
+def sink_layout(cfg: HardwareConfig) -> data.StructLayout:
+    """A row's sink as the softmax takes it at its tile's first key: the running max ``m``
+    and the row sum ``l`` it starts from (model.variants.sink_state)."""
+    return data.StructLayout({"m": signed(SINK_M_BITS), "l": unsigned(cfg.exp_bits)})
 
 
 def row_scale_layout(cfg: HardwareConfig) -> data.StructLayout:
@@ -77,4 +105,6 @@ def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:
         # soft-capping (cfg.softcap_unit): the scores are logit/c, the unit's cap T
         "softcap": unsigned(1),
         "cap": unsigned(SOFTCAP_CAP_BITS),
+        # each row's softmax starts from its sink (its side word, cfg.sinks_unit)
+        "sinks": unsigned(1),
     })

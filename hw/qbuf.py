@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal, Value
+from amaranth import Cat, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
 from attenio.hw.arith import memory_banks
-from attenio.hw.layouts import qcmd_layout, row_scale_layout, word_layout
+from attenio.hw.layouts import q_side_layout, q_side_words, qcmd_layout, word_layout
 
 __all__ = ["QBuffer"]
 
@@ -33,7 +33,10 @@ class QBuffer(wiring.Component):
 
     With ``row_scales`` each row is followed by one more word, its multiplier
     (``row_scale_layout`` in the low bits), kept in a small table of the same banking (row ρ
-    in bank ρ mod p at entry ρ div p, or copied like the row with b keys per step).
+    in bank ρ mod p at entry ρ div p, or copied like the row with b keys per step). With
+    ``sinks`` (``sinks_unit``) by its side words (``cfg.q_side_words``: one, or two where a
+    word is under 49 bits), the table's entry their low bits (``q_side_layout``: the
+    multiplier and the sink's start of the softmax).
 
     ``rd_addr`` reads word ``rd_addr`` of every bank: ``rd_data[i]`` the cycle after.
     ``sc_addr`` reads entry ``sc_addr`` (a row group) of the multiplier table: ``sc_data[i]``
@@ -53,7 +56,7 @@ class QBuffer(wiring.Component):
             "rd_addr": In(range(self.depth + 1)),
             "rd_data": Out(data.ArrayLayout(word_layout(cfg), p)),
             "sc_addr": In(range(self.groups + 1)),
-            "sc_data": Out(data.ArrayLayout(row_scale_layout(cfg), p)),
+            "sc_data": Out(data.ArrayLayout(q_side_layout(cfg), p)),
         })
 
     def elaborate(self, platform):
@@ -68,7 +71,7 @@ class QBuffer(wiring.Component):
             m.d.comb += [q_rd[i].addr.eq(self.rd_addr), self.rd_data[i].eq(q_rd[i].data)]
         scales = cfg.row_scales_supported
         if scales:
-            s_rd, s_wr = memory_banks(m, "qscale", row_scale_layout(cfg), self.groups, p,
+            s_rd, s_wr = memory_banks(m, "qscale", q_side_layout(cfg), self.groups, p,
                                       style=cfg.table_ram)
             for i in range(p):
                 m.d.comb += [s_rd[i].addr.eq(self.sc_addr), self.sc_data[i].eq(s_rd[i].data)]
@@ -78,17 +81,28 @@ class QBuffer(wiring.Component):
         q_loading = Signal()
         q_done = self.loaded
         qc = Signal(qcmd_layout(cfg))
-        q_words = Signal(range(wmax + 2))      # with row_scales, one more
+        side = cfg.q_side_words(True, cfg.sinks_unit)
+        q_words = Signal(range(wmax + side + 1))      # with row_scales, the side words
         qblog = Signal(range(lkmax + 1))
         m.d.comb += qblog.eq(qc.kps_log2)
         m.d.comb += self.qcmd.ready.eq((~self.core_busy | self.q_free) & ~q_loading & ~q_done)
         with m.If(self.qcmd.valid & self.qcmd.ready):
             pl = self.qcmd.payload
             m.d.sync += [qc.eq(pl), q_loading.eq(1), qrow.eq(0), qw.eq(0),
-                         q_words.eq(((pl.d + (q - 1)) >> lq) + (pl.row_scales & scales))]
-        # the row's last word is its multiplier (row_scales)
-        sc_word = Signal()
-        m.d.comb += sc_word.eq(qc.row_scales & (qw == q_words - 1) if scales else 0)
+                         q_words.eq(((pl.d + (q - 1)) >> lq)
+                                    + (q_side_words(cfg, pl) if scales else 0))]
+        # the row's last words are its side words (row_scales; its sink with sinks): the
+        # first of two is held, the table's entry written with the last
+        sc_word, side_word = Signal(), Signal()
+        sides = q_side_words(cfg, qc) if scales else 0
+        m.d.comb += [sc_word.eq(qc.row_scales & (qw == q_words - 1) if scales else 0),
+                     side_word.eq(qc.row_scales & (qw >= q_words - sides) if scales else 0)]
+        entry = Value.cast(self.q.payload)
+        if side > 1:
+            held = Signal(len(entry), name="q_side_lo")
+            with m.If(self.q.valid & self.q.ready & side_word & ~sc_word):
+                m.d.sync += held.eq(self.q.payload)
+            entry = Mux(qc.sinks, Cat(held, self.q.payload), self.q.payload)
         take = Signal()
         m.d.comb += take.eq(self.q.valid & self.q.ready)
         m.d.comb += self.q.ready.eq(q_loading)
@@ -102,12 +116,11 @@ class QBuffer(wiring.Component):
             mine = Mux(qblog == 0, (qrow[:lp] == i) if lp else 1, (i >> qblog) == qrow)
             m.d.comb += [
                 q_wr[i].addr.eq((qrow >> lp) * wmax + qw),
-                q_wr[i].en.eq(take & mine & ~sc_word),
+                q_wr[i].en.eq(take & mine & ~side_word),
             ]
             if scales:
-                bits = Value.cast(self.q.payload)
                 m.d.comb += [s_wr[i].addr.eq(qrow >> lp), s_wr[i].en.eq(take & mine & sc_word),
-                             s_wr[i].data.eq(bits[:row_scale_layout(cfg).size])]
+                             s_wr[i].data.eq(entry[:q_side_layout(cfg).size])]
             for lane in range(q):
                 m.d.comb += q_wr[i].data[lane].eq(
                     Mux(q_lane_mask(qw, lane), self.q.payload[lane], 0))

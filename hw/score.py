@@ -15,7 +15,7 @@ from attenio.contract.formats import SCALE_SHIFT_MAX as MAX_SCALE_SHIFT
 from attenio.contract.rules import causal_visible, window_visible
 from attenio.hw.arith import shift_add_product
 from attenio.hw.lanes import Lanes
-from attenio.hw.layouts import cmd_layout, row_scale_layout, word_layout
+from attenio.hw.layouts import cmd_layout, q_side_layout, row_scale_layout, sink_layout, word_layout
 
 __all__ = ["ScoreStage", "QK_LATENCY"]
 
@@ -47,6 +47,7 @@ class ScoreStage(wiring.Component):
         (``row_scales``), times the key's factor (``key_scales``: ``c_m·k_hi`` exactly and the
         shift ``min(c_sh + k_e + KEY_MANT_BITS, SCALE_SHIFT_MAX)``, ``model.numerics.scale``).
     ml_addr : the m/ℓ read address (the finished group, c3: the data arrive with its scores).
+    sink : each lane's row's sink in c4 (``sinks_unit`` only: the Q buffer's table).
 
     Latency: ``QK_LATENCY`` − 1 = 4 cycles from a group's last word to ``valid``.
     """
@@ -62,7 +63,7 @@ class ScoreStage(wiring.Component):
             "running": In(1), "blog": In(range(_log2(copies) + 1)), "cmd": In(cmd_layout(cfg)),
             "k_data": In(data.ArrayLayout(word_layout(cfg), copies)),
             "k_scale": In(data.ArrayLayout(row_scale_layout(cfg), copies)),
-            "sc_data": In(data.ArrayLayout(row_scale_layout(cfg), p)),
+            "sc_data": In(data.ArrayLayout(q_side_layout(cfg), p)),
             "sc_addr": Out(range(gmax + 1)),
             "pe_qk": Out(1), "pe_acc": Out(1), "pe_acc_first": Out(1),
             "pe_k": Out(data.ArrayLayout(word_layout(cfg), p)),
@@ -70,6 +71,7 @@ class ScoreStage(wiring.Component):
             "visible": Out(p), "ml_addr": Out(range(gmax + 1)),
             "c_m": Out(data.ArrayLayout(unsigned(cfg.scale_factor_bits), p)),
             "c_sh": Out(data.ArrayLayout(unsigned(6), p)),
+            **({"sink": Out(data.ArrayLayout(sink_layout(cfg), p))} if cfg.sinks_unit else {}),
         })
 
     def elaborate(self, platform):
@@ -147,6 +149,10 @@ class ScoreStage(wiring.Component):
         cmb = cfg.numerics.scale_mult_bits
         sc = self.sc_data
         for i in range(p):
+            if cfg.sinks_unit:          # the row's sink beside its multiplier: c2 → c3 → c4
+                s3 = Signal(sink_layout(cfg), name=f"sink3_{i}")
+                m.d.sync += [s3.m.eq(sc[i].sink_m), s3.l.eq(sc[i].sink_l),
+                             self.sink[i].eq(s3)]
             cm2 = Mux(c.row_scales, sc[i].c_m, c.c_m)
             sh2 = Mux(c.row_scales, sc[i].c_sh, c.c_sh)
             cm3 = Signal(unsigned(cmb), name=f"cm3_{i}")

@@ -21,6 +21,7 @@ from attenio.contract.timing import SOFTCAP_LATENCY
 from attenio.hw.arith import delay as delay_regs
 from attenio.hw.arith import pipelined_product
 from attenio.hw.exp2 import Exp2, y_bits
+from attenio.hw.layouts import sink_layout
 
 SHIFT_BITS = 6  # rescale shifts saturate at MAX_SHIFT = 62, as the model's do
 
@@ -75,6 +76,9 @@ class SoftmaxUnit(wiring.Component):
         ``x = logit/c`` and its logit ``±round(cap·tanh|x|)`` (``model.numerics.softcap``),
         six stages after the scale; with ``softcap`` low the scaled score passes through
         them unchanged.
+    sinks, sink : the rows start from their sinks (``cfg.sinks_unit`` only): at a tile's
+        first key a chain's head takes the lane's ``sink`` (m, ℓ) instead of ``m_init``, 0
+        (``model.numerics.row_start``), with the scores.
 
     ``chain_log2``: lanes form chains of ``2**chain_log2`` (several keys of one row per step);
     a lane continues from the previous lane's m and ℓ instead of its own inputs, so a chain
@@ -99,6 +103,8 @@ class SoftmaxUnit(wiring.Component):
             "c_sh": In(data.ArrayLayout(unsigned(6), cfg.mac_lines)),
             "chain_log2": In(range(max(2, cfg.mac_lines.bit_length()))),
             "softcap": In(1), "cap": In(unsigned(SOFTCAP_CAP_BITS)),
+            **({"sinks": In(1), "sink": In(data.ArrayLayout(sink_layout(cfg), cfg.mac_lines))}
+               if cfg.sinks_unit else {}),
         })
 
     def elaborate(self, platform):
@@ -142,6 +148,14 @@ class SoftmaxUnit(wiring.Component):
         l_in = delay(i.l, 3 + extra, "l_in")
         vis = delay(i.visible, 3 + extra, "vis")
         first = delay(i.first, 3 + extra, "first")
+        # where a row's softmax starts at the first key: m_init and 0, or its sink
+        m_start = [Const(m_init, signed(mb))] * p
+        l_start = [Const(0, 1)] * p
+        if cfg.sinks_unit:
+            on = delay(self.sinks, 3 + extra, "sinks_on")
+            sk = delay(self.sink, 3 + extra, "sink")
+            m_start = [Mux(on, sk[k].m, m_init) for k in range(p)]
+            l_start = [Mux(on, sk[k].l, 0) for k in range(p)]
         # stage 4: running max. Lanes form chains of 2**chain_log2 consecutive keys of one row
         # (several keys per step): each lane continues from the previous lane's m, so the chain
         # computes exactly what one key after another would.
@@ -162,13 +176,13 @@ class SoftmaxUnit(wiring.Component):
             head = heads[k]
             m.d.comb += head.eq((k & chain_mask) == 0)
             m_old = Signal(signed(mb), name=f"m_old{k}")
-            m.d.comb += m_old.eq(Mux(head, Mux(first, m_init, m_in[k]),
+            m.d.comb += m_old.eq(Mux(head, Mux(first, m_start[k], m_in[k]),
                                      prev_m if prev_m is not None else m_in[k]))
             floor_t = t2[k] >> f
             m_new = Signal(signed(mb), name=f"m_cand{k}")
             m.d.comb += m_new.eq(Mux(vis[k] & (floor_t > m_old), floor_t, m_old))
             m.d.sync += [m3[k].eq(m_new), mo3[k].eq(m_old), t3[k].eq(t2[k]),
-                         l3[k].eq(Mux(first, 0, l_in[k]))]
+                         l3[k].eq(Mux(first, l_start[k], l_in[k]))]
             prev_m = m_new
         # stage 5: shift = m' − m (saturated) and y = t − m'·2**F
         v4 = Signal()

@@ -12,6 +12,7 @@ from amaranth.lib.wiring import In, Out
 from attenio.base.config import HardwareConfig
 from attenio.contract.formats import SOFTCAP_CAP_BITS
 from attenio.hw.lanes import Lanes
+from attenio.hw.layouts import sink_layout
 from attenio.hw.sequencer import COUNTER_BITS
 from attenio.hw.softmax import SHIFT_BITS, SoftmaxUnit, m_bits
 
@@ -37,6 +38,8 @@ class SoftmaxStage(wiring.Component):
         group, step, the lines that see their key and each lane's multiplier
         (:class:`attenio.hw.score.ScoreStage`, ``PEArray.scores``).
     softcap, cap : the tile's soft-cap (its COMPUTE's fields; ``cfg.softcap_unit`` only).
+    sinks, sink : the tile's rows start from their sinks, each lane's row's (the score
+        stage's; ``cfg.sinks_unit`` only).
     ml_data : the group's m/ℓ, read with its scores (one word a bank).
     blog, groups : log2 keys per step (row ρ's chain: lines ρ·b … ρ·b + b − 1) and the
         tile's row groups.
@@ -61,6 +64,8 @@ class SoftmaxStage(wiring.Component):
             "c_m": In(data.ArrayLayout(unsigned(cfg.scale_factor_bits), p)),
             "c_sh": In(data.ArrayLayout(unsigned(6), p)),
             "softcap": In(1), "cap": In(unsigned(SOFTCAP_CAP_BITS)),
+            **({"sinks": In(1), "sink": In(data.ArrayLayout(sink_layout(cfg), p))}
+               if cfg.sinks_unit else {}),
             "ml_data": In(data.ArrayLayout(ml_layout(cfg), p)),
             "blog": In(range(lkmax + 1)), "groups": In(range(gmax + 1)), "clear": In(1),
             "ml_wr_addr": Out(range(gmax + 1)), "ml_wr_en": Out(1),
@@ -80,6 +85,8 @@ class SoftmaxStage(wiring.Component):
                      sm.softcap.eq(self.softcap), sm.cap.eq(self.cap),
                      sm.i.payload.visible.eq(self.visible),
                      sm.i.payload.first.eq(self.step == 0)]
+        if cfg.sinks_unit:
+            m.d.comb += [sm.sinks.eq(self.sinks), sm.sink.eq(self.sink)]
         for i in range(p):
             src = lanes.from_row_bank(self.ml_data, lay, i, "ml")
             m.d.comb += [sm.c_m[i].eq(self.c_m[i]), sm.c_sh[i].eq(self.c_sh[i]),

@@ -16,6 +16,7 @@ from attenio.base.blocktable import BlockTable
 from attenio.base.config import HardwareConfig, Workload
 from attenio.model import numerics as nm
 from attenio.model import reference as ref
+from attenio.model.variants import with_sinks
 
 __all__ = ["MAX_REL_BOUND", "MEAN_REL_BOUND", "GoldenInputs", "quantized_inputs",
            "multipliers", "golden_output", "error_vs_float", "logit_sigma", "within_bounds",
@@ -49,6 +50,8 @@ class GoldenInputs:
     table: BlockTable | None = None
     # logit soft-capping: the cap c (logits c·tanh(logit/c)), or None
     softcap: float | None = None
+    # attention sinks: one logit per query head (float64 [heads]), or None
+    sinks: np.ndarray | None = None
 
     def gathered(self, wl: Workload) -> GoldenInputs:
         """These inputs with a paged cache's keys gathered into the workload's own K/V
@@ -76,7 +79,7 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
                      sigma: float | None = None, table: BlockTable | None = None,
                      checked: bool = False,
                      softmax_scale: float | None = None,
-                     softcap: float | None = None) -> GoldenInputs:
+                     softcap: float | None = None, sinks=None) -> GoldenInputs:
     """Float Q, K, V of ``wl`` quantized to ``hw.data_bits`` the way the host does it: the
     built-in class ``dist`` with ``seed`` (:data:`accuracy.DISTRIBUTIONS`: ``gaussian``,
     ``uniform``, ``llm-outliers``, ``peaky``) or the user's ``floats`` (``[q, k, v]``), under
@@ -90,7 +93,9 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
     ``1/√d`` (FlashAttention's name): the same integers, Q's scale times ``softmax_scale · √d``,
     so the softmax multiplier the hardware carries applies it (and the float64 reference,
     which reads Q through its scale, computes ``softmax(softmax_scale · Q Kᵀ)``).
-    ``softcap``: the logits' cap ``c`` (``c·tanh(logit/c)``), carried with the inputs.
+    ``softcap``: the logits' cap ``c`` (``c·tanh(logit/c)``), carried with the inputs;
+    ``sinks``: attention sinks, one for all query heads or one per head (carried as
+    ``[heads]``, model.variants.check_sinks).
 
     Raises ConfigError for a workload the hardware cannot run, an unknown ``dist`` or
     ``scheme``, a ``softmax_scale`` that is not positive and finite, a ``softcap`` the
@@ -102,6 +107,7 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
         hw.check_workload(wl)
     if softcap is not None:
         nm.softcap_cap(hw, softcap)           # checks it before any work
+    sinks = nm.check_sinks(hw, sinks, wl.heads)
     if floats is not None:
         q, k, v = floats
     elif table is not None:
@@ -118,7 +124,7 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
         from attenio.contract.variant import variant_of
 
         sq = sq * variant_of(wl, softmax_scale).q_factor   # checks it: positive, finite
-    return GoldenInputs(h.q, h.k, h.v, sq, h.sk, h.sv, table, softcap)
+    return GoldenInputs(h.q, h.k, h.v, sq, h.sk, h.sv, table, softcap, sinks)
 
 
 def multipliers(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> nm.ScaleParams:
@@ -127,7 +133,9 @@ def multipliers(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> nm.Scale
     ``[batch, heads, seq_q, 1]``) one pair per row, flat; with one K scale per key (``inp.sk``)
     each key's factor against twice the largest K scale, flat over ``inp.k``'s rows. With a
     cap (``inp.softcap``) the multipliers make ``x = logit/c`` and carry the cap
-    (model.scales.softcap_cap)."""
+    (model.scales.softcap_cap). With sinks (``inp.sinks``) every row has its own word: its
+    multiplier (one pair per row, each the tensor's with one Q scale) and its head's sink's
+    start (model.variants.sink_state), flat like the rows."""
     per_row = np.ndim(inp.sq) > 0
     per_key = np.ndim(inp.sk) > 0
     sk = inp.sk
@@ -142,6 +150,7 @@ def multipliers(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> nm.Scale
         sp = nm.softmax_scale(hw, inp.sq, sk, wl.head_dim)
     if per_key:
         sp = nm.with_key_scales(hw, sp, ks.reshape(-1), sk)
+    sp = with_sinks(hw, sp, inp.sinks, wl)
     return sp if cap is None else dataclasses.replace(sp, cap=cap)
 
 
@@ -155,7 +164,7 @@ def golden_output(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, *,
     ``inp.table`` where they lie."""
     return nm.attention_int(hw, wl, inp.q, inp.k, inp.v, inp.sq, inp.sk, stepwise=stepwise,
                             progress=progress, ml=ml, table=inp.table, plan_scale=scale,
-                            softcap=inp.softcap)
+                            softcap=inp.softcap, sinks=inp.sinks)
 
 
 def error_vs_float(hw: HardwareConfig, wl: Workload, out: np.ndarray,
@@ -164,7 +173,7 @@ def error_vs_float(hw: HardwareConfig, wl: Workload, out: np.ndarray,
     (``max_abs``, ``max_rel``, ``mean_rel`` … as :func:`reference.error_metrics`)."""
     inp = inp.gathered(wl)
     exact = ref.attention_of(wl, inp.q * inp.sq, inp.k * inp.sk, inp.v * inp.sv,
-                             softcap=inp.softcap)
+                             softcap=inp.softcap, sinks=inp.sinks)
     sv = inp.sv
     if isinstance(sv, np.ndarray):          # per K/V head and channel → per query head
         sv = np.repeat(sv, wl.heads // wl.kv_heads, axis=1)
@@ -177,7 +186,8 @@ def lse_error(hw: HardwareConfig, wl: Workload, ml: dict, inp: GoldenInputs) -> 
     key, and ``lse_rows_agree`` (a row sees no key in both, or in neither)."""
     got = nm.logsumexp(hw, ml["m"], ml["l"])
     inp = inp.gathered(wl)
-    exact = ref.lse_of(wl, inp.q * inp.sq, inp.k * inp.sk, softcap=inp.softcap)
+    exact = ref.lse_of(wl, inp.q * inp.sq, inp.k * inp.sk, softcap=inp.softcap,
+                       sinks=inp.sinks)
     seen = np.isfinite(exact)
     err = np.abs(got[seen] - exact[seen])
     return {"lse_max_abs": float(err.max(initial=0.0)),
@@ -208,15 +218,16 @@ def golden_check(hw: HardwareConfig, wl: Workload, dist: str = "gaussian", seed:
                  stepwise: bool = False, progress=None, *, scheme: str = "tensor",
                  q_rows: bool = False, k_block: int | None = None, floats=None,
                  sigma: float | None = None, table: BlockTable | None = None,
-                 softmax_scale: float | None = None, softcap: float | None = None) -> dict:
+                 softmax_scale: float | None = None, softcap: float | None = None,
+                 sinks=None) -> dict:
     """The whole sequence on the inputs of :func:`quantized_inputs` (the same arguments): the
     metrics, the two models' times (``t_int``, ``t_ref``), the softmax ``scale`` (``None``
     with per-row or per-key scales), the logits' ``logit_sigma`` and ``ok`` (within the
     bounds). ``table``: a paged cache's block table (the inputs are then its pool);
-    ``softmax_scale`` and ``softcap`` as :func:`quantized_inputs`'s."""
+    ``softmax_scale``, ``softcap`` and ``sinks`` as :func:`quantized_inputs`'s."""
     inp = quantized_inputs(hw, wl, dist, seed, q_rows=q_rows, k_block=k_block, scheme=scheme,
                            floats=floats, sigma=sigma, table=table, softmax_scale=softmax_scale,
-                           softcap=softcap)
+                           softcap=softcap, sinks=sinks)
     t0 = time.perf_counter()
     ml = {}
     out = golden_output(hw, wl, inp, stepwise=stepwise, progress=progress, ml=ml)
@@ -228,6 +239,7 @@ def golden_check(hw: HardwareConfig, wl: Workload, dist: str = "gaussian", seed:
     t_ref = time.perf_counter() - t0
     per_tensor = not (isinstance(inp.sq, np.ndarray) or isinstance(inp.sk, np.ndarray))
     m.update(t_int=t_int, t_ref=t_ref, logit_sigma=logit_sigma(wl, inp),
-             scale=multipliers(hw, wl, inp) if per_tensor else None,
+             scale=multipliers(hw, wl, dataclasses.replace(inp, sinks=None))
+             if per_tensor else None,
              ok=within_bounds(m))
     return m

@@ -59,13 +59,13 @@ from attenio.model.scales import (  # noqa: F401  (the host side, re-exported)
     softmax_scale_rows,
     with_key_scales,
 )
-from attenio.model.variants import capped, softcap
+from attenio.model.variants import capped, check_sinks, sink_state, softcap
 
 __all__ = [
     "ScaleParams", "softmax_scale", "softmax_scale_rows", "scale", "softcap", "running_max",
     "exp2", "exp_table", "rescale", "accumulate", "reciprocal", "recip_table", "finalize",
     "attention_head", "attention_head_stepwise", "attention_int", "quantize", "dequantize",
-    "dequantize_output", "m_init", "row_stats", "logsumexp",
+    "dequantize_output", "m_init", "row_start", "row_stats", "logsumexp",
 ]
 
 
@@ -304,8 +304,7 @@ def attention_head_stepwise(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
     nq, nk = q.shape[0], k.shape[0]
     kb = cfg.softmax_block
     f = cfg.numerics.logit_frac_bits
-    m = np.full(nq, m_init(cfg), dtype=np.int64)
-    l = np.zeros(nq, dtype=np.int64)
+    m, l = row_start(cfg, sp, nq)
     o = np.zeros((nq, v.shape[1]), dtype=np.int64)     # O has V's head dim
     rows = np.arange(nq)
     seen = dict.fromkeys(("score", "logit", "max", "exp", "row_sum", "acc"), 0)
@@ -329,6 +328,16 @@ def attention_head_stepwise(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
     if ml is not None:
         ml.update(row_stats(cfg, m, l))
     return finalize(cfg, o, l)
+
+
+def row_start(cfg: HardwareConfig, sp: ScaleParams, nq: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's running max and row sum before its first key: ``m_init`` and 0, or with
+    sinks (``sp.sink_m``, ``sp.sink_l``: model.variants.sink_state) the sink's, as if it were
+    a key of its own ahead of the rest with no value."""
+    if sp.sink_m is None:
+        return np.full(nq, m_init(cfg), dtype=np.int64), np.zeros(nq, dtype=np.int64)
+    return (np.broadcast_to(np.asarray(sp.sink_m, dtype=np.int64), (nq,)).copy(),
+            np.broadcast_to(np.asarray(sp.sink_l, dtype=np.int64), (nq,)).copy())
 
 
 def row_stats(cfg: HardwareConfig, m, l) -> dict:
@@ -377,6 +386,7 @@ def attention_head(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
     m_all = np.empty(nq, dtype=np.int64)
     l_all = np.empty(nq, dtype=np.int64)
     minit = m_init(cfg)
+    sinks = sp.sink_m is not None
     step = _chunk_rows(nq, nk)
     keys = np.arange(nk)
 
@@ -395,8 +405,11 @@ def attention_head(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
         bmax = ft.reshape(nr, nblk, kb).max(axis=2) if kb > 1 else ft
         m_run = np.maximum.accumulate(bmax, axis=1)
         m_run >>= f
+        m0, l = row_start(cfg, sp.take(rows), nr)
+        if sinks:
+            np.maximum(m_run, m0[:, None], out=m_run)
         shift = np.empty_like(m_run)
-        shift[:, 0] = m_run[:, 0] - minit
+        shift[:, 0] = m_run[:, 0] - m0
         np.subtract(m_run[:, 1:], m_run[:, :-1], out=shift[:, 1:])
         np.minimum(shift, MAX_SHIFT, out=shift)  # per block, as running_max gives it
         y = t - (per_key(m_run) << f)
@@ -407,8 +420,15 @@ def attention_head(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
         nseg = rises.sum(axis=1)  # 0 only for a row that sees no key
         # Block where each row's last segment starts; earlier segments end before it.
         last_blk = nblk - 1 - np.argmax(rises[:, ::-1], axis=1)
-        l = np.zeros(nr, dtype=np.int64)
         o = np.zeros((nr, v.shape[1]), dtype=np.int64)
+        if sinks:
+            # with a sink the first keys may not raise the max: the keys before a row's first
+            # rise add to its sink's ℓ unshifted (without one they are masked, their p is 0)
+            first = np.where(nseg > 0, np.argmax(rises, axis=1), nblk) * kb
+            hi = min(nk, int(first.max(initial=0)))
+            pk = np.where(keys[None, :hi] < first[:, None], p[:, :hi], 0)
+            l = l + pk.sum(axis=1)
+            o = _matmul_exact(pk, vf[:hi])
         if nseg.max(initial=0) > 1:
             seg = np.cumsum(rises, axis=1, dtype=np.int32)
             for s_id in range(1, int(nseg.max())):
@@ -473,7 +493,7 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
                   k_scale: float, *, stepwise: bool = False, progress=None,
                   ml: dict | None = None, table=None,
                   plan_scale: ScaleParams | None = None,
-                  softcap: float | None = None) -> np.ndarray:
+                  softcap: float | None = None, sinks=None) -> np.ndarray:
     """Integer attention for a whole workload, exactly as the accelerator computes it (each
     sequence of a :class:`VarlenWorkload` on its own rows and keys, ``wl.segments()``).
 
@@ -498,6 +518,9 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
         ``[batch·heads·seq_q]`` and per key ``[batch·kv_heads·keys]`` as the DRAM image
         carries them): taken instead of working them out again, and ``wl`` taken as checked
     softcap : the logits' cap ``c`` (``c·tanh(logit/c)``; with ``plan_scale``, its own)
+    sinks : one attention sink per query head (or one for all), each row's softmax started
+        from its head's (:func:`~attenio.model.variants.sink_state`; with ``plan_scale``, its
+        own per row)
 
     Returns
     -------
@@ -509,10 +532,12 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
     ConfigError
         A workload the hardware cannot run, or tensors whose shape, dtype or range do not match.
     """
-    cap = None
+    cap = sink = None
     if plan_scale is None:
         cfg.check_workload(wl)
         q_scale, cap = capped(cfg, q_scale, softcap)
+        sinks = check_sinks(cfg, sinks, wl.heads)
+        sink = None if sinks is None else sink_state(cfg, sinks)
     b, h, hk, nq, nk, d = wl.batch, wl.heads, wl.kv_heads, wl.seq_q, wl.seq_k, wl.head_dim
     kb, kn = (1, table.pages * table.page_size) if table is not None else (b, nk)
     q = _check_int_tensor("q", q, (b, h, nq, d), cfg.data_bits)
@@ -552,6 +577,8 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
             if keys_k:
                 sp = with_key_scales(cfg, sp, ks[kbi, hi // g, rk], sk)
             sp = sp if cap is None else dataclasses.replace(sp, cap=cap)
+            if sink is not None:
+                sp = dataclasses.replace(sp, sink_m=int(sink[0][hi]), sink_l=int(sink[1][hi]))
         args = (cfg, q[bi, hi, rq], k[kbi, hi // g, rk], v[kbi, hi // g, rk], sp, wl.causal)
         one = {}
         if stepwise:

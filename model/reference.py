@@ -20,7 +20,7 @@ __all__ = ["attention", "attention_head", "streamed_head", "error_metrics"]
 
 def attention_head(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
                    block: int = 1024, chunk: int = 1024, window=(-1, -1),
-                   softcap: float | None = None) -> np.ndarray:
+                   softcap: float | None = None, sink: float | None = None) -> np.ndarray:
     """One head: ``q`` and ``k`` (nq, d), (nk, d), ``v`` (nk, dv); returns (nq, dv) float64
     (``dv`` may differ from ``d``: separate Q·K and V head dims, contract/variant.py).
 
@@ -28,7 +28,8 @@ def attention_head(q, k, v, *, causal: bool = False, sm_scale: float | None = No
     only keys ``i + nk − nq − left … i + nk − nq + right`` (−1: unbounded; FlashAttention's
     ``window_size``, contract.rules.visible); a row that sees no key returns 0. ``softcap``
     ``c``: each logit ``x`` becomes ``c·tanh(x/c)`` before the softmax (FlashAttention's
-    ``softcap``, Gemma 2).
+    ``softcap``, Gemma 2). ``sink``: an attention sink (gpt-oss), a logit that joins every
+    row's softmax denominator and adds no value: ``O = Σ e^{s_j} v_j / (e^{sink} + Σ e^{s_j})``.
     Peak memory is about ``chunk·block + 3·chunk·d`` floats besides the inputs.
     """
     q = np.asarray(q, dtype=np.float64)
@@ -41,19 +42,20 @@ def attention_head(q, k, v, *, causal: bool = False, sm_scale: float | None = No
                   f"{q.shape} and v ({nk}, any head dim)")
     scale = 1.0 / math.sqrt(d) if sm_scale is None else sm_scale
     return streamed_head(q, k, v, causal=causal, scale=scale, block=block, chunk=chunk,
-                         window=window, softcap=softcap)
+                         window=window, softcap=softcap, sink=sink)
 
 
 def streamed_head(q, k, v, *, causal: bool, scale: float, block: int = 1024,
                   chunk: int = 1024, dtype=np.float64, round_p=None, round_out=None,
                   scale_scores: bool = False, window=(-1, -1),
-                  softcap: float | None = None) -> np.ndarray:
+                  softcap: float | None = None, sink: float | None = None) -> np.ndarray:
     """The online softmax every float attention here runs, over ``chunk`` query rows and
     ``block`` keys at a time, in ``dtype``. ``attention_head`` is its float64 use; the fp16
     and bf16 attention of model/accuracy.py runs it in float32 with ``round_p`` (P rounded to
     the format before ``P·V``), ``round_out`` (the output rounded) and ``scale_scores`` (the
     scores scaled after ``Q Kᵀ``, as GPU kernels do, instead of Q before it) and
-    ``softcap`` (``c·tanh(s/c)`` of the scaled scores). Returns float64.
+    ``softcap`` (``c·tanh(s/c)`` of the scaled scores); ``sink``: each row's softmax starts
+    from the sink's logit (running max ``sink``, sum 1, no value). Returns float64.
     """
     nq, nk, dv = q.shape[0], k.shape[0], v.shape[1]
     window = check_window(window)
@@ -63,8 +65,8 @@ def streamed_head(q, k, v, *, causal: bool, scale: float, block: int = 1024,
     for r0 in range(0, nq, chunk):
         qs = q[r0:r0 + chunk] if scale_scores else q[r0:r0 + chunk] * scale
         rows = np.arange(r0, r0 + len(qs))
-        m = np.full(len(qs), neg, dtype=dtype)
-        l = np.zeros(len(qs), dtype=dtype)
+        m = np.full(len(qs), neg if sink is None else dtype(sink), dtype=dtype)
+        l = np.full(len(qs), 0 if sink is None else 1, dtype=dtype)
         acc = np.zeros((len(qs), dv), dtype=dtype)
         # only the keys some row of the chunk sees (causal and window skip the rest)
         first, end = key_span(int(rows[0]), int(rows[-1]), nk - nq, nk, causal, window)
@@ -95,13 +97,14 @@ def streamed_head(q, k, v, *, causal: bool, scale: float, block: int = 1024,
 
 def attention(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
               block: int = 1024, head=None, window=(-1, -1),
-              softcap: float | None = None) -> np.ndarray:
+              softcap: float | None = None, sinks=None) -> np.ndarray:
     """Exact attention for ``q`` [..., heads, nq, d] and ``k, v`` [..., kv_heads, nk, d].
 
     Two-dimensional inputs are one head. Query head h uses K/V head ``h // (heads/kv_heads)``.
     ``head(q, k, v, causal=, sm_scale=, block=, window=, softcap=)`` replaces
     :func:`attention_head` for each head (model/accuracy.py's fp16 and bf16 attention).
-    ``window``, ``softcap``: see :func:`attention_head`.
+    ``window``, ``softcap``: see :func:`attention_head`; ``sinks``: one sink per query head
+    (``[heads]``; :func:`attention_head`'s ``sink``), or None.
 
     Raises
     ------
@@ -112,9 +115,12 @@ def attention(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
     k = np.asarray(k, dtype=np.float64)
     v = np.asarray(v, dtype=np.float64)
     head = head or attention_head
+    sink = {} if sinks is None else {"sink": None}
     if q.ndim == 2:
+        if sinks is not None:
+            sink["sink"] = float(np.asarray(sinks).reshape(-1)[0])
         return head(q, k, v, causal=causal, sm_scale=sm_scale, block=block, window=window,
-                    softcap=softcap)
+                    softcap=softcap, **sink)
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
         raise bad("q.ndim", q.ndim, "expected 2 (one head) or 4 ([batch, heads, n, d]) dims "
                   f"for q, k and v (got {q.ndim}, {k.ndim}, {v.ndim})")
@@ -130,17 +136,19 @@ def attention(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
     out = np.empty(q.shape[:3] + v.shape[3:])
     for bi in range(b):
         for hi in range(h):
+            if sinks is not None:
+                sink["sink"] = float(np.asarray(sinks).reshape(-1)[hi])
             out[bi, hi] = head(q[bi, hi], k[bi, hi // g], v[bi, hi // g],
                                causal=causal, sm_scale=sm_scale, block=block,
-                               window=window, softcap=softcap)
+                               window=window, softcap=softcap, **sink)
     return out
 
 
 def attention_of(wl, q, k, v, *, head=None, block: int = 1024,
-                 softcap: float | None = None) -> np.ndarray:
+                 softcap: float | None = None, sinks=None) -> np.ndarray:
     """Exact attention of workload ``wl`` (a ``Workload`` or a ``VarlenWorkload``) on its
     tensors: each sequence (``wl.segments()``) attends to its own keys under ``wl``'s causal
-    and window masks, aligned at its own bottom right. ``head``, ``softcap`` as
+    and window masks, aligned at its own bottom right. ``head``, ``softcap``, ``sinks`` as
     :func:`attention`."""
     q = np.asarray(q, dtype=np.float64)
     out = np.zeros(q.shape[:3] + (np.shape(v)[3],))       # O has V's head dim
@@ -150,14 +158,18 @@ def attention_of(wl, q, k, v, *, head=None, block: int = 1024,
         b, rq, rk = seg.batch, seg.rows, seg.keys
         out[b:b + 1, :, rq] = attention(q[b:b + 1, :, rq], k[b:b + 1, :, rk], v[b:b + 1, :, rk],
                                         causal=wl.causal, window=wl.window, head=head,
-                                        block=block, softcap=softcap)
+                                        block=block, softcap=softcap, sinks=sinks)
     return out
 
 
-def lse_of(wl, q, k, *, chunk: int = 512, softcap: float | None = None) -> np.ndarray:
+def lse_of(wl, q, k, *, chunk: int = 512, softcap: float | None = None,
+           sinks=None) -> np.ndarray:
     """Exact log-sum-exp of each query row's scaled scores ``q·k/√d`` under ``wl``'s masks
     (FlashAttention's ``softmax_lse``), ``[batch, heads, seq_q]``; −inf for a row that sees no
-    key; ``softcap`` as :func:`attention_head`'s."""
+    key; ``softcap`` as :func:`attention_head`'s. With ``sinks`` (one per query head) the
+    sink's term is in the sum (the softmax's denominator): a row of a sequence with keys that
+    sees none of them has the sink's logit; a sequence with no keys at all stays −inf (its
+    softmax never runs: the hardware streams it no key)."""
     q, k = np.asarray(q, dtype=np.float64), np.asarray(k, dtype=np.float64)
     out = np.full(q.shape[:-1], -np.inf)
     g, scale = wl.heads // wl.kv_heads, 1.0 / math.sqrt(wl.head_dim)
@@ -175,6 +187,8 @@ def lse_of(wl, q, k, *, chunk: int = 512, softcap: float | None = None) -> np.nd
                     s = softcap * np.tanh(s / softcap)
                 if seen is not None:
                     s = np.where(seen, s, -np.inf)
+                if sinks is not None:
+                    s = np.concatenate([s, np.full((len(s), 1), float(sinks[h]))], axis=1)
                 mx = s.max(axis=1)
                 safe = np.where(np.isfinite(mx), mx, 0.0)
                 with np.errstate(divide="ignore"):

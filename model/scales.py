@@ -51,6 +51,11 @@ class ScaleParams:
     # (:func:`softcap_q_factor`) and the datapath's logit is ±round(T·tanh|x|)
     # (model.numerics.softcap). ``None``: no cap.
     cap: int | None = None
+    # attention sinks: each row's start of the running max (``sink_m``) and of the row sum
+    # (``sink_l``) instead of m_init and 0 (model.variants.sink_state; one for all rows, or
+    # per row like c_m). ``None``: no sink.
+    sink_m: int | np.ndarray | None = None
+    sink_l: int | np.ndarray | None = None
 
     @property
     def multiplier(self):
@@ -64,10 +69,12 @@ class ScaleParams:
 
     def take(self, rows) -> ScaleParams:
         """The multipliers of query ``rows`` (itself when it is one for all rows)."""
+        sinks = {} if np.ndim(self.sink_m) == 0 else {
+            "sink_m": np.asarray(self.sink_m)[rows], "sink_l": np.asarray(self.sink_l)[rows]}
         if not self.per_row:
-            return self
+            return dataclasses.replace(self, **sinks) if sinks else self
         return dataclasses.replace(self, c_m=np.asarray(self.c_m)[rows],
-                                   c_sh=np.asarray(self.c_sh)[rows])
+                                   c_sh=np.asarray(self.c_sh)[rows], **sinks)
 
     def keys(self, sl) -> ScaleParams:
         """The multipliers for the keys ``sl`` (a slice or an index array; itself without

@@ -103,16 +103,18 @@ class Layout:
     @classmethod
     def packed(cls, hw: HardwareConfig, wl: Workload, program_bytes: int,
                row_scales: bool = False, key_scales: bool = False,
-               block_table: BlockTable | None = None) -> Layout:
+               block_table: BlockTable | None = None, sinks: bool = False) -> Layout:
         """Program, Q, K, V and O one after another, each region 4 KB aligned; with
-        ``row_scales`` each Q row is followed by the word holding its multiplier, with
+        ``row_scales`` each Q row is followed by the word holding its multiplier (its side
+        words with ``sinks``: :meth:`HardwareConfig.q_side_words`), with
         ``key_scales`` each K row by the word holding its factor. A paged workload
         (``page_size`` > 0) has page pools for K and V (:class:`PagedCache`, its pages as
         ``block_table`` places them: the caller's, or the seeded shuffle) and the block
         tables after V."""
         eb = hw.element_bytes
         dp = hw.row_elements(wl.head_dim)      # rows padded to whole words
-        qb = wl.batch * wl.heads * wl.seq_q * hw.q_row_elements(wl.head_dim, row_scales) * eb
+        qb = wl.batch * wl.heads * wl.seq_q * hw.q_row_elements(wl.head_dim, row_scales,
+                                                                      sinks) * eb
         paged = None
         if wl.page_size:
             paged = PagedCache.place(hw, wl, block_table_for(wl, block_table), key_scales)

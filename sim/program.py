@@ -114,7 +114,8 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
     d = wl.head_dim
     dp = hw.row_elements(d)      # a row's pitch in DRAM: whole words (Layout.packed)
     rs = int(scale.per_row)
-    dq = hw.q_row_elements(d, bool(rs))      # a Q row's pitch: with its multiplier's word
+    sk = int(scale.sink_m is not None)       # the rows' sinks ride in their side words
+    dq = hw.q_row_elements(d, bool(rs), bool(sk))   # a Q row's pitch: with its side words
     c_m, c_sh = (0, 0) if rs else (scale.c_m, scale.c_sh)
     ks = int(scale.k_m is not None)
     lse = int(wl.lse)
@@ -145,7 +146,8 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
         common = {"rows": rows, "heads": g, "d": d}
         prog.append(Instr(Op.LOAD_Q, {**common, "keys_per_step": kps, "addr": q_addr,
                                       "row_stride": dq * eb,
-                                      "head_stride": q_head, "row_scales": rs},
+                                      "head_stride": q_head, "row_scales": rs,
+                                      "sinks": sk},
                           pop_next=t > 0, push_next=True))
         if keys > 0:
             kv = {"k_addr": layout.k + kv_off * dk, "v_addr": layout.v + kv_off * dp,
@@ -157,7 +159,7 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
         prog.append(Instr(Op.COMPUTE, {**common, "keys": keys, "keys_per_step": kps,
                                        "q_pos": p0, "c_m": c_m, "c_sh": c_sh,
                                        "row_scales": rs, "key_scales": ks, "lse": lse,
-                                       **cap, **_mask_fields(wl, seg, causal, first)},
+                                       "sinks": sk, **cap, **_mask_fields(wl, seg, causal, first)},
                           pop_prev=True, push_prev=t < last))
         # the Q buffer is free once the tile's steps have issued (the core takes the next
         # tile's Q rows then); FINALIZE needs no token

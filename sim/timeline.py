@@ -315,7 +315,8 @@ def _tile_transfer(hw: HardwareConfig, ch: Channel, ready: int, ins: Instr,
     # whole words, as the DMA moves rows (a Q row with its multiplier's word, an O row with its
     # statistics' word)
     row = (hw.o_row_elements(ins.d, bool(ins.args.get("lse", 0))) if ins.op == Op.STORE_O
-           else hw.q_row_elements(ins.d, bool(ins.args.get("row_scales", 0)))) * elem_bytes
+           else hw.q_row_elements(ins.d, bool(ins.args.get("row_scales", 0)),
+                                  bool(ins.args.get("sinks", 0)))) * elem_bytes
     for h in range(ins.heads):
         base = ins.addr + h * ins.head_stride
         if ins.row_stride == row:

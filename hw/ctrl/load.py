@@ -18,7 +18,7 @@ from attenio.hw.ctrl.decode import kps_log2_of
 from attenio.hw.ctrl.dispatch import engine_ports
 from attenio.hw.ctrl.layouts import load_tag_layout, raise_error, view
 from attenio.hw.ctrl.pagewalk import page_start, page_walk
-from attenio.hw.layouts import kv_beat_layout, qcmd_layout, word_layout
+from attenio.hw.layouts import kv_beat_layout, q_side_words, qcmd_layout, word_layout
 from attenio.hw.streamfifo import StreamFIFO
 
 __all__ = ["LoadEngine"]
@@ -160,6 +160,7 @@ class LoadEngine(wiring.Component):
             core_q.payload.kps_log2.eq(kps_log2_of(view(lhead.insn, Op.LOAD_Q).keys_per_step,
                                                    kps_max)),
             core_q.payload.row_scales.eq(view(lhead.insn, Op.LOAD_Q).row_scales),
+            core_q.payload.sinks.eq(view(lhead.insn, Op.LOAD_Q).sinks if cfg.sinks_unit else 0),
         ]
         with m.If(self.queue.head.valid & ~lbusy & ~load_end & self.go & ~self.stop):
             with m.If(lop == int(Op.END)):
@@ -177,7 +178,7 @@ class LoadEngine(wiring.Component):
         wd_head = words_of(view(lhead.insn, Op.LOAD_Q).d)
         # a Q row with its own multiplier: one more word (LOAD_KV has no such field; its bit
         # is reserved there, so 0)
-        wq_head = wd_head + view(lhead.insn, Op.LOAD_Q).row_scales
+        wq_head = wd_head + q_side_words(cfg, view(lhead.insn, Op.LOAD_Q))
         # a K row with key_scales: one more word, its factor (V rows then lie one word closer:
         # V's stride is row_stride minus a word, so K and V are both contiguous or neither)
         wk_head = wd_head + view(lhead.insn, Op.LOAD_KV).key_scales
@@ -354,7 +355,7 @@ def _tag(cfg: HardwareConfig, m: Module, lraw, l_is_kv, l_on_v, l_wd, l_wk, inst
     m.d.comb += [
         tag_in.kv.eq(l_is_kv & ~is_t), tag_in.v.eq(l_on_v),
         tag_in.wd.eq(Mux(is_t, 1, Mux(l_is_kv, Mux(l_on_v, l_wd, l_wk),
-                                      l_wd + view(lraw, Op.LOAD_Q).row_scales))),
+                                      l_wd + q_side_words(cfg, view(lraw, Op.LOAD_Q))))),
         tag_in.sc.eq(l_is_kv & ~l_on_v & view(lraw, Op.LOAD_KV).key_scales & ~is_t),
         tag_in.t.eq(is_t), tag_in.slot.eq(slot),
         tag_in.lanes.eq(lastlanes), tag_in.end.eq(instr_done),

@@ -19,6 +19,7 @@ TINY = C.tiny()
 NARROW = C.replace(TINY, macs_per_line=2)         # a word too narrow for a scale word
 ONE_KEY = C.replace(TINY, max_keys_per_step=2)    # steps of at most 2 keys, a ring of 4
 SOFTCAP = C.replace(TINY, softcap_unit=True)      # a config with the soft-capping unit
+SINKS = C.replace(TINY, sinks_unit=True)          # a config whose Q rows carry sinks
 
 
 def _base(hw) -> dict[Op, Instr]:
@@ -49,6 +50,8 @@ CASES = {
     "key_scales": (NARROW, Op.LOAD_KV, {"key_scales": 1}),
     "softcap": (TINY, Op.COMPUTE, {"softcap": 1, "cap": 3000}),
     "cap": (SOFTCAP, Op.COMPUTE, {"softcap": 1, "cap": 0}),
+    "sinks": (TINY, Op.LOAD_Q, {"sinks": 1, "row_scales": 1}),
+    "sinks_rows": (SINKS, Op.COMPUTE, {"sinks": 1, "row_scales": 0}),
 }
 
 
