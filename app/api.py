@@ -68,7 +68,7 @@ def _like_q(o4: np.ndarray, q, layout: str | None) -> np.ndarray:
 def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig = "fpga",
               scheme: str = "tensor", q_scales: str = "tensor", k_block: int | None = None,
               window=(-1, -1), layout: str | None = None, softmax_scale: float | None = None,
-              softcap: float | None = None, return_lse: bool = False):
+              softcap: float | None = None, sinks=None, return_lse: bool = False):
     """``softmax(Q Kᵀ/√d) V`` as the accelerator computes it: Q, K, V quantized to the
     preset's ``data_bits`` by the host ``scheme`` (``tensor``: one scale each; ``smooth`` or
     ``rotate``: exact transforms first, docs/numerics.md "End to end"), Q with one scale per
@@ -90,7 +90,12 @@ def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig =
     logits, ``softcap·tanh(logit/softcap)`` (FlashAttention's ``softcap``, Gemma 2's
     ``attn_logit_softcapping`` = 50), after the scale and before the mask and softmax: the
     soft-capping unit's integers (docs/numerics.md, "Soft-capping"), on a preset built with it
-    (``softcap_unit``; the presets' ``+softcap`` names, e.g. ``fpga+softcap``). With ``return_lse``
+    (``softcap_unit``; the presets' ``+softcap`` names, e.g. ``fpga+softcap``). ``sinks``:
+    attention sinks (gpt-oss; FlashInfer's ``sinks``), a number for every query head or one
+    per head, each a logit in its rows' softmax denominator that adds no value,
+    ``O = Σ e^{s_j} v_j / (e^{sink} + Σ e^{s_j})``: each row's running max and sum start from
+    it (docs/numerics.md, "Sinks"), on a preset whose Q rows carry them (``sinks_unit``,
+    e.g. ``fpga+sinks``); the lse then includes the sink. With ``return_lse``
     the result is ``(out, lse)``: ``lse`` ``[batch, heads, seq_q]`` float32, each row's
     natural log-sum-exp of its scaled scores (FlashAttention's ``softmax_lse``; −inf for a
     row that sees no key), from the running max and row sum the accelerator writes after the
@@ -103,7 +108,8 @@ def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig =
         Shapes that disagree or that the hardware cannot hold (head dim, sequence length), an
         unknown scheme or Q scale granularity, a ``k_block`` below 1, a ``softmax_scale``
         that is not positive and finite, a ``softcap`` that is not or that the preset cannot
-        apply (no soft-capping unit, or a cap past its field).
+        apply (no soft-capping unit, or a cap past its field), ``sinks`` whose count is
+        neither 1 nor the query heads, not finite, or on a preset without ``sinks_unit``.
     """
     hw = hardware(preset)
     q4, k4, v4 = _as4d(q, "q", layout), _as4d(k, "k", layout), _as4d(v, "v", layout)
@@ -122,7 +128,7 @@ def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig =
                     lse=_flag("return_lse", return_lse),
                     head_dim_v=None if v4.shape[3] == d else v4.shape[3])
     out, lse = _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale,
-                        softcap=softcap)
+                        softcap=softcap, sinks=sinks)
     out = _like_q(out, q, layout)
     return (out, lse) if return_lse else out
 
@@ -134,26 +140,27 @@ def _flag(name: str, value) -> bool:
 
 
 def _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale=None, table=None,
-             softcap=None):
+             softcap=None, sinks=None):
     """The dequantized output ``[batch, heads, seq, d]`` and, with ``wl.lse``, each row's
     log-sum-exp ``[batch, heads, seq]`` (float32, FlashAttention's ``softmax_lse`` dtype;
     else None). ``table``: K and V are a paged pool read through it; ``softcap``: the
-    logits' cap."""
+    logits' cap; ``sinks``: the query heads' sinks."""
     from attenio.model.accuracy import Q_SCALES, quantize_scheme, run_int
-    from attenio.model.numerics import logsumexp, softcap_cap
+    from attenio.model.numerics import check_sinks, logsumexp, softcap_cap
 
     if q_scales not in Q_SCALES:
         raise bad("q_scales", q_scales, f"choose one of: {', '.join(Q_SCALES)}")
     hw.check_workload(wl)
-    var = variant_of(wl, softmax_scale, softcap)     # checks them: positive, finite
+    var = variant_of(wl, softmax_scale, softcap, sinks)   # checks them: positive, finite
     if var.softcap is not None:
         softcap_cap(hw, var.softcap)                 # the preset can apply it, before any work
+    sinks = check_sinks(hw, var.sinks, wl.heads)     # one per head, and the preset has them
     # softmax(s·Q Kᵀ) = softmax((s·√d·Q) Kᵀ/√d): the factor rides on Q's scale, so the
     # integers are those of Q and the multiplier folds it in (model.scales.softmax_scale)
     q4 = q4 * var.q_factor
     host = quantize_scheme(hw, q4, k4, v4, scheme, q_rows=q_scales == "row", k_block=k_block)
     ml = {}
-    out = run_int(hw, wl, host, ml=ml, table=table, softcap=var.softcap)
+    out = run_int(hw, wl, host, ml=ml, table=table, softcap=var.softcap, sinks=sinks)
     return out, (logsumexp(hw, ml["m"], ml["l"]).astype(np.float32) if wl.lse else None)
 
 
@@ -194,7 +201,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int | No
                      preset: str | C.HardwareConfig = "fpga", scheme: str = "tensor",
                      q_scales: str = "tensor", k_block: int | None = None,
                      page_size: int = 0, softmax_scale: float | None = None,
-                     softcap: float | None = None, return_lse: bool = False):
+                     softcap: float | None = None, sinks=None, return_lse: bool = False):
     """:func:`attention` on a batch of sequences of different lengths packed together, with
     FlashAttention's ``flash_attn_varlen_func`` layout and arguments: ``q`` is ``[total_q,
     heads, d]``, ``k`` and ``v`` ``[total_k, kv_heads, d]``, sequence i's tokens at
@@ -202,7 +209,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int | No
     ``window`` apply per sequence, aligned at its bottom right. Returns ``[total_q, heads,
     d]``. The tensors are quantized as one (as the accelerator's host would, one DRAM image).
     ``page_size``: the keys of a page when K and V come from a paged cache (the workload's;
-    the result does not depend on it). ``softmax_scale`` and ``softcap`` as
+    the result does not depend on it). ``softmax_scale``, ``softcap`` and ``sinks`` as
     :func:`attention`'s; with
     ``return_lse``, ``(out, lse)``, ``lse`` ``[heads, total_q]`` (FlashAttention's varlen
     ``softmax_lse``).
@@ -218,7 +225,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int | No
                                max_seqlen_k, causal, window, page_size)
     wl = C.replace(wl, lse=_flag("return_lse", return_lse))
     out, lse = _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale,
-                        softcap=softcap)
+                        softcap=softcap, sinks=sinks)
     out = out[0].transpose(1, 0, 2)
     return (out, lse[0]) if return_lse else out
 
@@ -228,7 +235,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
                            preset: str | C.HardwareConfig = "fpga", scheme: str = "tensor",
                            q_scales: str = "tensor", k_block: int | None = None,
                            softmax_scale: float | None = None, softcap: float | None = None,
-                           return_lse: bool = False):
+                           sinks=None, return_lse: bool = False):
     """:func:`attention` of new queries against K/V caches, with FlashAttention's
     ``flash_attn_with_kvcache`` layout and arguments: ``q`` is ``[batch, seqlen_q, heads,
     d]``; sequence b sees the first ``cache_seqlens[b]`` keys of its cache. Without
@@ -240,7 +247,8 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
     it (docs/isa.md, "Paged K/V"; no gathered copy of the cache is made), and the cache is
     quantized as the host would quantize its pool (the pages no sequence touches left out).
     ``causal`` is aligned at each sequence's bottom right (the new queries are the cache's
-    last positions), ``window``, ``softmax_scale`` and ``softcap`` as :func:`attention`'s.
+    last positions), ``window``, ``softmax_scale``, ``softcap`` and ``sinks`` as
+    :func:`attention`'s.
     Returns ``[batch, seqlen_q, heads, d]``; with ``return_lse``, ``(out, lse)``, ``lse``
     ``[batch, heads, seqlen_q]`` (FlashAttention's ``return_softmax_lse``).
 
@@ -272,13 +280,13 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
         res = attention_varlen(q4.reshape(b * sq, h, d), k, v, [i * sq for i in range(b + 1)],
                                [0, *np.cumsum(lens).tolist()], causal=causal, window=window,
                                preset=hw, scheme=scheme, q_scales=q_scales, k_block=k_block,
-                               softmax_scale=softmax_scale, softcap=softcap,
+                               softmax_scale=softmax_scale, softcap=softcap, sinks=sinks,
                                return_lse=return_lse)
         out, lse = res if return_lse else (res, None)
         out = out.reshape(b, sq, h, d)
         return (out, lse.reshape(h, b, sq).transpose(1, 0, 2)) if return_lse else out
     out, lse = _paged_kvcache(hw, q4, kc, vc, lens, block_table, causal, window, scheme,
-                              q_scales, k_block, softmax_scale, return_lse, softcap)
+                              q_scales, k_block, softmax_scale, return_lse, softcap, sinks)
     return (out, lse) if return_lse else out
 
 
@@ -305,7 +313,7 @@ def _cache_lengths(cache_seqlens, batch: int, kc: np.ndarray, paged: bool) -> li
 
 
 def _paged_kvcache(hw, q4, kc, vc, lens, block_table, causal, window, scheme, q_scales,
-                   k_block, softmax_scale, return_lse, softcap=None):
+                   k_block, softmax_scale, return_lse, softcap=None, sinks=None):
     """The paged case of :func:`attention_with_kvcache`: the integer model on the pool,
     each sequence's keys read through the table."""
     from attenio.base.blocktable import BlockTable
@@ -333,7 +341,7 @@ def _paged_kvcache(hw, q4, kc, vc, lens, block_table, causal, window, scheme, q_
         pool.append(np.where(touched[None, None, :, None], x, 0.0))
     qp = q4.reshape(b * sq, h, d).transpose(1, 0, 2)[None]
     out, lse = _run_int(hw, wl, qp, pool[0], pool[1], scheme, q_scales, k_block, softmax_scale,
-                        table=table, softcap=softcap)
+                        table=table, softcap=softcap, sinks=sinks)
     out = out[0].transpose(1, 0, 2).reshape(b, sq, h, d)
     return out, (None if lse is None else lse[0].reshape(h, b, sq).transpose(1, 0, 2))
 

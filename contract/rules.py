@@ -111,9 +111,11 @@ def skips_row_groups(causal, one_head, one_key, groups):
 def skipped_groups(first_key: int, q_pos: int, diag: int, lines: int, groups: int) -> int:
     """Row groups (of ``lines`` rows, from the tile's first) that see no key of a causal step
     whose first key is ``first_key``: row ρ sees it only if ``ρ ≥ first_key − q_pos − diag``.
-    The last group is never skipped (a tile's keys stop at its last row's)."""
+    The last group is never skipped (a tile's keys stop at its last row's), nor is any at the
+    tile's first step (``first_key`` 0): it starts every row's softmax, so a group that sees
+    no key at all ends with its reset (or its sinks), not the last tile's m, ℓ and O."""
     t = first_key - q_pos - diag
-    return min(t // lines, groups - 1) if t > 0 else 0
+    return min(t // lines, groups - 1) if t > 0 and first_key > 0 else 0
 
 
 def keys_seen(row: int, diag: int, keys: int) -> int:

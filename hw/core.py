@@ -187,8 +187,7 @@ class ComputeCore(wiring.Component):
         m.d.comb += [
             qbuf.core_busy.eq(self.busy), qbuf.q_free.eq(self.steps_done),
             seq.running.eq(running), seq.keys.eq(c.keys), seq.blog.eq(blog), seq.ops.eq(ops),
-            seq.take.eq(take), seq.take_groups.eq(g_new), seq.take_skip.eq(skip_new),
-            seq.take_t0.eq(t0_new), seq.skip.eq(skip), seq.groups.eq(groups), seq.t0.eq(t0),
+            seq.skip.eq(skip), seq.groups.eq(groups), seq.t0.eq(t0),
             seq.words.eq(words), seq.k_written.eq(kvr.k_written),
             seq.v_written.eq(kvr.v_written), seq.exp_done.eq(smx.exp_done),
             kvr.step_end.eq(seq.step_end), kvr.is_qk.eq(seq.is_qk), kvr.kend.eq(seq.kend),

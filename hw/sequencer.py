@@ -48,10 +48,6 @@ class StepSequencer(wiring.Component):
             # causal row-group skipping: on, the tile's groups, and −(q_pos + diag) (a step's
             # first key k is seen by rows ≥ k − q_pos − diag)
             "skip": In(1), "groups": In(range(gmax + 1)), "t0": In(signed(26)),
-            # the command as the core takes it (``take``): its groups, skip and t0, from which
-            # the sequencer computes phase 0's first group, ops and length
-            "take": In(1), "take_groups": In(range(gmax + 1)), "take_skip": In(1),
-            "take_t0": In(signed(27)),
             "k_written": In(keys), "v_written": In(keys), "exp_done": In(keys),
             "is_qk": Out(1), "st": Out(keys), "kbase": Out(keys), "kend": Out(keys),
             "steps_left": Out(1), "active": Out(1), "issue": Out(1), "step_end": Out(1),
@@ -99,22 +95,22 @@ class StepSequencer(wiring.Component):
         kb_ = n_st << blog
         m.d.sync += [n_kb.eq(kb_), n_ke.eq(key_end(kb_))]
 
-        def skipped(t, skip, groups):
+        def skipped(later, t, skip, groups):
             """Row groups a causal step skips when its first key is seen from row t on
-            (t = first key − q_pos − diag): the groups wholly above t, never the last."""
+            (t = first key − q_pos − diag): the groups wholly above t, never the last, none at
+            step 0 (``later`` low: its Q Kᵀ and P V start every row,
+            contract.rules.skipped_groups)."""
             g_raw = t >> lp
-            return Mux(skip & (t > 0), Mux(g_raw < groups - 1, g_raw, groups - 1), 0)
+            return Mux(skip & (t > 0) & later, Mux(g_raw < groups - 1, g_raw, groups - 1), 0)
 
         def step_len(ops_):
             return Mux(ops_ > self.min_phase, ops_, self.min_phase)
 
-        # Phase 0's shape: its first group registered as the command is taken, its ops and
-        # length a cycle later (the core is loading Q by then).
-        g0 = Signal(range(gmax + 1))
+        # Phase 0's shape: every row group (step 0 skips none: it starts each row's softmax,
+        # contract.rules.skipped_groups), its ops and length a cycle after the command is taken
+        # (the core is loading Q by then).
         ops0 = Signal.like(ops)
-        with m.If(self.take):
-            m.d.sync += g0.eq(skipped(self.take_t0, self.take_skip, self.take_groups))
-        ops0_c = (self.groups - g0) * words
+        ops0_c = self.groups * words
         m.d.sync += [ops0.eq(ops0_c), plen.eq(step_len(ops0_c))]
         # The next phase's shape (registers, three stages after n_kb; a phase lasts ≥
         # min_phase cycles): the row groups it skips, its first group, its ops and length.
@@ -123,15 +119,16 @@ class StepSequencer(wiring.Component):
         n_g0 = Signal(range(gmax + 1))
         n_ops = Signal.like(ops)
         n_plen = Signal.like(plen)
-        m.d.sync += t.eq(n_kb + self.t0)
-        m.d.sync += gm.eq(skipped(t, self.skip, self.groups))
+        later = Signal()
+        m.d.sync += [t.eq(n_kb + self.t0), later.eq(n_kb != 0)]
+        m.d.sync += gm.eq(skipped(later, t, self.skip, self.groups))
         ops_c = ops - gm * words
         m.d.sync += [n_g0.eq(gm), n_ops.eq(ops_c), n_plen.eq(step_len(ops_c))]
         cur_ops = Signal.like(ops)
         cur_plen = Signal.like(plen)
         with m.If(~running):
             m.d.sync += [last_ph.eq(0), is_qk.eq(1), st.eq(0), kbase.eq(0),
-                         kend.eq(key_end(0)), more.eq(keys != 0), g.eq(g0), w.eq(0)]
+                         kend.eq(key_end(0)), more.eq(keys != 0), g.eq(0), w.eq(0)]
         with m.Elif(step_end):
             for f_, v in zip(fields, nfields, strict=True):
                 m.d.sync += f_.eq(v)

@@ -157,7 +157,7 @@ class _Builder:
         list."""
         hw, wl = self.hw, self.wl
         rs, ks = self.scale.per_row, self.scale.k_m is not None
-        tiles = program_tiles(wl, tiling)
+        tiles = program_tiles(wl, tiling, self.scale.sink_m is not None)
         layout = Layout.packed(hw, wl, program_length(tiles) * INSTR_BYTES, rs, ks, self.table,
                                sinks=self.scale.sink_m is not None)
         program = build_program(hw, wl, tiling, layout, self.scale, tiles)

@@ -41,10 +41,13 @@ class Tile(NamedTuple):
 
 
 def program_tiles(wl: Workload | VarlenWorkload,
-                  tiling: io.Tiling | Sequence[io.Tiling]) -> list[Tile]:
+                  tiling: io.Tiling | Sequence[io.Tiling], sinks: bool = False) -> list[Tile]:
     """The tiles of ``wl`` in program order: sequence by sequence (``wl.segments()``; a tile
     never spans two), then K/V head, query heads and query positions. ``tiling`` is one for
-    every sequence or one per sequence."""
+    every sequence or one per sequence. With ``sinks`` a tile whose rows see none of their
+    sequence's keys streams one (masked) key all the same: its rows' softmax then starts
+    from their sinks, as every row's does (their lse is the sink's, not −∞); a sequence with
+    no keys streams none."""
     segments = wl.segments()
     tilings = list(tiling) if isinstance(tiling, (list, tuple)) else [tiling] * len(segments)
     if len(tilings) != len(segments):
@@ -61,6 +64,10 @@ def program_tiles(wl: Workload | VarlenWorkload,
                     # (a paged LOAD_KV starts at a page's first key)
                     first, end = io.tile_span(p0, rows, seg.seq_q, seg.seq_k, causal,
                                               t.kv_block, wl.window, wl.page_size)
+                    if sinks and first == end and seg.seq_k:
+                        first = min(first, seg.seq_k - 1)
+                        first -= first % wl.page_size if wl.page_size else 0
+                        end = first + 1
                     tiles.append(Tile(seg, hk, h0, p0, rows, end - first, t, causal, first))
     return tiles
 
@@ -123,7 +130,7 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
            else {"softcap": 1, "cap": int(scale.cap)})
     do = hw.o_row_elements(d, bool(lse))     # an O row's pitch: with its statistics' word
     dk = hw.k_row_elements(d, bool(ks))     # a K row's pitch: with its factor's word
-    tiles = program_tiles(wl, tiling) if tiles is None else tiles
+    tiles = program_tiles(wl, tiling, sk) if tiles is None else tiles
     seq_of = {seg: i for i, seg in enumerate(wl.segments())}
     page = wl.page_size
     prog: list[Instr] = []

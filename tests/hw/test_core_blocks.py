@@ -103,11 +103,7 @@ def rtl_phases(cfg, keys, kps_log2, ops, words):
         ctx.set(dut.ops, ops)
         ctx.set(dut.words, words)
         ctx.set(dut.groups, ops // words)
-        # the command is taken: phase 0's shape is the sequencer's to compute
-        ctx.set(dut.take, 1)
-        ctx.set(dut.take_groups, ops // words)
         await ctx.tick()
-        ctx.set(dut.take, 0)
         # every row is in the rings and every softmax done: nothing stalls
         ctx.set(dut.k_written, keys)
         ctx.set(dut.v_written, keys)
@@ -138,13 +134,9 @@ def rtl_skipping(cfg, keys, groups, words, t0):
     async def tb(ctx):
         for sig, v in ((dut.keys, keys), (dut.blog, 0), (dut.ops, groups * words),
                        (dut.words, words), (dut.skip, 1), (dut.groups, groups), (dut.t0, t0),
-                       (dut.k_written, keys), (dut.v_written, keys), (dut.exp_done, keys),
-                       (dut.take, 1), (dut.take_groups, groups), (dut.take_skip, 1),
-                       (dut.take_t0, t0)):
+                       (dut.k_written, keys), (dut.v_written, keys), (dut.exp_done, keys)):
             ctx.set(sig, v)
-        await ctx.tick()
-        ctx.set(dut.take, 0)
-        await ctx.tick().repeat(3)
+        await ctx.tick().repeat(4)
         ctx.set(dut.running, 1)
         issues, first_g = 0, None
         for _ in range(100_000):
@@ -162,7 +154,8 @@ def rtl_skipping(cfg, keys, groups, words, t0):
     return out
 
 
-@pytest.mark.parametrize("keys, groups, words, t0", [(20, 4, 2, 0), (40, 5, 1, -3), (9, 3, 2, 5)])
+@pytest.mark.parametrize("keys, groups, words, t0", [(20, 4, 2, 0), (40, 5, 1, -3), (9, 3, 2, 5),
+                                                    (12, 4, 1, 9)])
 def test_sequencer_skips_row_groups_causal_hides(keys, groups, words, t0):
     # t0 = −(q_pos + diag): step st's key is seen by rows ≥ st + t0 (contract.rules)
     p = TINY.mac_lines
