@@ -16,9 +16,7 @@ testbench cannot disagree on one. Variants are made with :func:`dataclasses.repl
 from __future__ import annotations
 
 import dataclasses
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, ClassVar
 
 from attenio.base.errors import ConfigError, bad
@@ -27,15 +25,9 @@ from attenio.base.fields import (
     check_bool,
     check_float,
     check_int,
-    dumps_toml,
     is_pow2,
 )
 from attenio.base.workload import VarlenWorkload, Workload
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 __all__ = [
     "Numerics",
@@ -44,8 +36,6 @@ __all__ = [
     "VarlenWorkload",
     "PRESETS",
     "preset",
-    "load_toml",
-    "save_toml",
     "ConfigError",
 ]
 
@@ -562,57 +552,6 @@ def preset(name: str) -> HardwareConfig:
             raise bad("preset", name, f"units after '+': {', '.join(PRESET_UNITS)}")
         hw = replace(hw, **{PRESET_UNITS[u]: True})
     return hw
-
-
-# ---- TOML ----
-
-def save_toml(path: str | Path, hw: HardwareConfig | None = None,
-              workload: Workload | None = None) -> None:
-    """Write a ``[hardware]`` and/or ``[workload]`` table to ``path``."""
-    tables = {}
-    if hw is not None:
-        tables["hardware"] = hw.to_dict()
-    if workload is not None:
-        tables["workload"] = workload.to_dict()
-    Path(path).write_text(dumps_toml(tables))
-
-
-def load_toml(path: str | Path) -> tuple[HardwareConfig | None, Workload | None]:
-    """Read ``[hardware]`` (optionally ``preset = "name"`` plus overrides) and ``[workload]``.
-
-    Raises :class:`ConfigError` for a missing or unparsable file, unknown tables or fields and
-    values of the wrong type or range.
-    """
-    p = Path(path)
-    try:
-        data = tomllib.loads(p.read_text())
-    except FileNotFoundError:
-        raise bad("config file", str(p), "file not found") from None
-    except IsADirectoryError:
-        raise bad("config file", str(p), "a directory; give a TOML file") from None
-    except (UnicodeDecodeError, PermissionError) as e:
-        raise bad("config file", str(p), f"not a readable text file ({type(e).__name__})") from None
-    except tomllib.TOMLDecodeError as e:
-        raise bad("config file", str(p), f"not valid TOML ({e})") from None
-    unknown = sorted(set(data) - {"hardware", "workload"})
-    if unknown:
-        raise bad(unknown[0], data[unknown[0]], "unknown table; valid tables: hardware, workload")
-    hw = wl = None
-    if "hardware" in data:
-        table = dict(data["hardware"]) if isinstance(data["hardware"], dict) else data["hardware"]
-        if isinstance(table, dict) and "preset" in table:
-            base = preset(table.pop("preset")).to_dict()
-            nested = table.pop("numerics", {})
-            base.update(table)
-            if isinstance(nested, dict):
-                base["numerics"] = {**base["numerics"], **nested}
-            else:
-                base["numerics"] = nested
-            table = base
-        hw = HardwareConfig.from_dict(table, "hardware")
-    if "workload" in data:
-        wl = Workload.from_dict(data["workload"], "workload")
-    return hw, wl
 
 
 def replace(obj, **changes):

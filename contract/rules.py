@@ -113,9 +113,11 @@ def skipped_groups(first_key: int, q_pos: int, diag: int, lines: int, groups: in
     whose first key is ``first_key``: row ρ sees it only if ``ρ ≥ first_key − q_pos − diag``.
     The last group is never skipped (a tile's keys stop at its last row's), nor is any at the
     tile's first step (``first_key`` 0): it starts every row's softmax, so a group that sees
-    no key at all ends with its reset (or its sinks), not the last tile's m, ℓ and O."""
+    no key at all ends with its reset (or its sinks), not the last tile's m, ℓ and O; nor at
+    its second, whose Q Kᵀ follows the first's with no P V between (a group issued earlier in
+    it than in the first would read its m, ℓ before the first step's softmax wrote them)."""
     t = first_key - q_pos - diag
-    return min(t // lines, groups - 1) if t > 0 and first_key > 0 else 0
+    return min(t // lines, groups - 1) if t > 0 and first_key > 1 else 0
 
 
 def keys_seen(row: int, diag: int, keys: int) -> int:

@@ -98,8 +98,8 @@ class StepSequencer(wiring.Component):
         def skipped(later, t, skip, groups):
             """Row groups a causal step skips when its first key is seen from row t on
             (t = first key − q_pos − diag): the groups wholly above t, never the last, none at
-            step 0 (``later`` low: its Q Kᵀ and P V start every row,
-            contract.rules.skipped_groups)."""
+            steps 0 and 1 (``later`` low: step 0 starts every row, step 1's Q Kᵀ follows it
+            with no P V between; contract.rules.skipped_groups)."""
             g_raw = t >> lp
             return Mux(skip & (t > 0) & later, Mux(g_raw < groups - 1, g_raw, groups - 1), 0)
 
@@ -120,7 +120,7 @@ class StepSequencer(wiring.Component):
         n_ops = Signal.like(ops)
         n_plen = Signal.like(plen)
         later = Signal()
-        m.d.sync += [t.eq(n_kb + self.t0), later.eq(n_kb != 0)]
+        m.d.sync += [t.eq(n_kb + self.t0), later.eq(n_kb > 1)]
         m.d.sync += gm.eq(skipped(later, t, self.skip, self.groups))
         ops_c = ops - gm * words
         m.d.sync += [n_g0.eq(gm), n_ops.eq(ops_c), n_plen.eq(step_len(ops_c))]

@@ -305,14 +305,19 @@ def tile_span(p0: int, rows: int, seq_q: int, seq_k: int, causal: bool, kv_block
 
 def _kv_reads(seq_q: int, seq_k: int, positions: int, causal: bool,
               kv_block: int, window=(-1, -1), page: int = 0, table0: int = 0,
-              per_word: int = 1) -> tuple[int, int]:
+              per_word: int = 1, sinks: bool = False) -> tuple[int, int]:
     """Keys (K rows, and as many V rows) read by a dataflow that streams K/V once per query
     tile, and from a paged cache the block-table words (of ``per_word`` entries) its walks
     read, the sequence's table starting ``table0`` entries into a word
-    (``contract.rules.PageWalk``)."""
+    (``contract.rules.PageWalk``). With ``sinks`` a tile that sees no key reads one, masked
+    (sim.program.program_tiles: its rows' softmax starts from their sinks)."""
     total = words = 0
     for p0, r in query_tiles(seq_q, positions, causal):
         first, end = tile_span(p0, r, seq_q, seq_k, causal, kv_block, window, page)
+        if sinks and first == end and seq_k:
+            first = min(first, seq_k - 1)
+            first -= first % page if page else 0
+            end = first + 1
         total += end - first
         if page and end > first:        # the table words its walk reads (tables 4 KB aligned)
             words += PageWalk(ENTRY_BYTES * (table0 + first // page), end - first,
@@ -320,7 +325,8 @@ def _kv_reads(seq_q: int, seq_k: int, positions: int, causal: bool,
     return total, words
 
 
-def head_traffic(hw: HardwareConfig, wl: Workload, tiling: Tiling, table0: int = 0) -> Traffic:
+def head_traffic(hw: HardwareConfig, wl: Workload, tiling: Tiling, table0: int = 0,
+                 sinks: bool = False) -> Traffic:
     """Traffic of one K/V head's work: ``heads_per_tile`` query heads (1 without GQA sharing).
     A paged cache adds the block-table words each ``LOAD_KV`` reads (its sequence's table at
     entry ``table0`` of the tables, which start on a 4 KB line)."""
@@ -331,8 +337,8 @@ def head_traffic(hw: HardwareConfig, wl: Workload, tiling: Tiling, table0: int =
         return _standard(hw, nq, nk, d).scaled(h)
     per_word = max(1, hw.axi_data_bytes // ENTRY_BYTES)
     keys, words = _kv_reads(nq, nk, tiling.positions, causal_mask(wl), tiling.kv_block,
-                            wl.window, wl.page_size, table0, per_word)
-    reads = {"Q": h * nq * d, "K": keys * d, "V": keys * dv}
+                            wl.window, wl.page_size, table0, per_word, sinks)
+    reads = {"Q": h * nq * (d + _q_side(hw, sinks)), "K": keys * d, "V": keys * dv}
     writes = {"O": h * nq * dv}
     if wl.lse:          # each row's statistics: one output word (docs/isa.md)
         writes["LSE"] = h * nq * hw.macs_per_line
@@ -370,12 +376,14 @@ def _standard(hw: HardwareConfig, nq: int, nk: int, d: int) -> Traffic:
 
 def workload_traffic(hw: HardwareConfig, wl, dataflow: str = "attenio",
                      tiling: Tiling | list[Tiling] | None = None,
-                     table_starts: list[int] | None = None) -> Traffic:
+                     table_starts: list[int] | None = None, sinks: bool = False) -> Traffic:
     """Traffic of a whole workload: every batch, every K/V head and its query heads; of a
     varlen batch (``VarlenWorkload``), the sum of its sequences', each under its own tiling
     (``tiling``: one per sequence, or one for all). A paged cache reads each sequence's table
     from entry ``table_starts[i]`` of the tables (default: the rows one after another, each
-    exactly its pages: the seeded shuffle's layout)."""
+    exactly its pages: the seeded shuffle's layout). ``sinks``: each Q row carries its side
+    words (its multiplier and its sink, ``HardwareConfig.q_side_words``) and a tile that sees
+    no key reads one."""
     tilings = tiling if isinstance(tiling, list) else [tiling] * wl.sequences
     if not isinstance(wl, Workload) or (wl.page_size and wl.batch > 1):
         # sequence by sequence (a paged cache: each with its own table row)
@@ -384,17 +392,22 @@ def workload_traffic(hw: HardwareConfig, wl, dataflow: str = "attenio",
             if table_starts is not None:
                 table0 = table_starts[i]
             if wl.empty(i):
-                total = total + _keyless_traffic(hw, wl, wl.seqlens_q[i])
+                total = total + _keyless_traffic(hw, wl, wl.seqlens_q[i], sinks)
                 continue
             one = wl.sequence(i)
-            total = total + _sequence_traffic(hw, one, dataflow, t, table0)
+            total = total + _sequence_traffic(hw, one, dataflow, t, table0, sinks)
             table0 += _cdiv(one.seq_k, wl.page_size) if wl.page_size else 0
         return total
     return _sequence_traffic(hw, wl, dataflow, tilings[0],
-                             table_starts[0] if table_starts else 0)
+                             table_starts[0] if table_starts else 0, sinks)
 
 
-def _keyless_traffic(hw: HardwareConfig, wl, rows: int) -> Traffic:
+def _q_side(hw: HardwareConfig, sinks: bool) -> int:
+    """Elements a Q row carries after its data with sinks (its side words), else 0."""
+    return hw.q_side_words(True, True) * hw.macs_per_line if sinks else 0
+
+
+def _keyless_traffic(hw: HardwareConfig, wl, rows: int, sinks: bool = False) -> Traffic:
     """An empty sequence's traffic: none without queries; with queries but no keys, its Q rows
     read and its O rows written (0, and with ``lse`` their statistics words: m_init, ℓ = 0),
     no K, V or table word."""
@@ -403,13 +416,14 @@ def _keyless_traffic(hw: HardwareConfig, wl, rows: int) -> Traffic:
     writes = {"O": wl.heads * rows * wl.d_v}
     if wl.lse:
         writes["LSE"] = wl.heads * rows * hw.macs_per_line
-    return _make(hw, {"Q": wl.heads * rows * wl.head_dim}, writes)
+    return _make(hw, {"Q": wl.heads * rows * (wl.head_dim + _q_side(hw, sinks))}, writes)
 
 
-def _sequence_traffic(hw, wl: Workload, dataflow: str, tiling, table0: int = 0) -> Traffic:
+def _sequence_traffic(hw, wl: Workload, dataflow: str, tiling, table0: int = 0,
+                      sinks: bool = False) -> Traffic:
     t = tiling or choose_tiling(hw, wl, dataflow)
     per_kv_head_units = wl.group_size // t.heads_per_tile
-    one = head_traffic(hw, wl, t, table0)
+    one = head_traffic(hw, wl, t, table0, sinks)
     return one.scaled(wl.batch * wl.kv_heads * per_kv_head_units)
 
 

@@ -36,7 +36,6 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from attenio.base.config import HardwareConfig, VarlenWorkload, Workload
-from attenio.base.errors import bad
 from attenio.contract.formats import (
     KEY_MANT_BITS,
     MAX_SHIFT,
@@ -47,12 +46,14 @@ from attenio.contract.tables import exp_table, recip_table
 from attenio.model.scales import (  # noqa: F401  (the host side, re-exported)
     KEY_EXP_MAX,
     ScaleParams,
+    check_int_tensor,
     dequantize,
     dequantize_output,
     key_factors,
     key_reference,
     quantize,
     quantize_keys,
+    scale_array,
     softcap_cap,
     softcap_q_factor,
     softmax_scale,
@@ -476,19 +477,6 @@ def attention_head(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
 
 # ---- whole workload ----
 
-def _check_int_tensor(name: str, x, shape: tuple[int, ...], bits: int) -> np.ndarray:
-    arr = np.asarray(x)
-    if arr.shape != shape:
-        raise bad(f"{name}.shape", arr.shape, f"expected {shape} from the workload")
-    if not np.issubdtype(arr.dtype, np.integer):
-        raise bad(f"{name}.dtype", str(arr.dtype), "must be an integer array (use quantize())")
-    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
-    if arr.size and (arr.min() < lo or arr.max() > hi):
-        raise bad(name, f"values in [{arr.min()}, {arr.max()}]",
-                  f"must lie in [{lo}, {hi}] for data_bits={bits}")
-    return arr.astype(np.int64)
-
-
 def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q_scale,
                   k_scale: float, *, stepwise: bool = False, progress=None,
                   ml: dict | None = None, table=None,
@@ -540,15 +528,15 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
         sink = None if sinks is None else sink_state(cfg, sinks)
     b, h, hk, nq, nk, d = wl.batch, wl.heads, wl.kv_heads, wl.seq_q, wl.seq_k, wl.head_dim
     kb, kn = (1, table.pages * table.page_size) if table is not None else (b, nk)
-    q = _check_int_tensor("q", q, (b, h, nq, d), cfg.data_bits)
-    k = _check_int_tensor("k", k, (kb, hk, kn, d), cfg.data_bits)
-    v = _check_int_tensor("v", v, (kb, hk, kn, wl.d_v), cfg.data_bits)
+    q = check_int_tensor("q", q, (b, h, nq, d), cfg.data_bits)
+    k = check_int_tensor("k", k, (kb, hk, kn, d), cfg.data_bits)
+    v = check_int_tensor("v", v, (kb, hk, kn, wl.d_v), cfg.data_bits)
     rows_q = np.ndim(q_scale) > 0
     if rows_q:
-        qs = _scale_array("q_scale", q_scale, (b, h, nq))
+        qs = scale_array("q_scale", q_scale, (b, h, nq))
     keys_k = np.ndim(k_scale) > 0
     if keys_k:
-        ks, sk = key_reference(_scale_array("k_scale", k_scale, (kb, hk, kn)))
+        ks, sk = key_reference(scale_array("k_scale", k_scale, (kb, hk, kn)))
     else:
         sk = k_scale
     if plan_scale is not None:
@@ -602,11 +590,3 @@ def _unit_scale(sp: ScaleParams, wl, bi: int, hi: int, rq: slice, kbi: int, hki:
     keys = (kbi * wl.kv_heads + hki) * kn + (np.arange(rk.start, rk.stop)
                                              if isinstance(rk, slice) else rk)
     return sp.take(rows).keys(keys)        # each is itself where the scale is one for all
-
-
-def _scale_array(name: str, x, shape: tuple[int, ...]) -> np.ndarray:
-    """Scales given one per row or key, ``shape + (1,)`` or ``shape``, as float64 ``shape``."""
-    a = np.asarray(x, dtype=np.float64)
-    if a.shape not in (shape + (1,), shape):
-        raise bad(f"{name}.shape", a.shape, f"expected a scalar or {shape + (1,)}")
-    return a.reshape(shape)

@@ -23,7 +23,8 @@ from attenio.contract.formats import (
 
 __all__ = ["ScaleParams", "softmax_scale", "softmax_scale_rows", "key_factors", "key_reference",
            "with_key_scales", "quantize", "quantize_keys", "dequantize", "dequantize_output",
-           "KEY_EXP_MAX", "softcap_cap", "softcap_q_factor"]
+           "KEY_EXP_MAX", "softcap_cap", "softcap_q_factor", "check_int_tensor",
+           "scale_array"]
 
 
 @dataclass(frozen=True)
@@ -327,3 +328,26 @@ def dequantize(xi, scale: float) -> np.ndarray:
 def dequantize_output(cfg: HardwareConfig, out, v_scale: float) -> np.ndarray:
     """Real values of the accelerator's output: ``out · v_scale · 2**-OF``."""
     return np.asarray(out, dtype=np.float64) * (v_scale * 2.0 ** -cfg.numerics.out_frac_bits)
+
+
+def check_int_tensor(name: str, x, shape: tuple[int, ...], bits: int) -> np.ndarray:
+    """``x`` as int64, refused by name unless it is an integer array of ``shape`` within
+    ``bits`` signed bits (the datapath's integers, :func:`quantize`'s output)."""
+    arr = np.asarray(x)
+    if arr.shape != shape:
+        raise bad(f"{name}.shape", arr.shape, f"expected {shape} from the workload")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise bad(f"{name}.dtype", str(arr.dtype), "must be an integer array (use quantize())")
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    if arr.size and (arr.min() < lo or arr.max() > hi):
+        raise bad(name, f"values in [{arr.min()}, {arr.max()}]",
+                  f"must lie in [{lo}, {hi}] for data_bits={bits}")
+    return arr.astype(np.int64)
+
+
+def scale_array(name: str, x, shape: tuple[int, ...]) -> np.ndarray:
+    """Scales given one per row or key, ``shape + (1,)`` or ``shape``, as float64 ``shape``."""
+    a = np.asarray(x, dtype=np.float64)
+    if a.shape not in (shape + (1,), shape):
+        raise bad(f"{name}.shape", a.shape, f"expected a scalar or {shape + (1,)}")
+    return a.reshape(shape)

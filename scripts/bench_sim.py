@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from attenio.base import config as C
+from attenio.base.tomlfile import load_toml
 from attenio.contract.registers import python_map
 from attenio.verify import fast_dram
 from attenio.verify.runner import build, simulate
@@ -46,7 +47,7 @@ def plain(wd: Path, hw, quiet) -> dict:
 
 def run_case(spec: str, python_max: int, quiet) -> dict:
     preset, n, d = spec.rsplit(":", 2)
-    hw = C.load_toml(preset)[0] if preset.endswith(".toml") else C.preset(preset)
+    hw = load_toml(preset)[0] if preset.endswith(".toml") else C.preset(preset)
     wl = C.Workload.from_options(hw, n=int(n), d=int(d))
     row = {"case": spec}
     with tempfile.TemporaryDirectory(prefix="attenio-bench-") as tmp:

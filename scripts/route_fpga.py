@@ -23,6 +23,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from attenio.base import config as C
+from attenio.base.tomlfile import load_toml
 from attenio.fpga.synth import (
     nextpnr_opts,
     place_and_route,
@@ -57,7 +58,7 @@ def main() -> None:
     split.add_argument("--from-placed", metavar="DIR",
                        help="route the placed netlist a --place-only run left in DIR")
     args = ap.parse_args()
-    hw = C.load_toml(args.config)[0] if args.config else C.preset(args.preset)
+    hw = load_toml(args.config)[0] if args.config else C.preset(args.preset)
     name = Path(args.config).stem if args.config else args.preset
     day = datetime.date.today().isoformat()
 

@@ -57,12 +57,19 @@ class Schedule:
     @property
     def traffic(self) -> io.Traffic:
         """The closed form of this schedule's DRAM traffic under its tiling(s)
-        (model/io_analysis.py)."""
+        (model/io_analysis.py; with sinks, the Q rows' side words and the tiles' masked keys
+        as its program has them)."""
         table = self.block_table
         return io.workload_traffic(self.hw, self.workload, self.dataflow,
                                    self.tilings or self.tiling,
                                    table_starts=None if table is None else
-                                   [table.table_start(i) for i in range(table.sequences)])
+                                   [table.table_start(i) for i in range(table.sequences)],
+                                   sinks=self.sinks)
+
+    @property
+    def sinks(self) -> bool:
+        """The program's Q rows carry sinks (``LOAD_Q.sinks``)."""
+        return any(i.args.get("sinks", 0) for i in self.program or () if i.op == Op.LOAD_Q)
 
     @property
     def pe_util_time(self) -> float:

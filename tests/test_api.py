@@ -164,6 +164,44 @@ def test_softcap_is_flashattentions():
             attenio.attention(q, k, v, preset="tiny+softcap", layout="bhsd", softcap=bad_cap)
 
 
+def test_sinks_are_a_softmax_column_with_no_value():
+    """``sinks`` (gpt-oss's, FlashInfer's): against a softmax over the scores with one more
+    column per query head holding its sink, dropped before P·V (written out here), causal at
+    the bottom right, GQA, on every entry point, the lse including the sink; bad sinks and a
+    preset without them are refused by name."""
+    rng = np.random.default_rng(12)
+    q = rng.standard_normal((1, 4, 24, 16)) * 2
+    k, v = (rng.standard_normal((1, 2, 24, 16)) * 2 for _ in range(2))
+    sinks = np.array([0.5, 3.0, -1.0, 6.0])
+    kk, vv = np.repeat(k, 2, axis=1), np.repeat(v, 2, axis=1)
+    s = np.einsum("bhqd,bhkd->bhqk", q, kk) / 4.0
+    s = np.where(np.tril(np.ones((24, 24), dtype=bool)), s, -np.inf)
+    s = np.concatenate([s, np.broadcast_to(sinks[None, :, None, None], (1, 4, 24, 1))], -1)
+    want = np.einsum("bhqk,bhkd->bhqd", _softmax(s)[..., :-1], vv)
+    want_lse = np.log(np.exp(s).sum(axis=-1))
+    got, lse = attenio.attention(q, k, v, preset="asplos26+sinks", layout="bhsd", causal=True,
+                                 sinks=sinks, return_lse=True)
+    assert np.max(np.abs(got - want)) < 2e-3 and np.max(np.abs(lse - want_lse)) < 1e-3
+    plain = attenio.attention(q, k, v, preset="asplos26", layout="bhsd", causal=True)
+    assert np.max(np.abs(plain - want)) > 0.05             # the sinks change the result
+    qv, kv_, vv_ = (x[0].transpose(1, 0, 2) for x in (q, k, v))
+    got_v = attenio.attention_varlen(qv, kv_, vv_, [0, 24], [0, 24], preset="asplos26+sinks",
+                                     causal=True, sinks=sinks)
+    np.testing.assert_array_equal(got_v, got[0].transpose(1, 0, 2))
+    pages = k.transpose(0, 2, 1, 3).reshape(3, 8, 2, 16)[::-1]    # three pages, reversed
+    vpages = v.transpose(0, 2, 1, 3).reshape(3, 8, 2, 16)[::-1]
+    got_c = attenio.attention_with_kvcache(q.transpose(0, 2, 1, 3), pages, vpages, [24],
+                                           block_table=[[2, 1, 0]], causal=True,
+                                           preset="asplos26+sinks", sinks=sinks)
+    assert np.max(np.abs(got_c - want.transpose(0, 2, 1, 3))) < 2e-3
+    with pytest.raises(ConfigError, match=r"^sinks=.*NAME\+sinks"):
+        attenio.attention(q, k, v, preset="asplos26", layout="bhsd", sinks=sinks)
+    for bad, why in (([1.0, 2.0], "one per query head"), ([float("inf")] * 4, "finite")):
+        with pytest.raises(ConfigError, match=r"^sinks=") as e:
+            attenio.attention(q, k, v, preset="asplos26+sinks", layout="bhsd", sinks=bad)
+        assert why in str(e.value)
+
+
 def _softmax(x):
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)

@@ -99,11 +99,12 @@ def test_dataflows_table_and_csv(tmp_path):
 
 def test_infeasible_memory_is_one_line(tmp_path):
     import attenio.base.config as C
+    from attenio.base.tomlfile import save_toml
 
     r = run("schedule", "--preset", "asplos26", "--n", "64", "--d", "256")
     assert r.exit_code == 0  # d = 256 fits 512 KB
     cfg = tmp_path / "small.toml"
-    C.save_toml(cfg, C.replace(C.asplos26(), sram_bytes=600))
+    save_toml(cfg, C.replace(C.asplos26(), sram_bytes=600))
     r = run("schedule", "--config", str(cfg), "--n", "64", "--d", "128")
     assert r.exit_code == 2 and "at least" in r.output and "elements" in r.output
 
@@ -699,4 +700,25 @@ def test_softmax_scale_on_golden_and_on_the_rtl(tmp_path):
     for bad in ("0", "-1", "nan", "inf"):
         r = run("golden", "--n", "16", "--d", "8", "--softmax-scale", bad)
         assert r.exit_code == 2 and "a positive finite number" in r.output, r.output
+        assert len(r.output.strip().splitlines()) == 1
+
+
+def test_sinks_on_golden_and_refused_by_name(tmp_path):
+    """--sinks S[,S…]: golden PASSes against float64 attention with the sinks in the softmax
+    denominator (lse included) and records them; a preset without sinks, a count that is
+    neither 1 nor the heads, a value that is not a number: one line, exit 2."""
+    import json
+
+    r = run("golden", "--preset", "fpga+sinks", "--n", "96", "--d", "64", "--causal",
+            "--heads", "2", "--sinks", "1.5,-2", "--lse", "--json", str(tmp_path / "g.json"))
+    assert r.exit_code == 0 and "PASS" in r.output and "sinks=1.5,-2" in r.output, r.output
+    g = json.loads((tmp_path / "g.json").read_text())
+    assert g["sinks"] == [1.5, -2.0] and g["ok"]
+    for args, words in ((["--preset", "fpga", "--sinks", "1"], "NAME+sinks"),
+                        (["--preset", "fpga+sinks", "--heads", "2", "--sinks", "1,2,3"],
+                         "one per query head (2)"),
+                        (["--preset", "fpga+sinks", "--sinks", "a,b"], "numbers separated"),
+                        (["--preset", "fpga+sinks", "--sinks", "500"], "|sink| <")):
+        r = run("golden", "--n", "16", "--d", "8", *args)
+        assert r.exit_code == 2 and words in r.output, r.output
         assert len(r.output.strip().splitlines()) == 1

@@ -6,6 +6,7 @@ import pytest
 
 from attenio.base import config as C
 from attenio.base.errors import ConfigError
+from attenio.base.tomlfile import load_toml, save_toml
 
 
 def test_presets_build_and_are_frozen():
@@ -118,8 +119,8 @@ def test_toml_round_trip(tmp_path):
     hw = C.replace(C.fpga(), dram_latency=42, numerics=C.Numerics(out_frac_bits=6))
     wl = C.Workload(seq_q=100, seq_k=200, head_dim=32, heads=4, kv_heads=2, causal=True)
     path = tmp_path / "c.toml"
-    C.save_toml(path, hw, wl)
-    hw2, wl2 = C.load_toml(path)
+    save_toml(path, hw, wl)
+    hw2, wl2 = load_toml(path)
     assert hw2 == hw and wl2 == wl
 
 
@@ -127,7 +128,7 @@ def test_toml_preset_with_overrides(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text('[hardware]\npreset = "tiny"\ndram_latency = 7\n'
                     '[hardware.numerics]\nout_frac_bits = 4\n')
-    hw, wl = C.load_toml(path)
+    hw, wl = load_toml(path)
     assert wl is None
     assert hw == C.replace(C.tiny(), dram_latency=7, numerics=C.Numerics(out_frac_bits=4))
 
@@ -146,12 +147,12 @@ def test_bad_toml_is_named(tmp_path, text, match):
     path = tmp_path / "c.toml"
     path.write_text(text)
     with pytest.raises(ConfigError, match=match):
-        C.load_toml(path)
+        load_toml(path)
 
 
 def test_missing_toml_file(tmp_path):
     with pytest.raises(ConfigError, match="file not found"):
-        C.load_toml(tmp_path / "absent.toml")
+        load_toml(tmp_path / "absent.toml")
 
 
 def test_fpga_preset_has_the_256_row_tile_and_the_512_row_config_is_the_briefs():
@@ -159,19 +160,19 @@ def test_fpga_preset_has_the_256_row_tile_and_the_512_row_config_is_the_briefs()
 
     configs = Path(__file__).parent.parent / "configs"
     assert C.fpga().tile_rows == 256
-    hw, wl = C.load_toml(configs / "fpga-512.toml")
+    hw, wl = load_toml(configs / "fpga-512.toml")
     assert wl is None
     # the brief's 8 × 8 array with its 512-row tile; the preset is 4 × 8 (the one that routes)
     assert hw == C.replace(C.fpga(), tile_rows=512, mac_lines=8, exp_lanes=8)
-    assert C.load_toml(configs / "fpga-8x8.toml")[0] == C.replace(C.fpga(), mac_lines=8,
+    assert load_toml(configs / "fpga-8x8.toml")[0] == C.replace(C.fpga(), mac_lines=8,
                                                                    exp_lanes=8)
-    assert C.load_toml(configs / "fpga-4x8.toml")[0] == C.fpga()
+    assert load_toml(configs / "fpga-4x8.toml")[0] == C.fpga()
 
 
 def test_shipped_closure_config_is_the_fpga_datapath_on_4x4_macs():
     from pathlib import Path
 
-    hw, _ = C.load_toml(Path(__file__).parent.parent / "configs" / "fpga-closure-4x4.toml")
+    hw, _ = load_toml(Path(__file__).parent.parent / "configs" / "fpga-closure-4x4.toml")
     assert hw == C.replace(C.fpga(), mac_lines=4, macs_per_line=4, tile_rows=64,
                            max_head_dim=64, kv_ring_depth=8, exp_lanes=4, axi_data_bits=32,
                            dram_bytes_per_cycle=4)

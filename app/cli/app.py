@@ -15,6 +15,7 @@ import click
 
 from attenio.base import config as C
 from attenio.base.errors import ConfigError
+from attenio.base.tomlfile import load_toml
 
 # the optional packages a command may need, and the extra that installs them (pyproject.toml)
 EXTRA_OF = {"amaranth": "rtl", "cocotb": "rtl", "cocotb_tools": "rtl", "cocotbext": "rtl",
@@ -65,7 +66,7 @@ _JSON_OUT: list = []     # where ``--json -`` writes: the stdout the command was
 
 def _load_hw(preset: str | None, config_file: str | None) -> C.HardwareConfig:
     if config_file:
-        hw, wl = C.load_toml(config_file)
+        hw, wl = load_toml(config_file)
         if hw is None:
             raise ConfigError(f"config file={config_file!r} is invalid: it has no [hardware] table")
         if wl is not None:
@@ -280,6 +281,27 @@ softcap_option = click.option(
     callback=_parse_softcap,
     help="Soft-cap the logits, C·tanh(s/C) (FlashAttention's softcap, Gemma 2's "
          "attn_logit_softcapping = 50): needs the soft-capping unit (--preset NAME+softcap).")
+
+
+def _parse_sinks(ctx, param, value):
+    """``--sinks 0.5`` or ``--sinks 0.5,-1,2.25``: finite numbers, checked before any work
+    (their count against the heads once the workload is known: model.variants.check_sinks)."""
+    if value is None:
+        return None
+    try:
+        out = [float(x) for x in value.replace(" ", "").split(",")]
+    except ValueError:
+        raise click.BadParameter(f"{value!r}: numbers separated by commas (one for all query "
+                                 "heads, or one per head)") from None
+    if not all(math.isfinite(x) for x in out):
+        raise click.BadParameter(f"{value!r}: finite logits")
+    return out
+
+
+sinks_option = click.option(
+    "--sinks", "sinks", default=None, metavar="S[,S…]", callback=_parse_sinks,
+    help="Attention sinks (gpt-oss): a logit per query head (or one for all) in each row's "
+         "softmax denominator, with no value: needs --preset NAME+sinks.")
 
 
 def check_softcap(hw, softcap) -> None:

@@ -15,6 +15,7 @@ from attenio.app.cli.app import (
     preset_option,
 )
 from attenio.base import config as C
+from attenio.base.tomlfile import save_toml
 
 
 @main.group("config")
@@ -62,7 +63,7 @@ def config_save(preset, config_file, output):
     _outputs(output=output)
     hw = _load_hw(preset, config_file)
     if config_file:
-        C.save_toml(output, hw)
+        save_toml(output, hw)
     else:
         fields = C.dumps_toml({"hardware": hw.to_dict()}).splitlines()
         lines = ["[hardware]", f'preset = "{preset or "fpga"}"',

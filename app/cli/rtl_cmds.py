@@ -29,12 +29,14 @@ from attenio.app.cli.app import (
     main,
     preset_option,
     preset_option_for,
+    sinks_option,
     softcap_option,
     softmax_scale_option,
     window_option,
 )
 from attenio.base import config as C
 from attenio.base.errors import ConfigError
+from attenio.model.variants import check_sinks
 
 
 @main.command("verilog")
@@ -80,13 +82,14 @@ def verilog_cmd(preset, config_file, output, sv):
                    "its factor: LOAD_KV.key_scales, one more word a K row).")
 @softmax_scale_option
 @softcap_option
+@sinks_option
 @json_option
 @csv_option
 @_friendly
 def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens,
                  seqlens_k, decode, cache_lens, page_size, lse, block_table, window, sim, waves,
-                 stall, dram, seed, q_scales, k_block, softmax_scale, softcap, json_path,
-                 csv_path):
+                 stall, dram, seed, q_scales, k_block, softmax_scale, softcap, sinks,
+                 json_path, csv_path):
     """Run a workload on the RTL (cocotb) and check it against the models.
 
     Prints correctness (bit-exact with the integer model, error against float64), the RTL's
@@ -110,6 +113,7 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
                    causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window,
                    decode=decode, cache_lens=cache_lens, page_size=page_size, lse=lse)
     table = _block_table(block_table, wl)
+    check_sinks(hw, sinks, wl.heads)
     _outputs(json=json_path, csv=csv_path)
     name = config_file or preset
     rows = q_scales == "row"
@@ -123,11 +127,12 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
                + (" q-scales=row" if q_scales == "row" else "")
                + (f" k-block={k_block}" if k_block else "")
                + (f" softmax-scale={softmax_scale:g}" if softmax_scale else "")
-               + (f" softcap={softcap:g}" if softcap else ""))
+               + (f" softcap={softcap:g}" if softcap else "")
+               + (f" sinks={','.join(f'{x:g}' for x in sinks)}" if sinks else ""))
     with _Bar("simulating", after=0) as bar:
         r = simulate(hw, wl, sim=sim, seed=seed, p_stall=stall, waves=waves, q_rows=rows,
                      k_block=k_block, dram=dram, block_table=table, checked=True,
-                     softmax_scale=softmax_scale, softcap=softcap,
+                     softmax_scale=softmax_scale, softcap=softcap, sinks=sinks,
                      progress=lambda done_c, expect: bar(done_c / max(1, expect)),
                      log=lambda msg: click.echo(f"  {msg}"))
     traffic = r.schedule.traffic      # under the tiling(s) the program used
@@ -178,7 +183,8 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     report = {
             "hardware": hw.to_dict(), "workload": wl.to_dict(), "sim": sim, "stall": stall,
             "dram": r.extra.get("dram"),
-            "seed": seed, "softmax_scale": softmax_scale, "softcap": softcap, "pass": good,
+            "seed": seed, "softmax_scale": softmax_scale, "softcap": softcap, "sinks": sinks,
+            "pass": good,
             "done": r.done,
             "error": r.error.name,
             "bit_exact": r.bit_exact, "mismatches": r.mismatches, "errors_vs_float": r.errors,

@@ -51,12 +51,3 @@ def test_no_sinks_is_the_plain_datapath():
     assert r.failures() == [] and r.cycles == r.predicted_cycles
     assert all(i.args["sinks"] == 0 for i in r.schedule.program if "sinks" in i.args)
 
-
-def test_row_groups_that_see_no_key_do_not_keep_the_last_tiles_state():
-    # plain attention (the tiny preset): sequence 1's first two row groups see none of its
-    # keys (8 queries past its 16 keys' diagonal); the causal step 0 used to skip them, so
-    # they finalized sequence 0's m, ℓ and O (found with the sinks; step 0 now skips none)
-    wl = C.VarlenWorkload(seqlens_q=[8, 24], seqlens_k=[8, 16], head_dim=16, heads=1,
-                          causal=True, lse=True)
-    r = simulate(C.preset("tiny"), wl, seed=1, log=lambda *a: None)
-    assert r.failures() == [] and r.cycles == r.predicted_cycles

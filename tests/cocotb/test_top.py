@@ -576,3 +576,19 @@ def test_kv_latency_bound_fpga_decode():
     assert r.cycles == r.predicted_cycles
     assert fpga.ring_rows * 2 >= T.max_outstanding       # the ring can hold 16 in flight
     assert r.schedule.stalls.get("pe: waiting for K/V (DRAM)", 0) > 0.3 * r.cycles
+
+
+@pytest.mark.parametrize("wl", [
+    # sequence 1's first two row groups see none of its keys (8 queries past its 16 keys'
+    # diagonal): the causal step 0 used to skip them, so they finalized sequence 0's m, ℓ, O
+    C.VarlenWorkload(seqlens_q=[8, 24], seqlens_k=[8, 16], head_dim=16, heads=1, causal=True,
+                     lse=True),
+    # 11 queries, 8 keys: step 0 skips no group and step 1 (t = 4) would skip the first, which
+    # then issues earlier than in step 0 with no P V between: a read of m, ℓ before the write
+    C.Workload(seq_q=11, seq_k=8, head_dim=8, causal=True, lse=True),
+])
+def test_row_groups_that_see_no_key_do_not_keep_the_last_tiles_state(wl):
+    # found with the sinks (tests/cocotb/test_sinks.py): causal steps 0 and 1 skip no row
+    # group (contract.rules.skipped_groups); both cases failed before
+    r = simulate(TINY, wl, seed=1, log=lambda *a: None)
+    assert r.failures() == [] and r.cycles == r.predicted_cycles

@@ -11,12 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attenio.base import config as C
+from attenio.base.tomlfile import load_toml
 from attenio.model import accuracy as A
 from attenio.model import golden as G
 
 FPGA = C.preset("fpga")
 ASPLOS = C.preset("asplos26")
-FPGA16 = C.load_toml(Path(__file__).resolve().parents[2] / "configs" / "fpga-int16.toml")[0]
+FPGA16 = load_toml(Path(__file__).resolve().parents[2] / "configs" / "fpga-int16.toml")[0]
 COMBOS = [(scheme, rows, kb) for scheme in A.SCHEMES for rows in (False, True)
           for kb in (None, 16)]
 
