@@ -637,7 +637,7 @@ def test_preset_defaults_follow_one_rule():
 
     import attenio
 
-    rule = {"asplos26": {"schedule", "dataflows", "compare", "explore"},
+    rule = {"asplos26": {"schedule", "dataflows", "compare", "explore", "model run"},
             "fpga": {"config show", "config save", "registers", "golden", "verilog", "synth"},
             "tiny": {"simulate", "board"}}
     got = {}

@@ -14,7 +14,7 @@ from attenio.app.cli.app import (
     main,
     preset_option,
 )
-from attenio.base import config as C
+from attenio.base.fields import dumps_toml
 from attenio.base.tomlfile import save_toml
 
 
@@ -32,7 +32,7 @@ def config_show(preset, config_file, as_toml):
     """Print a configuration's fields and derived datapath widths."""
     hw = _load_hw(preset, config_file)
     if as_toml:
-        click.echo(C.dumps_toml({"hardware": hw.to_dict()}), nl=False)
+        click.echo(dumps_toml({"hardware": hw.to_dict()}), nl=False)
         return
     name = config_file or preset or "fpga"
     click.echo(f"hardware config: {name}")
@@ -65,7 +65,7 @@ def config_save(preset, config_file, output):
     if config_file:
         save_toml(output, hw)
     else:
-        fields = C.dumps_toml({"hardware": hw.to_dict()}).splitlines()
+        fields = dumps_toml({"hardware": hw.to_dict()}).splitlines()
         lines = ["[hardware]", f'preset = "{preset or "fpga"}"',
                  "# overrides: uncomment a field and change it (every field is the preset's)"]
         lines += ["# " + x if x and not x.startswith("[hardware]") else x for x in fields[1:]]

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 
 from attenio.base import config as C
+from attenio.base.tomlfile import load_toml
 from attenio.model.golden import quantized_inputs, within_bounds
 from attenio.verify.runner import simulate
 
 ROOT = Path(__file__).resolve().parents[2]
-FPGA16 = C.load_toml(ROOT / "configs" / "fpga-int16.toml")[0]
+FPGA16 = load_toml(ROOT / "configs" / "fpga-int16.toml")[0]
 # tiny at 16 bits: a 64-bit beat is one word of 4 elements; outputs of 16 + 16 bits (an output
 # word is two beats)
 TINY16 = C.replace(C.tiny(), data_bits=16, axi_data_bits=64, dram_bytes_per_cycle=8,
