@@ -57,12 +57,15 @@ PRINTS = {
     "registers": ["wrote attenio_regs.h"],
     "verilog": ["top module attenio_top"],
     "simulate": ["result               PASS", "0 violations"],
+    "model list": ["gpt-oss-20b", "deepseek-v3"],
+    "model show": ["source   https://huggingface.co/", "softcap 50", "needs    +softcap"],
+    "model run": ["attention per forward pass:", "window", "full"],
 }
 
 
 def expected_output(cmd: str) -> list[str]:
     argv = shlex.split(cmd)
-    key = " ".join(argv[1:3]) if argv[1] == "config" else argv[1]
+    key = " ".join(argv[1:3]) if argv[1] in ("config", "model") else argv[1]
     if key == "golden" and "--lse" in argv:
         return PRINTS[key] + ["log-sum-exp (lse)", "rows that see no key agree"]
     if key == "compare" and any(a.endswith((".json", "-serving")) for a in argv):
