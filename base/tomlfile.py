@@ -16,7 +16,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["save_toml", "load_toml"]
+__all__ = ["save_toml", "load_toml", "parse_toml"]
+
+
+def parse_toml(text: str) -> dict:
+    """``text`` parsed as TOML (tomllib, or tomli before Python 3.11)."""
+    return tomllib.loads(text)
 
 
 def save_toml(path: str | Path, hw: HardwareConfig | None = None,

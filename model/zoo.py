@@ -6,17 +6,12 @@ time at the preset's clock), and the model's attention time per forward pass."""
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass, field
 from importlib import resources
 
 from attenio.base.config import PRESET_UNITS
 from attenio.base.errors import bad
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from attenio.base.tomlfile import parse_toml
 
 __all__ = ["LayerType", "ZooModel", "models", "get", "units_needed"]
 
@@ -83,7 +78,7 @@ class ZooModel:
 def _load() -> dict[str, ZooModel]:
     text = resources.files("attenio.model").joinpath("zoo.toml").read_text()
     out = {}
-    for key, m in tomllib.loads(text).items():
+    for key, m in parse_toml(text).items():
         layers = []
         for lt in m["layers"]:
             unknown = set(lt) - _LAYER_FIELDS
