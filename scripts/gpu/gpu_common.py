@@ -36,9 +36,10 @@ def cuda_torch(script: str):
 
 
 def time_calls(torch, fn, *, warmup: int = 2, budget_ms: float = 600.0, most: int = 50,
-               quick: bool = False) -> tuple[float, float, int]:
+               least: int = 5, quick: bool = False) -> tuple[float, float, int]:
     """``fn`` after ``warmup`` calls, timed with CUDA events around each of repeated calls (as
-    many as fit ``budget_ms``, 5 to ``most``; 3 with ``quick``): (median ms, min ms, calls)."""
+    many as fit ``budget_ms``, ``least`` to ``most``; 3 with ``quick``): (median ms, min ms,
+    calls)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -48,7 +49,7 @@ def time_calls(torch, fn, *, warmup: int = 2, budget_ms: float = 600.0, most: in
     end.record()
     torch.cuda.synchronize()
     est = start.elapsed_time(end)
-    reps = 3 if quick else max(5, min(most, int(budget_ms / max(est, 1e-3))))
+    reps = 3 if quick else max(least, min(most, int(budget_ms / max(est, 1e-3))))
     times = []
     for _ in range(reps):
         start.record()

@@ -19,12 +19,16 @@ gpt-oss's sinks, DeepSeek's MLA absorbed decode), each beside the same shape wit
 variant.
 
 Both parts also measure the GPU's practical limits in the same run: a plain HBM read of 4 GiB
-and an 8192³ bf16 GEMM. Kernels compile on first use (JIT), in this process, when a job is first
-built, and only then are timed (CUDA events around repeated calls after warm-up, median); the
-fa3 kernels take 2 to 8 minutes each on the lent H200, so give `--only` the workloads that
-matter first. `--workers N` compiles them beforehand in N worker processes instead: measured
-on 2026-12-04, that rebuilt every kernel on every run (FlashInfer 0.5.3's workers share one
-build folder), so it is off by default. A job that cannot run records its error.
+and an 8192³ bf16 GEMM. Kernels compile on first use (JIT). The fa3 ones take 2 to 8 minutes
+each on the lent H200, so the script compiles every kernel of the run first, on
+``--compile-threads`` threads of this process (each runs ninja; FlashInfer's per-module locks
+keep them apart, and the modules they load stay cached for the timing), until
+``--compile-deadline-s``; builds still running then are stopped (ninja keeps the objects it
+finished, so a later run on the same machine goes on from there) and their jobs are recorded as
+not compiled. Only then is anything timed (CUDA events around repeated calls after warm-up,
+median), with no compiler running beside it. ``--only`` takes workloads in the order that
+matters (they are compiled and timed in that order); ``--resume FILE`` keeps the measured rows
+of an earlier serving JSON and runs only the rest. A job that cannot run records its error.
 
 Exits 1 with one line when CUDA or FlashInfer is not available.
 """
@@ -35,8 +39,9 @@ import concurrent.futures as cf
 import datetime as dt
 import json
 import math
-import multiprocessing as mp
+import os
 import platform
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -101,9 +106,10 @@ def serving_jobs(quick: bool) -> list[dict]:
             jobs.append({"workload": "softcap" if cap else "softcap-off", "kind": "gqa-prefill",
                          "backend": f"flashinfer-single-{b}", "fi": b, "cap": cap,
                          "heads": p["heads"], "module": f"single-{b}-cap{bool(cap)}"})
-        jobs.append({"workload": "alibi", "kind": "gqa-prefill", "alibi": True,
-                     "backend": f"flashinfer-single-{b}", "fi": b, "cap": None,
-                     "heads": p["heads"], "module": f"single-{b}-alibi"})
+        if b == "fa2":   # the fa3 backend has no ALiBi (is_fa3_backend_supported)
+            jobs.append({"workload": "alibi", "kind": "gqa-prefill", "alibi": True,
+                         "backend": f"flashinfer-single-{b}", "fi": b, "cap": None,
+                         "heads": p["heads"], "module": f"single-{b}-alibi"})
     s = traces.SINKS
     for b in ("fa2", "fa3"):
         for window in (s["window"], -1):
@@ -349,32 +355,58 @@ def _context(quick: bool) -> dict:
     return {"prefill": prefill, "decode": decode, "window": win}
 
 
-def _warm(job: dict, quick: bool) -> tuple[str, str, float]:
-    """In a worker process: compile and run a tiny instance of ``job``'s kernel once."""
-    t = time.perf_counter()
+def _warm(torch, fi, job: dict, ctx: dict) -> str:
+    """Compile and run a tiny instance of ``job``'s kernel once (on a compile thread)."""
     try:
-        import flashinfer as fi
-        import torch
-        fn, _ = build(torch, fi, job, _context(quick), tiny=True)
+        fn, _ = build(torch, fi, job, dict(ctx), tiny=True)
         fn()
         torch.cuda.synchronize()
-        return job["module"], "ok", time.perf_counter() - t
+        return "ok"
     except Exception as e:
-        return job["module"], f"{type(e).__name__}: {str(e)[:300]}", time.perf_counter() - t
+        return f"{type(e).__name__}: {str(e)[:300]}"
 
 
-def compile_all(jobs: list[dict], quick: bool, workers: int, log) -> dict[str, str]:
+def compile_all(torch, fi, jobs: list[dict], ctx: dict, threads: int, deadline_s: float,
+                t0: float, log) -> dict[str, str]:
+    """Each distinct module of ``jobs`` built on ``threads`` threads, in the jobs' order:
+    module -> "ok" or why not. Builds still running at ``deadline_s`` (from ``t0``) are
+    stopped."""
     first = {}
     for j in jobs:
         first.setdefault(j["module"], j)
-    log(f"compiling {len(first)} kernels, {workers} at a time")
+    log(f"compiling {len(first)} kernels, {threads} at a time "
+        f"(MAX_JOBS={os.environ.get('MAX_JOBS')})")
     out = {}
-    with cf.ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as ex:
-        futs = [ex.submit(_warm, j, quick) for j in first.values()]
-        for f in cf.as_completed(futs):
-            mod, status, took = f.result()
-            out[mod] = status
-            log(f"  compiled {mod:28s} {took:5.0f}s {status if status != 'ok' else ''}")
+    ex = cf.ThreadPoolExecutor(threads)
+    started = {}
+
+    def one(mod, job):
+        started[mod] = time.perf_counter()
+        if started[mod] - t0 > deadline_s:
+            return "not-compiled: the compile deadline passed before it started"
+        return _warm(torch, fi, job, ctx)
+
+    futs = {ex.submit(one, m, j): m for m, j in first.items()}
+    left = max(0.0, deadline_s - (time.perf_counter() - t0))
+    try:
+        for f in cf.as_completed(futs, timeout=left):
+            mod = futs[f]
+            out[mod] = f.result()
+            took = time.perf_counter() - started.get(mod, time.perf_counter())
+            log(f"  compiled {mod:28s} {took:5.0f}s {out[mod] if out[mod] != 'ok' else ''}")
+    except cf.TimeoutError:
+        log("compile deadline: stopping the builds still running")
+        subprocess.run(["pkill", "-f", "ninja"], check=False)
+        subprocess.run(["pkill", "-f", "cicc|ptxas|nvcc"], check=False)
+    for f, mod in futs.items():
+        if mod not in out:
+            try:
+                r = f.result(timeout=60)
+            except Exception as e:
+                r = f"{type(e).__name__}"
+            out[mod] = r if r.startswith("not-compiled") else \
+                f"not-compiled: stopped at the compile deadline ({r[:120]})"
+    ex.shutdown(wait=False, cancel_futures=True)
     return out
 
 
@@ -383,12 +415,18 @@ def compile_all(jobs: list[dict], quick: bool, workers: int, log) -> dict[str, s
 def main() -> int:
     ap = parser(__doc__, "N ≤ 8K and small traces", 500.0)
     ap.add_argument("--part", choices=("dense", "serving"), required=True)
-    ap.add_argument("--workers", type=int, default=0,
-                    help="compile every kernel first in this many worker processes (default "
-                         "0: each in this process when first timed; see the docstring)")
-    ap.add_argument("--only", default=None, help="comma-separated workloads (serving part)")
+    ap.add_argument("--compile-threads", type=int, default=8,
+                    help="kernels compiled at a time before any timing (default 8)")
+    ap.add_argument("--compile-deadline-s", type=float, default=None,
+                    help="stop compiling after this many seconds (default: 70%% of "
+                         "--deadline-s)")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated workloads (serving part), in the order to run them")
+    ap.add_argument("--resume", default=None,
+                    help="an earlier serving JSON: keep its measured rows, run the rest")
     ap.add_argument("--skip", default="", help="comma-separated job modules not to run")
     a = ap.parse_args()
+    os.environ.setdefault("MAX_JOBS", "4")
     torch = cuda_torch("gpu_flashinfer")
     if torch is None:
         return 1
@@ -427,12 +465,25 @@ def main() -> int:
     ctx = _context(a.quick)
     jobs = dense_jobs(a.quick) if a.part == "dense" else serving_jobs(a.quick)
     if a.only:
-        jobs = [j for j in jobs if j.get("workload") in a.only.split(",")]
+        order = a.only.split(",")
+        jobs = sorted((j for j in jobs if j.get("workload") in order),
+                      key=lambda j: order.index(j["workload"]))
     jobs = [j for j in jobs if j["module"] not in a.skip.split(",")]
-    compiled = compile_all(jobs, a.quick, a.workers, log) if a.workers > 0 else {}
+    kept = []
+    if a.resume:
+        earlier = json.loads(Path(a.resume).read_text())
+        kept = [m for m in earlier["measurements"] if m["status"] == "ok"]
+        done = {(m["workload"], m["backend"], m["heads"]) for m in kept}
+        jobs = [j for j in jobs if (j["workload"], j["backend"], j["heads"]) not in done]
+        prov["runs"] = earlier["provenance"].get("runs", []) + [
+            {k: earlier["provenance"][k] for k in ("gpu", "date", "script")
+             if k in earlier["provenance"]}]
+        log(f"resume: {len(kept)} rows kept from {a.resume}, {len(jobs)} jobs to run")
+    cdl = a.compile_deadline_s if a.compile_deadline_s is not None else 0.7 * a.deadline_s
+    compiled = compile_all(torch, fi, jobs, ctx, a.compile_threads, cdl, t0, log)
     if a.part == "dense":
         return _run_dense(torch, fi, jobs, ctx, compiled, prov, out_dir, a, t0, log, nv)
-    return _run_serving(torch, fi, jobs, ctx, compiled, prov, out_dir, a, t0, log)
+    return _run_serving(torch, fi, jobs, ctx, compiled, prov, out_dir, a, t0, log, kept)
 
 
 def _measure(torch, fi, job, ctx, compiled, a, t0):
@@ -440,11 +491,13 @@ def _measure(torch, fi, job, ctx, compiled, a, t0):
     if time.perf_counter() - t0 > a.deadline_s:
         return "skipped-deadline", None, None, 0, {}
     if compiled.get(job["module"], "ok") != "ok":
-        return f"error-compile: {compiled[job['module']]}", None, None, 0, {}
+        why = compiled[job["module"]]
+        return (why if why.startswith("not-compiled") else f"error-compile: {why}"), \
+            None, None, 0, {}
     fn = None
     try:
         fn, info = build(torch, fi, job, ctx)
-        ms, ms_min, reps = time_calls(torch, fn, warmup=3, budget_ms=400, most=30,
+        ms, ms_min, reps = time_calls(torch, fn, warmup=2, budget_ms=400, most=30, least=3,
                                       quick=a.quick)
         return "ok", ms, ms_min, reps, info
     except Exception as e:   # an unsupported path or out of memory: recorded, not fatal
@@ -481,14 +534,14 @@ def _run_dense(torch, fi, jobs, ctx, compiled, prov, out_dir, a, t0, log, nv):
     return 0
 
 
-def _run_serving(torch, fi, jobs, ctx, compiled, prov, out_dir, a, t0, log):
+def _run_serving(torch, fi, jobs, ctx, compiled, prov, out_dir, a, t0, log, kept):
     path = out_dir / "flashinfer-serving.json"
     result = {"provenance": prov, "d": D, "dtype": "bf16",
               "traces": {"prefill_lengths": ctx["prefill"],
                          "decode_cache_lengths": ctx["decode"], "decode": traces.DECODE,
                          "window": ctx["window"], "shared": traces.SHARED,
                          "mla": traces.MLA, "softcap": traces.SOFTCAP, "sinks": traces.SINKS},
-              "measurements": []}
+              "measurements": list(kept)}
     for job in jobs:
         status, ms, ms_min, reps, info = _measure(torch, fi, job, ctx, compiled, a, t0)
         entry = {"workload": job["workload"], "backend": job["backend"], "heads": job["heads"],
