@@ -170,6 +170,13 @@ class HardwareConfig(Serializable):
         softmax's denominator, with no value): the row's side word(s) hold its multiplier and
         the sink's start of the running max and sum, which the softmax takes instead of its
         reset at a tile's first key. It widens the Q multiplier table; no latency, no cycles.
+    alibi_unit
+        Build the ALiBi unit (a per-head slope times the query-key distance subtracted from
+        the logits, FlashAttention's ``alibi_slopes``): each Q row's side words carry its
+        head's slope, and the softmax pipeline subtracts ``slope·|i + diag − j|`` after the
+        scale (and the cap). It adds ``ALIBI_LATENCY`` stages to the softmax's latency
+        (``contract.timing.timing_for``), whether a run uses it or not; throughput is
+        unchanged.
     numerics
         Fixed-point formats, see :class:`Numerics`.
     """
@@ -192,6 +199,7 @@ class HardwareConfig(Serializable):
     table_ram: str = "lut"
     softcap_unit: bool = False
     sinks_unit: bool = False
+    alibi_unit: bool = False
     numerics: Numerics = field(default_factory=Numerics)
 
     NESTED: ClassVar[dict[str, type]] = {"numerics": Numerics}
@@ -226,6 +234,7 @@ class HardwareConfig(Serializable):
             raise bad("table_ram", self.table_ram, f"choose one of: {', '.join(TABLE_RAMS)}")
         check_bool(self, "softcap_unit")
         check_bool(self, "sinks_unit")
+        check_bool(self, "alibi_unit")
         if not isinstance(self.numerics, Numerics):
             raise bad("numerics", self.numerics, "must be a Numerics instance")
         # Widths the integer model (int64, float64-exact products) and the RTL can carry.
@@ -363,13 +372,23 @@ class HardwareConfig(Serializable):
         (``exp_bits``), in that order from bit 0 (docs/isa.md, ``LOAD_Q.sinks``)."""
         return self.scale_word_bits + SINK_M_BITS + self.exp_bits
 
+    @property
+    def side_word_bits(self) -> int:
+        """Bits of a Q row's full side data (``LOAD_Q.sinks`` or ``LOAD_Q.alibi``): the
+        multiplier (:attr:`scale_word_bits`), with ``sinks_unit`` the sink's fields
+        (:attr:`sink_word_bits`), with ``alibi_unit`` the ALiBi slope's word (a scale word:
+        mantissa and shift) above them, in that order from bit 0 (docs/isa.md)."""
+        bits = self.sink_word_bits if self.sinks_unit else self.scale_word_bits
+        return bits + (self.scale_word_bits if self.alibi_unit else 0)
+
     def q_side_words(self, row_scales: bool = False, sinks: bool = False) -> int:
         """Words after a Q row: none; one holding its multiplier (``row_scales``); with
-        ``sinks`` as many as hold :attr:`sink_word_bits` (one word from 49 bits up: two on
-        tiny's 32-bit words)."""
+        ``sinks`` (the row's full side data: its sink and/or its ALiBi slope) as many as hold
+        :attr:`side_word_bits` (one word from 49 bits up with sinks: two on tiny's 32-bit
+        words; three with sinks and ALiBi there)."""
         if sinks:
             wb = self.macs_per_line * self.data_bits
-            return -(-self.sink_word_bits // wb)
+            return -(-self.side_word_bits // wb)
         return 1 if row_scales else 0
 
     def q_row_elements(self, d: int, row_scales: bool = False, sinks: bool = False) -> int:
@@ -534,7 +553,7 @@ PRESETS = {"tiny": tiny, "fpga": fpga, "asplos26": asplos26}
 
 
 # what a preset's name may add after a "+": the units a variant needs (``fpga+softcap``)
-PRESET_UNITS = {"softcap": "softcap_unit", "sinks": "sinks_unit"}
+PRESET_UNITS = {"softcap": "softcap_unit", "sinks": "sinks_unit", "alibi": "alibi_unit"}
 
 
 def preset(name: str) -> HardwareConfig:

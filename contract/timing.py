@@ -12,11 +12,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-__all__ = ["Timing", "TIMING", "SOFTCAP_LATENCY", "timing_for"]
+__all__ = ["Timing", "TIMING", "SOFTCAP_LATENCY", "ALIBI_LATENCY", "timing_for"]
 
 # the soft-capping unit's stages in the softmax pipeline (hw/softmax.py): |x|; the table;
 # the interpolation; T·tanh (two); the rounding and the sign
 SOFTCAP_LATENCY = 6
+# the ALiBi unit's stages in the softmax pipeline (hw/softmax.py): the logit less its bias,
+# saturated, one register after the scale (and the cap)
+ALIBI_LATENCY = 1
 
 
 @dataclass(frozen=True)
@@ -59,14 +62,17 @@ TIMING = Timing()
 
 
 def timing_for(hw) -> Timing:
-    """The contract of the RTL ``hw`` builds: :data:`TIMING`, with the soft-capping unit's
-    stages added where the config builds the unit (``softcap_unit``) to ``p_ready_latency``
-    and to ``min_phase`` (a row group's m/ℓ go round the longer softmax pipeline before the
-    next step reads them)."""
-    if not getattr(hw, "softcap_unit", False):
+    """The contract of the RTL ``hw`` builds: :data:`TIMING`, with the stages of the variant
+    units the config builds (the soft-capping unit's ``SOFTCAP_LATENCY`` with
+    ``softcap_unit``, the ALiBi unit's ``ALIBI_LATENCY`` with ``alibi_unit``) added to
+    ``p_ready_latency`` and to ``min_phase`` (a row group's m/ℓ go round the longer softmax
+    pipeline before the next step reads them)."""
+    extra = (SOFTCAP_LATENCY if getattr(hw, "softcap_unit", False) else 0) \
+        + (ALIBI_LATENCY if getattr(hw, "alibi_unit", False) else 0)
+    if not extra:
         return TIMING
-    return dataclasses.replace(TIMING, p_ready_latency=TIMING.p_ready_latency + SOFTCAP_LATENCY,
-                               min_phase=TIMING.min_phase + SOFTCAP_LATENCY)
+    return dataclasses.replace(TIMING, p_ready_latency=TIMING.p_ready_latency + extra,
+                               min_phase=TIMING.min_phase + extra)
 
 # Timing mutations (one constant ±1 in the model alone) under which the schedule generator gives
 # the same timeline, each with its reason: no RTL workload can catch them, so the mutation

@@ -124,23 +124,24 @@ def _round(x, fmt: str) -> np.ndarray:
 
 
 def _lowp_head(q, k, v, *, causal: bool, sm_scale=None, block: int = 1024,
-               fmt: str, window=(-1, -1), softcap=None, sink=None) -> np.ndarray:
+               fmt: str, window=(-1, -1), softcap=None, sink=None, alibi=None) -> np.ndarray:
     d = q.shape[1]
     rnd = functools.partial(_round, fmt=fmt)
     return ref.streamed_head(rnd(q), rnd(k), rnd(v), causal=causal, block=block,
                              scale=1.0 / math.sqrt(d) if sm_scale is None else sm_scale,
                              dtype=np.float32, round_p=rnd, round_out=rnd, scale_scores=True,
-                             window=window, softcap=softcap, sink=sink)
+                             window=window, softcap=softcap, sink=sink, alibi=alibi)
 
 
 def attention_lowp(q, k, v, fmt: str, causal: bool = False, window=(-1, -1),
-                   softcap: float | None = None, sinks=None) -> np.ndarray:
+                   softcap: float | None = None, sinks=None, alibi_slopes=None) -> np.ndarray:
     """fp16 or bf16 attention of float ``q`` ``[b, h, nq, d]``, ``k``/``v`` ``[b, hk, nk, d]``
     (GQA when ``hk`` divides ``h``), as float64: the reference's streamed online softmax run
     in float32 with the format's roundings (``reference.streamed_head``)."""
     _round(np.zeros(1), fmt)                    # an unknown format: refused before the work
     return ref.attention(q, k, v, causal=causal, head=functools.partial(_lowp_head, fmt=fmt),
-                         window=window, softcap=softcap, sinks=sinks)
+                         window=window, softcap=softcap, sinks=sinks,
+                         alibi_slopes=alibi_slopes)
 
 
 # ---- the host flow under a scheme ----
@@ -219,13 +220,15 @@ def quantize_scheme(hw: HardwareConfig, q, k, v, scheme: str,
 
 def run_int(hw: HardwareConfig, wl: Workload, inp: HostInputs, progress=None,
             ml: dict | None = None, table=None, softcap: float | None = None,
-            sinks=None) -> np.ndarray:
+            sinks=None, alibi_slopes=None) -> np.ndarray:
     """The accelerator's output (the bit-exact integer model) read back as floats (``ml``:
     a dict that receives each row's statistics, as :func:`numerics.attention_int`;
     ``table``: K and V are a paged cache's pool, read through its block table; ``softcap``:
-    the logits' cap; ``sinks``: one attention sink per query head)."""
+    the logits' cap; ``sinks``: one attention sink per query head; ``alibi_slopes``: ALiBi's
+    slope per query head)."""
     out = nm.attention_int(hw, wl, inp.q, inp.k, inp.v, inp.sq, inp.sk, progress=progress,
-                           ml=ml, table=table, softcap=softcap, sinks=sinks)
+                           ml=ml, table=table, softcap=softcap, sinks=sinks,
+                           alibi_slopes=alibi_slopes)
     sv = inp.sv
     if isinstance(sv, np.ndarray):          # per K/V head and channel → per query head
         sv = np.repeat(sv, wl.group_size, axis=1)

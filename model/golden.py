@@ -16,7 +16,7 @@ from attenio.base.blocktable import BlockTable
 from attenio.base.config import HardwareConfig, Workload
 from attenio.model import numerics as nm
 from attenio.model import reference as ref
-from attenio.model.variants import with_sinks
+from attenio.model.variants import check_alibi, with_alibi, with_sinks
 
 __all__ = ["MAX_REL_BOUND", "MEAN_REL_BOUND", "GoldenInputs", "quantized_inputs",
            "multipliers", "golden_output", "error_vs_float", "logit_sigma", "within_bounds",
@@ -52,6 +52,8 @@ class GoldenInputs:
     softcap: float | None = None
     # attention sinks: one logit per query head (float64 [heads]), or None
     sinks: np.ndarray | None = None
+    # ALiBi: one slope per query head (float64 [heads]), or None
+    alibi_slopes: np.ndarray | None = None
 
     def gathered(self, wl: Workload) -> GoldenInputs:
         """These inputs with a paged cache's keys gathered into the workload's own K/V
@@ -79,7 +81,8 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
                      sigma: float | None = None, table: BlockTable | None = None,
                      checked: bool = False,
                      softmax_scale: float | None = None,
-                     softcap: float | None = None, sinks=None) -> GoldenInputs:
+                     softcap: float | None = None, sinks=None,
+                     alibi_slopes=None) -> GoldenInputs:
     """Float Q, K, V of ``wl`` quantized to ``hw.data_bits`` the way the host does it: the
     built-in class ``dist`` with ``seed`` (:data:`accuracy.DISTRIBUTIONS`: ``gaussian``,
     ``uniform``, ``llm-outliers``, ``peaky``) or the user's ``floats`` (``[q, k, v]``), under
@@ -95,7 +98,8 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
     which reads Q through its scale, computes ``softmax(softmax_scale · Q Kᵀ)``).
     ``softcap``: the logits' cap ``c`` (``c·tanh(logit/c)``), carried with the inputs;
     ``sinks``: attention sinks, one for all query heads or one per head (carried as
-    ``[heads]``, model.variants.check_sinks).
+    ``[heads]``, model.variants.check_sinks); ``alibi_slopes``: ALiBi's slopes, likewise
+    (model.variants.check_alibi).
 
     Raises ConfigError for a workload the hardware cannot run, an unknown ``dist`` or
     ``scheme``, a ``softmax_scale`` that is not positive and finite, a ``softcap`` the
@@ -108,6 +112,7 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
     if softcap is not None:
         nm.softcap_cap(hw, softcap)           # checks it before any work
     sinks = nm.check_sinks(hw, sinks, wl.heads)
+    alibi_slopes = check_alibi(hw, alibi_slopes, wl.heads)
     if floats is not None:
         q, k, v = floats
     elif table is not None:
@@ -124,7 +129,7 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
         from attenio.contract.variant import variant_of
 
         sq = sq * variant_of(wl, softmax_scale).q_factor   # checks it: positive, finite
-    return GoldenInputs(h.q, h.k, h.v, sq, h.sk, h.sv, table, softcap, sinks)
+    return GoldenInputs(h.q, h.k, h.v, sq, h.sk, h.sv, table, softcap, sinks, alibi_slopes)
 
 
 def multipliers(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> nm.ScaleParams:
@@ -135,7 +140,8 @@ def multipliers(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> nm.Scale
     cap (``inp.softcap``) the multipliers make ``x = logit/c`` and carry the cap
     (model.scales.softcap_cap). With sinks (``inp.sinks``) every row has its own word: its
     multiplier (one pair per row, each the tensor's with one Q scale) and its head's sink's
-    start (model.variants.sink_state), flat like the rows."""
+    start (model.variants.sink_state), flat like the rows; with ALiBi (``inp.alibi_slopes``)
+    likewise, each row's word with its head's slope (model.variants.alibi_word)."""
     per_row = np.ndim(inp.sq) > 0
     per_key = np.ndim(inp.sk) > 0
     sk = inp.sk
@@ -151,6 +157,7 @@ def multipliers(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> nm.Scale
     if per_key:
         sp = nm.with_key_scales(hw, sp, ks.reshape(-1), sk)
     sp = with_sinks(hw, sp, inp.sinks, wl)
+    sp = with_alibi(hw, sp, inp.alibi_slopes, wl)
     return sp if cap is None else dataclasses.replace(sp, cap=cap)
 
 
@@ -164,7 +171,8 @@ def golden_output(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, *,
     ``inp.table`` where they lie."""
     return nm.attention_int(hw, wl, inp.q, inp.k, inp.v, inp.sq, inp.sk, stepwise=stepwise,
                             progress=progress, ml=ml, table=inp.table, plan_scale=scale,
-                            softcap=inp.softcap, sinks=inp.sinks)
+                            softcap=inp.softcap, sinks=inp.sinks,
+                            alibi_slopes=inp.alibi_slopes)
 
 
 def error_vs_float(hw: HardwareConfig, wl: Workload, out: np.ndarray,
@@ -173,7 +181,8 @@ def error_vs_float(hw: HardwareConfig, wl: Workload, out: np.ndarray,
     (``max_abs``, ``max_rel``, ``mean_rel`` … as :func:`reference.error_metrics`)."""
     inp = inp.gathered(wl)
     exact = ref.attention_of(wl, inp.q * inp.sq, inp.k * inp.sk, inp.v * inp.sv,
-                             softcap=inp.softcap, sinks=inp.sinks)
+                             softcap=inp.softcap, sinks=inp.sinks,
+                             alibi_slopes=inp.alibi_slopes)
     sv = inp.sv
     if isinstance(sv, np.ndarray):          # per K/V head and channel → per query head
         sv = np.repeat(sv, wl.heads // wl.kv_heads, axis=1)
@@ -187,7 +196,7 @@ def lse_error(hw: HardwareConfig, wl: Workload, ml: dict, inp: GoldenInputs) -> 
     got = nm.logsumexp(hw, ml["m"], ml["l"])
     inp = inp.gathered(wl)
     exact = ref.lse_of(wl, inp.q * inp.sq, inp.k * inp.sk, softcap=inp.softcap,
-                       sinks=inp.sinks)
+                       sinks=inp.sinks, alibi_slopes=inp.alibi_slopes)
     seen = np.isfinite(exact)
     err = np.abs(got[seen] - exact[seen])
     return {"lse_max_abs": float(err.max(initial=0.0)),
@@ -219,15 +228,16 @@ def golden_check(hw: HardwareConfig, wl: Workload, dist: str = "gaussian", seed:
                  q_rows: bool = False, k_block: int | None = None, floats=None,
                  sigma: float | None = None, table: BlockTable | None = None,
                  softmax_scale: float | None = None, softcap: float | None = None,
-                 sinks=None) -> dict:
+                 sinks=None, alibi_slopes=None) -> dict:
     """The whole sequence on the inputs of :func:`quantized_inputs` (the same arguments): the
     metrics, the two models' times (``t_int``, ``t_ref``), the softmax ``scale`` (``None``
     with per-row or per-key scales), the logits' ``logit_sigma`` and ``ok`` (within the
     bounds). ``table``: a paged cache's block table (the inputs are then its pool);
-    ``softmax_scale``, ``softcap`` and ``sinks`` as :func:`quantized_inputs`'s."""
+    ``softmax_scale``, ``softcap``, ``sinks`` and ``alibi_slopes`` as
+    :func:`quantized_inputs`'s."""
     inp = quantized_inputs(hw, wl, dist, seed, q_rows=q_rows, k_block=k_block, scheme=scheme,
                            floats=floats, sigma=sigma, table=table, softmax_scale=softmax_scale,
-                           softcap=softcap, sinks=sinks)
+                           softcap=softcap, sinks=sinks, alibi_slopes=alibi_slopes)
     t0 = time.perf_counter()
     ml = {}
     out = golden_output(hw, wl, inp, stepwise=stepwise, progress=progress, ml=ml)
@@ -239,7 +249,8 @@ def golden_check(hw: HardwareConfig, wl: Workload, dist: str = "gaussian", seed:
     t_ref = time.perf_counter() - t0
     per_tensor = not (isinstance(inp.sq, np.ndarray) or isinstance(inp.sk, np.ndarray))
     m.update(t_int=t_int, t_ref=t_ref, logit_sigma=logit_sigma(wl, inp),
-             scale=multipliers(hw, wl, dataclasses.replace(inp, sinks=None))
+             scale=multipliers(hw, wl, dataclasses.replace(inp, sinks=None,
+                                                            alibi_slopes=None))
              if per_tensor else None,
              ok=within_bounds(m))
     return m

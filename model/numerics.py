@@ -56,11 +56,13 @@ from attenio.model.scales import (  # noqa: F401  (the host side, re-exported)
     scale_array,
     softcap_cap,
     softcap_q_factor,
+    unit_scale,
     softmax_scale,
     softmax_scale_rows,
     with_key_scales,
 )
-from attenio.model.variants import capped, check_sinks, sink_state, softcap
+from attenio.model.variants import (alibi_biased, alibi_word, capped, check_alibi, check_sinks,
+                                    sink_state, softcap)
 
 __all__ = [
     "ScaleParams", "softmax_scale", "softmax_scale_rows", "scale", "softcap", "running_max",
@@ -313,6 +315,7 @@ def attention_head_stepwise(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
         kk, vv = k[j0:j0 + kb], v[j0:j0 + kb]
         s = _matmul_exact(q, kk.T)
         t = scale(cfg, s, sp.keys(slice(j0, j0 + kb)))
+        t = alibi_biased(cfg, t, sp, rows, np.arange(j0, j0 + len(kk)), nk - nq)
         valid = _valid(rows, np.arange(j0, j0 + len(kk)), nq, nk, causal, window)
         if valid is None:
             valid = np.ones(t.shape, dtype=bool)
@@ -398,6 +401,7 @@ def attention_head(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
         rows = np.arange(r0, min(nq, r0 + step))
         nr = len(rows)
         t = scale(cfg, (q[rows].astype(np.float64) @ kf.T).astype(np.int64), sp.take(rows))
+        t = alibi_biased(cfg, t, sp.take(rows), rows, keys, nk - nq)
         valid = _valid(rows, keys, nq, nk, causal, window)
         # floor is monotonic, so the max is taken on t and floored once per block.
         ft = t if valid is None else np.where(valid, t, minit << f)
@@ -481,7 +485,8 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
                   k_scale: float, *, stepwise: bool = False, progress=None,
                   ml: dict | None = None, table=None,
                   plan_scale: ScaleParams | None = None,
-                  softcap: float | None = None, sinks=None) -> np.ndarray:
+                  softcap: float | None = None, sinks=None,
+                  alibi_slopes=None) -> np.ndarray:
     """Integer attention for a whole workload, exactly as the accelerator computes it (each
     sequence of a :class:`VarlenWorkload` on its own rows and keys, ``wl.segments()``).
 
@@ -509,6 +514,9 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
     sinks : one attention sink per query head (or one for all), each row's softmax started
         from its head's (:func:`~attenio.model.variants.sink_state`; with ``plan_scale``, its
         own per row)
+    alibi_slopes : ALiBi's slope per query head (or one for all): each logit less
+        ``slope·|i + diag − j|`` (:func:`~attenio.model.variants.alibi_biased`; with
+        ``plan_scale``, its own per row)
 
     Returns
     -------
@@ -520,12 +528,14 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
     ConfigError
         A workload the hardware cannot run, or tensors whose shape, dtype or range do not match.
     """
-    cap = sink = None
+    cap = sink = alibi = None
     if plan_scale is None:
         cfg.check_workload(wl)
         q_scale, cap = capped(cfg, q_scale, softcap)
         sinks = check_sinks(cfg, sinks, wl.heads)
         sink = None if sinks is None else sink_state(cfg, sinks)
+        alibi_slopes = check_alibi(cfg, alibi_slopes, wl.heads)
+        alibi = None if alibi_slopes is None else alibi_word(cfg, alibi_slopes)
     b, h, hk, nq, nk, d = wl.batch, wl.heads, wl.kv_heads, wl.seq_q, wl.seq_k, wl.head_dim
     kb, kn = (1, table.pages * table.page_size) if table is not None else (b, nk)
     q = check_int_tensor("q", q, (b, h, nq, d), cfg.data_bits)
@@ -558,7 +568,7 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
         # where the sequence's keys lie: its own span, or its pages in the pool
         kbi, rk = (0, table.key_rows(i)) if table is not None else (bi, seg.keys)
         if plan_scale is not None:
-            sp = _unit_scale(plan_scale, wl, bi, hi, rq, kbi, hi // g, rk, kn)
+            sp = unit_scale(plan_scale, wl, bi, hi, rq, kbi, hi // g, rk, kn)
         else:
             if rows_q:
                 sp = softmax_scale_rows(cfg, qs[bi, hi, rq], sk, d)
@@ -567,6 +577,9 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
             sp = sp if cap is None else dataclasses.replace(sp, cap=cap)
             if sink is not None:
                 sp = dataclasses.replace(sp, sink_m=int(sink[0][hi]), sink_l=int(sink[1][hi]))
+            if alibi is not None:
+                sp = dataclasses.replace(sp, alibi_m=int(alibi[0][hi]),
+                                         alibi_sh=int(alibi[1][hi]))
         args = (cfg, q[bi, hi, rq], k[kbi, hi // g, rk], v[kbi, hi // g, rk], sp, wl.causal)
         one = {}
         if stepwise:
@@ -580,13 +593,3 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
     if ml is not None:
         ml.update(stats)
     return out
-
-
-def _unit_scale(sp: ScaleParams, wl, bi: int, hi: int, rq: slice, kbi: int, hki: int, rk,
-                kn: int) -> ScaleParams:
-    """A whole run's multipliers (flat per row ``[b·h·seq_q]``, per key ``[kb·hk·kn]``)
-    narrowed to one head of one sequence: its rows and its keys."""
-    rows = (bi * wl.heads + hi) * wl.seq_q + np.arange(rq.start, rq.stop)
-    keys = (kbi * wl.kv_heads + hki) * kn + (np.arange(rk.start, rk.stop)
-                                             if isinstance(rk, slice) else rk)
-    return sp.take(rows).keys(keys)        # each is itself where the scale is one for all

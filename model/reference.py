@@ -20,7 +20,8 @@ __all__ = ["attention", "attention_head", "streamed_head", "error_metrics"]
 
 def attention_head(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
                    block: int = 1024, chunk: int = 1024, window=(-1, -1),
-                   softcap: float | None = None, sink: float | None = None) -> np.ndarray:
+                   softcap: float | None = None, sink: float | None = None,
+                   alibi: float | None = None) -> np.ndarray:
     """One head: ``q`` and ``k`` (nq, d), (nk, d), ``v`` (nk, dv); returns (nq, dv) float64
     (``dv`` may differ from ``d``: separate Q·K and V head dims, contract/variant.py).
 
@@ -30,6 +31,8 @@ def attention_head(q, k, v, *, causal: bool = False, sm_scale: float | None = No
     ``c``: each logit ``x`` becomes ``c·tanh(x/c)`` before the softmax (FlashAttention's
     ``softcap``, Gemma 2). ``sink``: an attention sink (gpt-oss), a logit that joins every
     row's softmax denominator and adds no value: ``O = Σ e^{s_j} v_j / (e^{sink} + Σ e^{s_j})``.
+    ``alibi``: an ALiBi slope, ``−alibi·|i + nk − nq − j|`` added to each logit after the cap
+    (FlashAttention's ``alibi_slopes``).
     Peak memory is about ``chunk·block + 3·chunk·d`` floats besides the inputs.
     """
     q = np.asarray(q, dtype=np.float64)
@@ -42,20 +45,22 @@ def attention_head(q, k, v, *, causal: bool = False, sm_scale: float | None = No
                   f"{q.shape} and v ({nk}, any head dim)")
     scale = 1.0 / math.sqrt(d) if sm_scale is None else sm_scale
     return streamed_head(q, k, v, causal=causal, scale=scale, block=block, chunk=chunk,
-                         window=window, softcap=softcap, sink=sink)
+                         window=window, softcap=softcap, sink=sink, alibi=alibi)
 
 
 def streamed_head(q, k, v, *, causal: bool, scale: float, block: int = 1024,
                   chunk: int = 1024, dtype=np.float64, round_p=None, round_out=None,
                   scale_scores: bool = False, window=(-1, -1),
-                  softcap: float | None = None, sink: float | None = None) -> np.ndarray:
+                  softcap: float | None = None, sink: float | None = None,
+                  alibi: float | None = None) -> np.ndarray:
     """The online softmax every float attention here runs, over ``chunk`` query rows and
     ``block`` keys at a time, in ``dtype``. ``attention_head`` is its float64 use; the fp16
     and bf16 attention of model/accuracy.py runs it in float32 with ``round_p`` (P rounded to
     the format before ``P·V``), ``round_out`` (the output rounded) and ``scale_scores`` (the
     scores scaled after ``Q Kᵀ``, as GPU kernels do, instead of Q before it) and
     ``softcap`` (``c·tanh(s/c)`` of the scaled scores); ``sink``: each row's softmax starts
-    from the sink's logit (running max ``sink``, sum 1, no value). Returns float64.
+    from the sink's logit (running max ``sink``, sum 1, no value); ``alibi``: the slope of
+    ALiBi's bias ``−alibi·|i + nk − nq − j|``, added after the cap. Returns float64.
     """
     nq, nk, dv = q.shape[0], k.shape[0], v.shape[1]
     window = check_window(window)
@@ -77,6 +82,8 @@ def streamed_head(q, k, v, *, causal: bool, scale: float, block: int = 1024,
             if softcap is not None:
                 s = dtype(softcap) * np.tanh(s / dtype(softcap))
             keys = np.arange(j0, j0 + s.shape[1])
+            if alibi is not None:
+                s = s - dtype(alibi) * np.abs(rows[:, None] + (nk - nq) - keys[None, :])
             seen = visible(keys[None, :], rows[:, None], nk - nq, causal, window)
             if seen is not None:
                 s = np.where(seen, s, neg)
@@ -97,14 +104,15 @@ def streamed_head(q, k, v, *, causal: bool, scale: float, block: int = 1024,
 
 def attention(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
               block: int = 1024, head=None, window=(-1, -1),
-              softcap: float | None = None, sinks=None) -> np.ndarray:
+              softcap: float | None = None, sinks=None, alibi_slopes=None) -> np.ndarray:
     """Exact attention for ``q`` [..., heads, nq, d] and ``k, v`` [..., kv_heads, nk, d].
 
     Two-dimensional inputs are one head. Query head h uses K/V head ``h // (heads/kv_heads)``.
     ``head(q, k, v, causal=, sm_scale=, block=, window=, softcap=)`` replaces
     :func:`attention_head` for each head (model/accuracy.py's fp16 and bf16 attention).
     ``window``, ``softcap``: see :func:`attention_head`; ``sinks``: one sink per query head
-    (``[heads]``; :func:`attention_head`'s ``sink``), or None.
+    (``[heads]``; :func:`attention_head`'s ``sink``), or None; ``alibi_slopes``: one ALiBi
+    slope per query head (``[heads]``, or one for all; :func:`attention_head`'s ``alibi``).
 
     Raises
     ------
@@ -116,9 +124,13 @@ def attention(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
     v = np.asarray(v, dtype=np.float64)
     head = head or attention_head
     sink = {} if sinks is None else {"sink": None}
+    if alibi_slopes is not None:
+        sink["alibi"] = None
     if q.ndim == 2:
         if sinks is not None:
             sink["sink"] = float(np.asarray(sinks).reshape(-1)[0])
+        if alibi_slopes is not None:
+            sink["alibi"] = float(np.asarray(alibi_slopes).reshape(-1)[0])
         return head(q, k, v, causal=causal, sm_scale=sm_scale, block=block, window=window,
                     softcap=softcap, **sink)
     if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
@@ -138,6 +150,9 @@ def attention(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
         for hi in range(h):
             if sinks is not None:
                 sink["sink"] = float(np.asarray(sinks).reshape(-1)[hi])
+            if alibi_slopes is not None:
+                a = np.asarray(alibi_slopes, dtype=np.float64).reshape(-1)
+                sink["alibi"] = float(a[hi % a.size])
             out[bi, hi] = head(q[bi, hi], k[bi, hi // g], v[bi, hi // g],
                                causal=causal, sm_scale=sm_scale, block=block,
                                window=window, softcap=softcap, **sink)
@@ -145,11 +160,11 @@ def attention(q, k, v, *, causal: bool = False, sm_scale: float | None = None,
 
 
 def attention_of(wl, q, k, v, *, head=None, block: int = 1024,
-                 softcap: float | None = None, sinks=None) -> np.ndarray:
+                 softcap: float | None = None, sinks=None, alibi_slopes=None) -> np.ndarray:
     """Exact attention of workload ``wl`` (a ``Workload`` or a ``VarlenWorkload``) on its
     tensors: each sequence (``wl.segments()``) attends to its own keys under ``wl``'s causal
-    and window masks, aligned at its own bottom right. ``head``, ``softcap``, ``sinks`` as
-    :func:`attention`."""
+    and window masks, aligned at its own bottom right. ``head``, ``softcap``, ``sinks``,
+    ``alibi_slopes`` as :func:`attention`."""
     q = np.asarray(q, dtype=np.float64)
     out = np.zeros(q.shape[:3] + (np.shape(v)[3],))       # O has V's head dim
     for seg in wl.segments():
@@ -158,18 +173,20 @@ def attention_of(wl, q, k, v, *, head=None, block: int = 1024,
         b, rq, rk = seg.batch, seg.rows, seg.keys
         out[b:b + 1, :, rq] = attention(q[b:b + 1, :, rq], k[b:b + 1, :, rk], v[b:b + 1, :, rk],
                                         causal=wl.causal, window=wl.window, head=head,
-                                        block=block, softcap=softcap, sinks=sinks)
+                                        block=block, softcap=softcap, sinks=sinks,
+                                        alibi_slopes=alibi_slopes)
     return out
 
 
 def lse_of(wl, q, k, *, chunk: int = 512, softcap: float | None = None,
-           sinks=None) -> np.ndarray:
+           sinks=None, alibi_slopes=None) -> np.ndarray:
     """Exact log-sum-exp of each query row's scaled scores ``q·k/√d`` under ``wl``'s masks
     (FlashAttention's ``softmax_lse``), ``[batch, heads, seq_q]``; −inf for a row that sees no
     key; ``softcap`` as :func:`attention_head`'s. With ``sinks`` (one per query head) the
     sink's term is in the sum (the softmax's denominator): a row of a sequence with keys that
     sees none of them has the sink's logit; a sequence with no keys at all stays −inf (its
-    softmax never runs: the hardware streams it no key)."""
+    softmax never runs: the hardware streams it no key). ``alibi_slopes`` as
+    :func:`attention`."""
     q, k = np.asarray(q, dtype=np.float64), np.asarray(k, dtype=np.float64)
     out = np.full(q.shape[:-1], -np.inf)
     g, scale = wl.heads // wl.kv_heads, 1.0 / math.sqrt(wl.head_dim)
@@ -185,6 +202,9 @@ def lse_of(wl, q, k, *, chunk: int = 512, softcap: float | None = None,
                 s = q[seg.batch, h, seg.q0 + rows] @ kk[h // g].T * scale
                 if softcap is not None:
                     s = softcap * np.tanh(s / softcap)
+                if alibi_slopes is not None:
+                    a = np.asarray(alibi_slopes, dtype=np.float64).reshape(-1)
+                    s = s - a[h % a.size] * np.abs(rows[:, None] + seg.diag - keys[None, :])
                 if seen is not None:
                     s = np.where(seen, s, -np.inf)
                 if sinks is not None:

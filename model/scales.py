@@ -24,7 +24,7 @@ from attenio.contract.formats import (
 __all__ = ["ScaleParams", "softmax_scale", "softmax_scale_rows", "key_factors", "key_reference",
            "with_key_scales", "quantize", "quantize_keys", "dequantize", "dequantize_output",
            "KEY_EXP_MAX", "softcap_cap", "softcap_q_factor", "check_int_tensor",
-           "scale_array"]
+           "scale_array", "unit_scale"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,11 @@ class ScaleParams:
     # per row like c_m). ``None``: no sink.
     sink_m: int | np.ndarray | None = None
     sink_l: int | np.ndarray | None = None
+    # ALiBi: each row's slope as a scale word, the bias of key j for row i being
+    # ``−round(alibi_m·|i + diag − j| / 2**alibi_sh)`` logit LSBs (model.variants.alibi_word;
+    # one for all rows, or per row like c_m). ``None``: no ALiBi.
+    alibi_m: int | np.ndarray | None = None
+    alibi_sh: int | np.ndarray | None = None
 
     @property
     def multiplier(self):
@@ -72,6 +77,9 @@ class ScaleParams:
         """The multipliers of query ``rows`` (itself when it is one for all rows)."""
         sinks = {} if np.ndim(self.sink_m) == 0 else {
             "sink_m": np.asarray(self.sink_m)[rows], "sink_l": np.asarray(self.sink_l)[rows]}
+        if np.ndim(self.alibi_m) > 0:
+            sinks.update(alibi_m=np.asarray(self.alibi_m)[rows],
+                         alibi_sh=np.asarray(self.alibi_sh)[rows])
         if not self.per_row:
             return dataclasses.replace(self, **sinks) if sinks else self
         return dataclasses.replace(self, c_m=np.asarray(self.c_m)[rows],
@@ -351,3 +359,13 @@ def scale_array(name: str, x, shape: tuple[int, ...]) -> np.ndarray:
     if a.shape not in (shape + (1,), shape):
         raise bad(f"{name}.shape", a.shape, f"expected a scalar or {shape + (1,)}")
     return a.reshape(shape)
+
+
+def unit_scale(sp: ScaleParams, wl, bi: int, hi: int, rq: slice, kbi: int, hki: int, rk,
+                kn: int) -> ScaleParams:
+    """A whole run's multipliers (flat per row ``[b·h·seq_q]``, per key ``[kb·hk·kn]``)
+    narrowed to one head of one sequence: its rows and its keys."""
+    rows = (bi * wl.heads + hi) * wl.seq_q + np.arange(rq.start, rq.stop)
+    keys = (kbi * wl.kv_heads + hki) * kn + (np.arange(rk.start, rk.stop)
+                                             if isinstance(rk, slice) else rk)
+    return sp.take(rows).keys(keys)        # each is itself where the scale is one for all
