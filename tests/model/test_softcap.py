@@ -99,5 +99,5 @@ def test_golden_is_within_the_contract_with_a_cap(preset, sigma, c):
 def test_preset_units():
     assert C.preset("fpga+softcap") == C.replace(C.fpga(), softcap_unit=True)
     assert not C.fpga().softcap_unit
-    with pytest.raises(ConfigError, match=r"^preset='fpga\+alibi' .*softcap"):
-        C.preset("fpga+alibi")
+    with pytest.raises(ConfigError, match=r"^preset='fpga\+rope' .*softcap"):
+        C.preset("fpga+rope")
