@@ -127,6 +127,13 @@ FIELD_RULES: tuple[FieldRule, ...] = (
               lambda f, hw, rh: (f.sinks != 0) & (f.row_scales == 0),
               lambda f, hw, rh: "sinks=1 with row_scales=0 (a sink rides in its row's side "
                                 "word, beside the row's multiplier)"),
+    FieldRule("alibi", ("alibi",),
+              lambda f, hw, rh: (f.alibi != 0) & (not hw.alibi_unit),
+              lambda f, hw, rh: "alibi=1: this config has no ALiBi unit (alibi_unit = false)"),
+    FieldRule("alibi_rows", ("alibi", "row_scales"),
+              lambda f, hw, rh: (f.alibi != 0) & (f.row_scales == 0),
+              lambda f, hw, rh: "alibi=1 with row_scales=0 (a row's ALiBi slope rides in its "
+                                "side words, beside the row's multiplier)"),
 )
 
 

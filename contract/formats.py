@@ -14,7 +14,8 @@ from attenio.base.config import KEY_MANT_BITS, SCALE_EXP_BITS, SINK_M_BITS, Hard
 
 __all__ = ["MAX_SHIFT", "SCALE_SHIFT_MAX", "SCALE_EXP_BITS", "KEY_MANT_BITS", "SOFTCAP_X_EXTRA",
            "SOFTCAP_X_INT", "SOFTCAP_SEG_LOG2", "SOFTCAP_Y_BITS", "SOFTCAP_CAP_BITS", "SINK_M_BITS",
-           "scale_word", "scale_word_bytes", "sink_word_bytes", "stats_word_bytes",
+           "scale_word", "scale_word_bytes", "sink_word_bytes", "side_word_bytes", "pack_fields",
+           "stats_word_bytes",
            "stats_of_words"]
 
 # The largest shift any rescale of ℓ and O applies. ℓ and O are at most 53 bits wide (config),
@@ -62,19 +63,48 @@ def scale_word_bytes(hw: HardwareConfig, mant, exp, shape: tuple[int, ...]) -> n
 
 def sink_word_bytes(hw: HardwareConfig, c_m, c_sh, sink_m, sink_l,
                     shape: tuple[int, ...]) -> np.ndarray:
-    """A Q row's side words with a sink (``LOAD_Q.sinks``): the multiplier's scale word in
-    the low :attr:`~HardwareConfig.scale_word_bits`, the sink's running-max start ``sink_m``
-    (two's complement, :data:`SINK_M_BITS`) above it and its row-sum start ``sink_l``
-    (``exp_bits``) above that, as the bytes of ``hw.q_side_words(sinks=True)`` words, shaped
-    ``shape + (bytes,)``."""
-    sb = hw.scale_word_bits
-    m = np.asarray(sink_m, dtype=np.int64) & ((1 << SINK_M_BITS) - 1)
-    words = (scale_word(hw, np.asarray(c_m), np.asarray(c_sh))
-             | (m.astype(np.uint64) << np.uint64(sb))
-             | (np.asarray(sink_l, dtype=np.uint64) << np.uint64(sb + SINK_M_BITS)))
-    nb = hw.q_side_words(sinks=True) * hw.macs_per_line * hw.element_bytes
-    raw = np.asarray(words).astype("<u8").reshape(shape).view(np.uint8).reshape(*shape, 8)
-    return np.pad(raw, [(0, 0)] * len(shape) + [(0, max(0, nb - 8))])[..., :nb]
+    """A Q row's side words with a sink (``LOAD_Q.sinks``): :func:`side_word_bytes` with the
+    sink's fields and no ALiBi slope."""
+    return side_word_bytes(hw, c_m, c_sh, shape, sink_m=sink_m, sink_l=sink_l)
+
+
+def side_word_bytes(hw: HardwareConfig, c_m, c_sh, shape: tuple[int, ...], *, sink_m=None,
+                    sink_l=None, alibi_m=None, alibi_sh=None) -> np.ndarray:
+    """A Q row's full side words (``LOAD_Q.sinks`` or ``LOAD_Q.alibi``), from bit 0: the
+    multiplier's scale word (:attr:`~HardwareConfig.scale_word_bits`); with ``sinks_unit``
+    the sink's running-max start ``sink_m`` (two's complement, :data:`SINK_M_BITS`) and its
+    row-sum start ``sink_l`` (``exp_bits``), 0 where ``None``; with ``alibi_unit`` the ALiBi
+    slope's scale word (``alibi_m`` in the low ``scale_mult_bits``, ``alibi_sh`` above), 0
+    where ``None``. As the bytes of ``hw.q_side_words(True, True)`` words, shaped ``shape +
+    (bytes,)``; fields broadcast to ``shape``."""
+    cm = hw.numerics.scale_mult_bits
+    fields = [(c_m, cm), (c_sh, SCALE_EXP_BITS)]
+    if hw.sinks_unit:
+        fields += [(0 if sink_m is None else sink_m, SINK_M_BITS),
+                   (0 if sink_l is None else sink_l, hw.exp_bits)]
+    if hw.alibi_unit:
+        fields += [(0 if alibi_m is None else alibi_m, cm),
+                   (0 if alibi_sh is None else alibi_sh, SCALE_EXP_BITS)]
+    nb = hw.q_side_words(True, True) * hw.macs_per_line * hw.element_bytes
+    return pack_fields(fields, shape, nb)
+
+
+def pack_fields(fields, shape: tuple[int, ...], nbytes: int) -> np.ndarray:
+    """Integer fields ``[(values, bits), …]`` (each broadcast to ``shape``; a negative value
+    as its two's complement) packed from bit 0 in order, little-endian, into ``nbytes``
+    bytes each: ``shape + (nbytes,)`` uint8. Any total width (the side words may pass 64
+    bits)."""
+    n = int(np.prod(shape, dtype=np.int64))
+    cols = []
+    for val, width in fields:
+        v = np.broadcast_to(np.asarray(val, dtype=np.int64), shape).reshape(-1)
+        raw = v.astype("<i8").view(np.uint8).reshape(n, 8)
+        cols.append(np.unpackbits(raw, axis=1, bitorder="little")[:, :width])
+    bits = np.concatenate(cols, axis=1) if cols else np.zeros((n, 0), dtype=np.uint8)
+    if bits.shape[1] > 8 * nbytes:
+        raise ValueError(f"{bits.shape[1]} bits of fields do not fit {nbytes} bytes")
+    bits = np.pad(bits, ((0, 0), (0, 8 * nbytes - bits.shape[1])))
+    return np.packbits(bits, axis=1, bitorder="little").reshape(*shape, nbytes)
 
 
 def _stats_halves(hw: HardwareConfig) -> tuple[int, int]:

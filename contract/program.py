@@ -79,16 +79,20 @@ def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True,
                  f"below a K row with its factor's word "
                  f"({hw.k_row_elements(ins.d, True) * eb} bytes)")
         sk = ins.args.get("sinks", 0)
+        al = ins.args.get("alibi", 0)
         if ins.op == Op.LOAD_Q:
-            pending_q.append((rs, sk))
+            pending_q.append((rs, sk, al))
         if ins.op == Op.COMPUTE and pending_q:
-            q_rs, q_sk = pending_q.pop(0)
+            q_rs, q_sk, q_al = pending_q.pop(0)
             if q_rs != rs:
                 fail(k, ErrorCode.FIELD_RANGE, f"COMPUTE row_scales={rs} differs from its "
                      "LOAD_Q's (the per-row multipliers come with the Q rows)")
             if q_sk != sk:
                 fail(k, ErrorCode.FIELD_RANGE, f"COMPUTE sinks={sk} differs from its "
                      "LOAD_Q's (the rows' sinks come with the Q rows)")
+            if q_al != al:
+                fail(k, ErrorCode.FIELD_RANGE, f"COMPUTE alibi={al} differs from its "
+                     "LOAD_Q's (the rows' ALiBi slopes come with the Q rows)")
         # pops at start
         for flag, other in (("pop_prev", PREV[q]), ("pop_next", NEXT[q])):
             if getattr(ins, flag):

@@ -246,7 +246,8 @@ def _spans(ins, hw, out_bytes: int):
         write = ins.op == Op.STORE_O
         last = (hw.row_elements(ins.d) * out_bytes if write       # a Q row with its multiplier
                 else hw.q_row_elements(ins.d, bool(ins.args.get("row_scales", 0)),
-                                     bool(ins.args.get("sinks", 0))) * eb)
+                                     bool(ins.args.get("sinks", 0)
+                                          or ins.args.get("alibi", 0))) * eb)
         span = (ins.rows - 1) * ins.row_stride + last
         return [(write, ins.addr + h * ins.head_stride, ins.addr + h * ins.head_stride + span)
                 for h in range(ins.heads)]

@@ -326,10 +326,11 @@ def _kv_reads(seq_q: int, seq_k: int, positions: int, causal: bool,
 
 
 def head_traffic(hw: HardwareConfig, wl: Workload, tiling: Tiling, table0: int = 0,
-                 sinks: bool = False) -> Traffic:
+                 sinks: bool = False, side: bool = False) -> Traffic:
     """Traffic of one K/V head's work: ``heads_per_tile`` query heads (1 without GQA sharing).
     A paged cache adds the block-table words each ``LOAD_KV`` reads (its sequence's table at
-    entry ``table0`` of the tables, which start on a 4 KB line)."""
+    entry ``table0`` of the tables, which start on a 4 KB line). ``sinks``: as
+    :func:`workload_traffic`; ``side``: the Q rows carry their side words (ALiBi's slope)."""
     nq, nk, d = wl.seq_q, wl.seq_k, wl.head_dim
     dv = wl.d_v                     # V's and O's rows (contract/variant.py)
     h = tiling.heads_per_tile
@@ -338,7 +339,7 @@ def head_traffic(hw: HardwareConfig, wl: Workload, tiling: Tiling, table0: int =
     per_word = max(1, hw.axi_data_bytes // ENTRY_BYTES)
     keys, words = _kv_reads(nq, nk, tiling.positions, causal_mask(wl), tiling.kv_block,
                             wl.window, wl.page_size, table0, per_word, sinks)
-    reads = {"Q": h * nq * (d + _q_side(hw, sinks)), "K": keys * d, "V": keys * dv}
+    reads = {"Q": h * nq * (d + _q_side(hw, sinks or side)), "K": keys * d, "V": keys * dv}
     writes = {"O": h * nq * dv}
     if wl.lse:          # each row's statistics: one output word (docs/isa.md)
         writes["LSE"] = h * nq * hw.macs_per_line
@@ -376,14 +377,16 @@ def _standard(hw: HardwareConfig, nq: int, nk: int, d: int) -> Traffic:
 
 def workload_traffic(hw: HardwareConfig, wl, dataflow: str = "attenio",
                      tiling: Tiling | list[Tiling] | None = None,
-                     table_starts: list[int] | None = None, sinks: bool = False) -> Traffic:
+                     table_starts: list[int] | None = None, sinks: bool = False,
+                     side: bool = False) -> Traffic:
     """Traffic of a whole workload: every batch, every K/V head and its query heads; of a
     varlen batch (``VarlenWorkload``), the sum of its sequences', each under its own tiling
     (``tiling``: one per sequence, or one for all). A paged cache reads each sequence's table
     from entry ``table_starts[i]`` of the tables (default: the rows one after another, each
     exactly its pages: the seeded shuffle's layout). ``sinks``: each Q row carries its side
     words (its multiplier and its sink, ``HardwareConfig.q_side_words``) and a tile that sees
-    no key reads one."""
+    no key reads one; ``side``: each Q row carries its side words without a sink (ALiBi's
+    slope rides there)."""
     tilings = tiling if isinstance(tiling, list) else [tiling] * wl.sequences
     if not isinstance(wl, Workload) or (wl.page_size and wl.batch > 1):
         # sequence by sequence (a paged cache: each with its own table row)
@@ -392,14 +395,14 @@ def workload_traffic(hw: HardwareConfig, wl, dataflow: str = "attenio",
             if table_starts is not None:
                 table0 = table_starts[i]
             if wl.empty(i):
-                total = total + _keyless_traffic(hw, wl, wl.seqlens_q[i], sinks)
+                total = total + _keyless_traffic(hw, wl, wl.seqlens_q[i], sinks or side)
                 continue
             one = wl.sequence(i)
-            total = total + _sequence_traffic(hw, one, dataflow, t, table0, sinks)
+            total = total + _sequence_traffic(hw, one, dataflow, t, table0, sinks, side)
             table0 += _cdiv(one.seq_k, wl.page_size) if wl.page_size else 0
         return total
     return _sequence_traffic(hw, wl, dataflow, tilings[0],
-                             table_starts[0] if table_starts else 0, sinks)
+                             table_starts[0] if table_starts else 0, sinks, side)
 
 
 def _q_side(hw: HardwareConfig, sinks: bool) -> int:
@@ -420,10 +423,10 @@ def _keyless_traffic(hw: HardwareConfig, wl, rows: int, sinks: bool = False) -> 
 
 
 def _sequence_traffic(hw, wl: Workload, dataflow: str, tiling, table0: int = 0,
-                      sinks: bool = False) -> Traffic:
+                      sinks: bool = False, side: bool = False) -> Traffic:
     t = tiling or choose_tiling(hw, wl, dataflow)
     per_kv_head_units = wl.group_size // t.heads_per_tile
-    one = head_traffic(hw, wl, t, table0, sinks)
+    one = head_traffic(hw, wl, t, table0, sinks, side)
     return one.scaled(wl.batch * wl.kv_heads * per_kv_head_units)
 
 

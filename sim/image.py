@@ -11,7 +11,7 @@ import numpy as np
 
 from attenio.base.config import HardwareConfig, Workload
 from attenio.base.errors import bad
-from attenio.contract.formats import scale_word_bytes, sink_word_bytes
+from attenio.contract.formats import scale_word_bytes, side_word_bytes
 from attenio.model.golden import GoldenInputs, multipliers
 from attenio.sim.layout import Layout
 from attenio.sim.plan import RunPlan, build_plan
@@ -123,7 +123,7 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, block_table=N
     """The program of ``plan`` (default :func:`plan_for` ``wl`` on ``inp``, with
     ``block_table``) and the DRAM image holding it and ``inp``'s Q, K and V. With one Q scale
     per row each Q row carries its own multiplier (``row_scales``), and with sinks its side
-    words its multiplier and its head's sink (``sinks``); with one K scale per key
+    words its multiplier and its head's sink (``sinks``) and ALiBi slope (``alibi``); with one K scale per key
     each K row carries its factor against twice the largest K scale (``key_scales``). A paged
     workload (``page_size``) has its K and V in pages where the plan's block table puts them
     (a pool of the caller's, ``inp.table``, as it lies) and the table in the image."""
@@ -141,8 +141,11 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, block_table=N
         data = _pack(_pad_rows(np.asarray(x), row), eb)
         if per_row and base == lay.q:
             shape = (wl.batch, wl.heads, wl.seq_q)
-            words = (scale_word_bytes(hw, sp.c_m, sp.c_sh, shape) if sp.sink_m is None else
-                     sink_word_bytes(hw, sp.c_m, sp.c_sh, sp.sink_m, sp.sink_l, shape))
+            words = (scale_word_bytes(hw, sp.c_m, sp.c_sh, shape)
+                     if sp.sink_m is None and sp.alibi_m is None else
+                     side_word_bytes(hw, sp.c_m, sp.c_sh, shape, sink_m=sp.sink_m,
+                                     sink_l=sp.sink_l, alibi_m=sp.alibi_m,
+                                     alibi_sh=sp.alibi_sh))
             data = _with_words(data, words, shape, row * eb)
         elif per_key and base == lay.k:
             data = _with_words(data, scale_word_bytes(hw, sp.k_m, sp.k_e, kv_shape), kv_shape,

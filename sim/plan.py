@@ -18,7 +18,7 @@ from attenio.contract.timing import Timing, timing_for
 from attenio.contract.variant import variant_of
 from attenio.model import io_analysis as io
 from attenio.model.numerics import ScaleParams, softmax_scale
-from attenio.model.variants import capped, check_sinks, with_sinks
+from attenio.model.variants import capped, check_alibi, check_sinks, with_alibi, with_sinks
 from attenio.sim.layout import Layout, block_table_for
 from attenio.sim.phases import phase_model
 from attenio.sim.program import build_program, program_length, program_tiles
@@ -70,16 +70,18 @@ class RunPlan:
 
 
 def default_scale(hw: HardwareConfig, wl, softcap: float | None = None,
-                  sinks=None) -> ScaleParams:
+                  sinks=None, alibi_slopes=None) -> ScaleParams:
     """The multipliers of inputs at full scale (one unit of each integer = 1/qmax): what a
     schedule without inputs uses (its timing does not depend on them); with ``softcap``, the
     capped logits' (the program's COMPUTE then carries the cap); with ``sinks`` (a number or
     one per query head), each Q row's side words (its multiplier and its head's sink: the Q
-    rows grow by them, which the timeline counts)."""
+    rows grow by them, which the timeline counts); with ``alibi_slopes``, likewise each row's
+    side words with its head's slope."""
     qmax = (1 << (hw.data_bits - 1)) - 1
     q, cap = capped(hw, 1.0 / qmax, softcap)
     sp = softmax_scale(hw, q, 1.0 / qmax, wl.head_dim)
     sp = with_sinks(hw, sp, check_sinks(hw, sinks, wl.heads), wl)
+    sp = with_alibi(hw, sp, check_alibi(hw, alibi_slopes, wl.heads), wl)
     return sp if cap is None else dataclasses.replace(sp, cap=cap)
 
 
@@ -158,8 +160,9 @@ class _Builder:
         hw, wl = self.hw, self.wl
         rs, ks = self.scale.per_row, self.scale.k_m is not None
         tiles = program_tiles(wl, tiling, self.scale.sink_m is not None)
+        side = self.scale.sink_m is not None or self.scale.alibi_m is not None
         layout = Layout.packed(hw, wl, program_length(tiles) * INSTR_BYTES, rs, ks, self.table,
-                               sinks=self.scale.sink_m is not None)
+                               sinks=side)
         program = build_program(hw, wl, tiling, layout, self.scale, tiles)
         tilings = list(tiling) if isinstance(tiling, list) else None
         if tilings is not None:

@@ -72,14 +72,18 @@ def program_tiles(wl: Workload | VarlenWorkload,
     return tiles
 
 
-def _mask_fields(wl, seg: Segment, causal: bool, first: int) -> dict[str, int]:
+def _mask_fields(wl, seg: Segment, causal: bool, first: int,
+                 alibi: bool = False) -> dict[str, int]:
     """``COMPUTE``'s mask of a tile whose keys start at key ``first`` of its sequence: the
     upper edge (causal, or a window's right side) as ``causal`` with its ``diag``, the window's
-    left side as ``window`` with ``win_diag`` (docs/isa.md), both relative to ``first``."""
+    left side as ``window`` with ``win_diag`` (docs/isa.md), both relative to ``first``. With
+    ``alibi`` and no upper edge, ``diag`` is the sequence's relative to ``first`` (ALiBi's
+    distance ``|row + q_pos + diag − key|`` reads it)."""
     left, right = wl.window
     upper = seg.diag if causal else (seg.diag + right if right >= 0 else None)
     return {"causal": int(upper is not None),
-            "diag": seg.diag if upper is None else upper - first,
+            "diag": (seg.diag - first if alibi else seg.diag) if upper is None
+            else upper - first,
             "window": int(left >= 0),
             "win_diag": seg.diag - left - first if left >= 0 else 0}
 
@@ -122,7 +126,12 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
     dp = hw.row_elements(d)      # a row's pitch in DRAM: whole words (Layout.packed)
     rs = int(scale.per_row)
     sk = int(scale.sink_m is not None)       # the rows' sinks ride in their side words
-    dq = hw.q_row_elements(d, bool(rs), bool(sk))   # a Q row's pitch: with its side words
+    al = int(scale.alibi_m is not None)      # and so do their ALiBi slopes
+    if al and not wl.causal and wl.window_right >= 0:
+        raise bad("window", wl.window, "ALiBi with a window's right edge on a non-causal run "
+                  "is not built (COMPUTE's diag then holds the edge, not the diagonal ALiBi "
+                  "measures from): use causal=True, or a window of (left, -1)")
+    dq = hw.q_row_elements(d, bool(rs), bool(sk or al))   # a Q row's pitch: its side words
     c_m, c_sh = (0, 0) if rs else (scale.c_m, scale.c_sh)
     ks = int(scale.k_m is not None)
     lse = int(wl.lse)
@@ -154,7 +163,7 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
         prog.append(Instr(Op.LOAD_Q, {**common, "keys_per_step": kps, "addr": q_addr,
                                       "row_stride": dq * eb,
                                       "head_stride": q_head, "row_scales": rs,
-                                      "sinks": sk},
+                                      "sinks": sk, "alibi": al},
                           pop_next=t > 0, push_next=True))
         if keys > 0:
             kv = {"k_addr": layout.k + kv_off * dk, "v_addr": layout.v + kv_off * dp,
@@ -166,7 +175,8 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
         prog.append(Instr(Op.COMPUTE, {**common, "keys": keys, "keys_per_step": kps,
                                        "q_pos": p0, "c_m": c_m, "c_sh": c_sh,
                                        "row_scales": rs, "key_scales": ks, "lse": lse,
-                                       "sinks": sk, **cap, **_mask_fields(wl, seg, causal, first)},
+                                       "sinks": sk, "alibi": al, **cap,
+                                       **_mask_fields(wl, seg, causal, first, bool(al))},
                           pop_prev=True, push_prev=t < last))
         # the Q buffer is free once the tile's steps have issued (the core takes the next
         # tile's Q rows then); FINALIZE needs no token

@@ -64,12 +64,17 @@ class Schedule:
                                    self.tilings or self.tiling,
                                    table_starts=None if table is None else
                                    [table.table_start(i) for i in range(table.sequences)],
-                                   sinks=self.sinks)
+                                   sinks=self.sinks, side=self.alibi)
 
     @property
     def sinks(self) -> bool:
         """The program's Q rows carry sinks (``LOAD_Q.sinks``)."""
         return any(i.args.get("sinks", 0) for i in self.program or () if i.op == Op.LOAD_Q)
+
+    @property
+    def alibi(self) -> bool:
+        """The program's Q rows carry ALiBi slopes (``LOAD_Q.alibi``)."""
+        return any(i.args.get("alibi", 0) for i in self.program or () if i.op == Op.LOAD_Q)
 
     @property
     def pe_util_time(self) -> float:
@@ -323,7 +328,8 @@ def _tile_transfer(hw: HardwareConfig, ch: Channel, ready: int, ins: Instr,
     # statistics' word)
     row = (hw.o_row_elements(ins.d, bool(ins.args.get("lse", 0))) if ins.op == Op.STORE_O
            else hw.q_row_elements(ins.d, bool(ins.args.get("row_scales", 0)),
-                                  bool(ins.args.get("sinks", 0)))) * elem_bytes
+                                  bool(ins.args.get("sinks", 0) or ins.args.get("alibi", 0)))
+           ) * elem_bytes
     for h in range(ins.heads):
         base = ins.addr + h * ins.head_stride
         if ins.row_stride == row:

@@ -20,6 +20,7 @@ NARROW = C.replace(TINY, macs_per_line=2)         # a word too narrow for a scal
 ONE_KEY = C.replace(TINY, max_keys_per_step=2)    # steps of at most 2 keys, a ring of 4
 SOFTCAP = C.replace(TINY, softcap_unit=True)      # a config with the soft-capping unit
 SINKS = C.replace(TINY, sinks_unit=True)          # a config whose Q rows carry sinks
+ALIBI = C.replace(TINY, alibi_unit=True)          # a config with the ALiBi unit
 
 
 def _base(hw) -> dict[Op, Instr]:
@@ -52,6 +53,8 @@ CASES = {
     "cap": (SOFTCAP, Op.COMPUTE, {"softcap": 1, "cap": 0}),
     "sinks": (TINY, Op.LOAD_Q, {"sinks": 1, "row_scales": 1}),
     "sinks_rows": (SINKS, Op.COMPUTE, {"sinks": 1, "row_scales": 0}),
+    "alibi": (TINY, Op.COMPUTE, {"alibi": 1, "row_scales": 1}),
+    "alibi_rows": (ALIBI, Op.LOAD_Q, {"alibi": 1, "row_scales": 0}),
 }
 
 

@@ -170,3 +170,58 @@ def test_bad_slopes_are_refused_by_name():
         assert why in str(e.value)
     with pytest.raises(ConfigError, match="NAME\\+alibi"):
         quantized_inputs(C.fpga(), wl, alibi_slopes=[0.5])
+
+
+@pytest.mark.parametrize("name, words", [("tiny+alibi", 2), ("tiny+sinks+alibi", 3),
+                                         ("fpga+alibi", 1), ("fpga+sinks+alibi", 2),
+                                         ("asplos26+sinks+alibi", 1)])
+def test_side_words_hold_multiplier_sink_and_slope(name, words):
+    from attenio.base.config import SINK_M_BITS
+    from attenio.contract.formats import side_word_bytes
+
+    hw = C.preset(name)
+    assert hw.q_side_words(True, True) == words
+    cm, sb, e = hw.numerics.scale_mult_bits, hw.scale_word_bits, hw.exp_bits
+    vals = [(40000 % (1 << cm), 13, -512, (1 << e) - 1, (1 << cm) - 1, 62),
+            (3, 62, 511, 1, 1 << (cm - 1), 0)]
+    cols = list(zip(*vals, strict=True))
+    raw = side_word_bytes(hw, np.array(cols[0]), np.array(cols[1]), (2,),
+                          sink_m=np.array(cols[2]), sink_l=np.array(cols[3]),
+                          alibi_m=np.array(cols[4]), alibi_sh=np.array(cols[5]))
+    assert raw.shape == (2, words * hw.macs_per_line * hw.element_bytes)
+    for r, (c_m, c_sh, m0, l0, a_m, a_sh) in zip(raw, vals, strict=True):
+        x = int.from_bytes(r.tobytes(), "little")
+        assert x & ((1 << cm) - 1) == c_m and (x >> cm) & 63 == c_sh
+        at = sb
+        if hw.sinks_unit:
+            got_m = (x >> at) & ((1 << SINK_M_BITS) - 1)
+            assert got_m - ((got_m >> (SINK_M_BITS - 1)) << SINK_M_BITS) == m0
+            assert (x >> (at + SINK_M_BITS)) & ((1 << e) - 1) == l0
+            at += SINK_M_BITS + e
+        assert (x >> at) & ((1 << cm) - 1) == a_m and (x >> (at + cm)) & 63 == a_sh
+        assert x >> (at + sb) == 0
+
+
+def test_schedule_carries_the_slopes_and_validate_pairs_the_flags():
+    from attenio.contract.isa import Instr, Op
+    from attenio.contract.program import validate
+    from attenio.sim.plan import default_scale
+
+    wl = C.Workload(seq_q=20, seq_k=33, head_dim=8, heads=2, kv_heads=1, causal=True)
+    hw = C.preset("tiny+alibi")
+    plain = build_plan(hw, wl).schedule
+    sch = build_plan(hw, wl, scale=default_scale(hw, wl, alibi_slopes=[0.5, 0.25])).schedule
+    lq = next(i for i in sch.program if i.op == Op.LOAD_Q)
+    assert lq.args["alibi"] == 1 and lq.args["row_scales"] == 1 and lq.args["sinks"] == 0
+    assert lq.args["row_stride"] == (8 + 2 * hw.macs_per_line) * hw.element_bytes
+    assert sch.alibi and not plain.alibi
+    assert sch.traffic.reads["Q"] > plain.traffic.reads["Q"]
+    prog = [Instr(i.op, {**i.args, "alibi": 0} if i.op == Op.COMPUTE else i.args,
+                  i.pop_prev, i.pop_next, i.push_prev, i.push_next) for i in sch.program]
+    with pytest.raises(ConfigError, match="COMPUTE alibi=0 differs from its LOAD_Q"):
+        validate(prog, hw)
+    # a non-causal run with a window's right edge is refused up front, not run without ALiBi
+    two_sided = C.Workload(seq_q=20, seq_k=33, head_dim=8, heads=2, kv_heads=1,
+                           window_left=4, window_right=4)
+    with pytest.raises(ConfigError, match="window.*ALiBi"):
+        build_plan(hw, two_sided, scale=default_scale(hw, two_sided, alibi_slopes=0.5))
