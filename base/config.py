@@ -377,9 +377,11 @@ class HardwareConfig(Serializable):
         """Bits of a Q row's full side data (``LOAD_Q.sinks`` or ``LOAD_Q.alibi``): the
         multiplier (:attr:`scale_word_bits`), with ``sinks_unit`` the sink's fields
         (:attr:`sink_word_bits`), with ``alibi_unit`` the ALiBi slope's word (a scale word:
-        mantissa and shift) above them, in that order from bit 0 (docs/isa.md)."""
+        mantissa and shift) and the row's position in its sequence (``max_seq_len``'s bit
+        length) above them, in that order from bit 0 (docs/isa.md)."""
         bits = self.sink_word_bits if self.sinks_unit else self.scale_word_bits
-        return bits + (self.scale_word_bits if self.alibi_unit else 0)
+        return bits + (self.scale_word_bits + self.max_seq_len.bit_length()
+                       if self.alibi_unit else 0)
 
     def q_side_words(self, row_scales: bool = False, sinks: bool = False) -> int:
         """Words after a Q row: none; one holding its multiplier (``row_scales``); with

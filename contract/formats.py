@@ -69,13 +69,14 @@ def sink_word_bytes(hw: HardwareConfig, c_m, c_sh, sink_m, sink_l,
 
 
 def side_word_bytes(hw: HardwareConfig, c_m, c_sh, shape: tuple[int, ...], *, sink_m=None,
-                    sink_l=None, alibi_m=None, alibi_sh=None) -> np.ndarray:
+                    sink_l=None, alibi_m=None, alibi_sh=None, alibi_pos=None) -> np.ndarray:
     """A Q row's full side words (``LOAD_Q.sinks`` or ``LOAD_Q.alibi``), from bit 0: the
     multiplier's scale word (:attr:`~HardwareConfig.scale_word_bits`); with ``sinks_unit``
     the sink's running-max start ``sink_m`` (two's complement, :data:`SINK_M_BITS`) and its
     row-sum start ``sink_l`` (``exp_bits``), 0 where ``None``; with ``alibi_unit`` the ALiBi
-    slope's scale word (``alibi_m`` in the low ``scale_mult_bits``, ``alibi_sh`` above), 0
-    where ``None``. As the bytes of ``hw.q_side_words(True, True)`` words, shaped ``shape +
+    slope's scale word (``alibi_m`` in the low ``scale_mult_bits``, ``alibi_sh`` above) and
+    the row's position in its sequence ``alibi_pos`` (``max_seq_len``'s bit length), 0 where
+    ``None``. As the bytes of ``hw.q_side_words(True, True)`` words, shaped ``shape +
     (bytes,)``; fields broadcast to ``shape``."""
     cm = hw.numerics.scale_mult_bits
     fields = [(c_m, cm), (c_sh, SCALE_EXP_BITS)]
@@ -84,7 +85,8 @@ def side_word_bytes(hw: HardwareConfig, c_m, c_sh, shape: tuple[int, ...], *, si
                    (0 if sink_l is None else sink_l, hw.exp_bits)]
     if hw.alibi_unit:
         fields += [(0 if alibi_m is None else alibi_m, cm),
-                   (0 if alibi_sh is None else alibi_sh, SCALE_EXP_BITS)]
+                   (0 if alibi_sh is None else alibi_sh, SCALE_EXP_BITS),
+                   (0 if alibi_pos is None else alibi_pos, hw.max_seq_len.bit_length())]
     nb = hw.q_side_words(True, True) * hw.macs_per_line * hw.element_bytes
     return pack_fields(fields, shape, nb)
 
@@ -92,12 +94,13 @@ def side_word_bytes(hw: HardwareConfig, c_m, c_sh, shape: tuple[int, ...], *, si
 def pack_fields(fields, shape: tuple[int, ...], nbytes: int) -> np.ndarray:
     """Integer fields ``[(values, bits), …]`` (each broadcast to ``shape``; a negative value
     as its two's complement) packed from bit 0 in order, little-endian, into ``nbytes``
-    bytes each: ``shape + (nbytes,)`` uint8. Any total width (the side words may pass 64
+    bytes each: ``shape + (nbytes,)`` uint8 (a field of ``prod(shape)`` values is taken flat). Any total width (the side words may pass 64
     bits)."""
     n = int(np.prod(shape, dtype=np.int64))
     cols = []
     for val, width in fields:
-        v = np.broadcast_to(np.asarray(val, dtype=np.int64), shape).reshape(-1)
+        v = np.asarray(val, dtype=np.int64)
+        v = v.reshape(-1) if v.size == n else np.broadcast_to(v, shape).reshape(-1)
         raw = v.astype("<i8").view(np.uint8).reshape(n, 8)
         cols.append(np.unpackbits(raw, axis=1, bitorder="little")[:, :width])
     bits = np.concatenate(cols, axis=1) if cols else np.zeros((n, 0), dtype=np.uint8)

@@ -217,6 +217,8 @@ class ComputeCore(wiring.Component):
             smx.visible.eq(score.visible), smx.c_m.eq(score.c_m), smx.c_sh.eq(score.c_sh),
             smx.softcap.eq(c.softcap), smx.cap.eq(c.cap),
             *([smx.sinks.eq(c.sinks), smx.sink.eq(score.sink)] if cfg.sinks_unit else []),
+            *([smx.alibi_on.eq(c.alibi), smx.alibi.eq(score.alibi), smx.rel.eq(score.rel)]
+              if cfg.alibi_unit else []),
             smx.scores.eq(pe.scores), smx.blog.eq(blog), smx.groups.eq(groups),
             fin.running.eq(running), fin.steps_left.eq(seq.steps_left), fin.words.eq(words),
             fin.cmd.eq(c),

@@ -9,7 +9,8 @@ from attenio.base.config import SCALE_EXP_BITS, SINK_M_BITS, HardwareConfig
 from attenio.contract.formats import SOFTCAP_CAP_BITS
 
 __all__ = ["word_layout", "qcmd_layout", "kv_beat_layout", "cmd_layout", "kps_bits",
-           "row_scale_layout", "q_side_layout", "q_side_words", "sink_layout"]
+           "row_scale_layout", "q_side_layout", "q_side_words", "sink_layout",
+           "alibi_layout", "rel_bits"]
 
 
 def word_layout(cfg: HardwareConfig) -> data.ArrayLayout:
@@ -32,27 +33,52 @@ def qcmd_layout(cfg: HardwareConfig) -> data.StructLayout:
         "row_scales": unsigned(1),
         # each row's side words hold its sink too (cfg.sinks_unit): more words a row
         "sinks": unsigned(1),
+        # each row's side words hold its ALiBi slope (cfg.alibi_unit): likewise
+        "alibi": unsigned(1),
     })
 
 
 def q_side_layout(cfg: HardwareConfig) -> data.StructLayout:
     """What the Q buffer keeps of a row's side words: its multiplier (``row_scale_layout``)
-    and, with ``sinks_unit``, its sink's start of the running max and the row sum (the bits
-    above, contract.formats.sink_word_bytes)."""
-    if not cfg.sinks_unit:
+    and, with ``sinks_unit``, its sink's start of the running max and the row sum, with
+    ``alibi_unit`` its ALiBi slope's word (the bits above, in that order,
+    contract.formats.side_word_bytes)."""
+    if not (cfg.sinks_unit or cfg.alibi_unit):
         return row_scale_layout(cfg)
-    return data.StructLayout({"c_m": unsigned(cfg.numerics.scale_mult_bits),
-                              "c_sh": unsigned(SCALE_EXP_BITS),
-                              "sink_m": signed(SINK_M_BITS), "sink_l": unsigned(cfg.exp_bits)})
+    fields = {"c_m": unsigned(cfg.numerics.scale_mult_bits), "c_sh": unsigned(SCALE_EXP_BITS)}
+    if cfg.sinks_unit:
+        fields.update(sink_m=signed(SINK_M_BITS), sink_l=unsigned(cfg.exp_bits))
+    if cfg.alibi_unit:
+        fields.update(alibi_m=unsigned(cfg.numerics.scale_mult_bits),
+                      alibi_sh=unsigned(SCALE_EXP_BITS), alibi_pos=unsigned(rel_bits(cfg)))
+    return data.StructLayout(fields)
 
 
 def q_side_words(cfg: HardwareConfig, q):
     """Words after a Q row, from its ``LOAD_Q`` or the Q loader's command ``q``
     (``HardwareConfig.q_side_words``): its multiplier's with ``row_scales``, its side words
-    with ``sinks`` (a config with ``sinks_unit``; the decoder refuses the bit elsewhere)."""
-    if not cfg.sinks_unit:
+    with ``sinks`` or ``alibi`` (a config with ``sinks_unit`` or ``alibi_unit``; the decoder
+    refuses the bit elsewhere)."""
+    full = [q.sinks] if cfg.sinks_unit else []
+    full += [q.alibi] if cfg.alibi_unit else []
+    if not full:
         return q.row_scales
-    return Mux(q.sinks, cfg.q_side_words(True, True), q.row_scales)
+    on = full[0] if len(full) == 1 else full[0] | full[1]
+    return Mux(on, cfg.q_side_words(True, True), q.row_scales)
+
+
+def rel_bits(cfg: HardwareConfig) -> int:
+    """Bits of ALiBi's distance ``|i + diag − j|``: below ``max_seq_len`` for every row and
+    key of a sequence."""
+    return cfg.max_seq_len.bit_length()
+
+
+def alibi_layout(cfg: HardwareConfig) -> data.StructLayout:
+    """A row's ALiBi slope as the softmax takes it with each score: the scale word's
+    mantissa ``m`` and shift ``sh`` (model.variants.alibi_word); in the score stage also the
+    row's position in its sequence ``pos`` (from its side words)."""
+    return data.StructLayout({"m": unsigned(cfg.numerics.scale_mult_bits),
+                              "sh": unsigned(SCALE_EXP_BITS), "pos": unsigned(rel_bits(cfg))})
 
 
 def sink_layout(cfg: HardwareConfig) -> data.StructLayout:
@@ -107,4 +133,6 @@ def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:
         "cap": unsigned(SOFTCAP_CAP_BITS),
         # each row's softmax starts from its sink (its side word, cfg.sinks_unit)
         "sinks": unsigned(1),
+        # each logit less ALiBi's bias (the row's slope from its side words, cfg.alibi_unit)
+        "alibi": unsigned(1),
     })

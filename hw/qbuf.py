@@ -81,7 +81,7 @@ class QBuffer(wiring.Component):
         q_loading = Signal()
         q_done = self.loaded
         qc = Signal(qcmd_layout(cfg))
-        side = cfg.q_side_words(True, cfg.sinks_unit)
+        side = cfg.q_side_words(True, cfg.sinks_unit or cfg.alibi_unit)
         q_words = Signal(range(wmax + side + 1))      # with row_scales, the side words
         qblog = Signal(range(lkmax + 1))
         m.d.comb += qblog.eq(qc.kps_log2)
@@ -91,18 +91,22 @@ class QBuffer(wiring.Component):
             m.d.sync += [qc.eq(pl), q_loading.eq(1), qrow.eq(0), qw.eq(0),
                          q_words.eq(((pl.d + (q - 1)) >> lq)
                                     + (q_side_words(cfg, pl) if scales else 0))]
-        # the row's last words are its side words (row_scales; its sink with sinks): the
-        # first of two is held, the table's entry written with the last
+        # the row's last words are its side words (row_scales; its sink or ALiBi slope with
+        # sinks or alibi): those before the last are held, shifted in from the top, and the
+        # table's entry written with the last
         sc_word, side_word = Signal(), Signal()
         sides = q_side_words(cfg, qc) if scales else 0
         m.d.comb += [sc_word.eq(qc.row_scales & (qw == q_words - 1) if scales else 0),
                      side_word.eq(qc.row_scales & (qw >= q_words - sides) if scales else 0)]
         entry = Value.cast(self.q.payload)
         if side > 1:
-            held = Signal(len(entry), name="q_side_lo")
+            wb = len(entry)
+            held = Signal(wb * (side - 1), name="q_side_lo")
             with m.If(self.q.valid & self.q.ready & side_word & ~sc_word):
-                m.d.sync += held.eq(self.q.payload)
-            entry = Mux(qc.sinks, Cat(held, self.q.payload), self.q.payload)
+                m.d.sync += held.eq(Cat(held[wb:], self.q.payload) if side > 2
+                                    else self.q.payload)
+            full = qc.sinks | qc.alibi
+            entry = Mux(full, Cat(held, self.q.payload), self.q.payload)
         take = Signal()
         m.d.comb += take.eq(self.q.valid & self.q.ready)
         m.d.comb += self.q.ready.eq(q_loading)

@@ -5,7 +5,7 @@ meeting the group's scores as they leave the array for the softmax."""
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal, unsigned
+from amaranth import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -15,7 +15,15 @@ from attenio.contract.formats import SCALE_SHIFT_MAX as MAX_SCALE_SHIFT
 from attenio.contract.rules import causal_visible, window_visible
 from attenio.hw.arith import shift_add_product
 from attenio.hw.lanes import Lanes
-from attenio.hw.layouts import cmd_layout, q_side_layout, row_scale_layout, sink_layout, word_layout
+from attenio.hw.layouts import (
+    alibi_layout,
+    cmd_layout,
+    q_side_layout,
+    rel_bits,
+    row_scale_layout,
+    sink_layout,
+    word_layout,
+)
 
 __all__ = ["ScoreStage", "QK_LATENCY"]
 
@@ -48,6 +56,11 @@ class ScoreStage(wiring.Component):
         shift ``min(c_sh + k_e + KEY_MANT_BITS, SCALE_SHIFT_MAX)``, ``model.numerics.scale``).
     ml_addr : the m/ℓ read address (the finished group, c3: the data arrive with its scores).
     sink : each lane's row's sink in c4 (``sinks_unit`` only: the Q buffer's table).
+    alibi, rel : each lane's row's ALiBi slope word in c4 (``alibi_unit`` only: the Q buffer's
+        table) and the distance ``|pos + diag − key|`` of its row and key, ``pos`` the row's
+        position in its sequence from its side words (so however the tile packs its rows:
+        heads, chains of keys), saturated at ``2**rel_bits(cfg) − 1`` (lanes that see their
+        key are never that far).
 
     Latency: ``QK_LATENCY`` − 1 = 4 cycles from a group's last word to ``valid``.
     """
@@ -72,6 +85,9 @@ class ScoreStage(wiring.Component):
             "c_m": Out(data.ArrayLayout(unsigned(cfg.scale_factor_bits), p)),
             "c_sh": Out(data.ArrayLayout(unsigned(6), p)),
             **({"sink": Out(data.ArrayLayout(sink_layout(cfg), p))} if cfg.sinks_unit else {}),
+            **({"alibi": Out(data.ArrayLayout(alibi_layout(cfg), p)),
+                "rel": Out(data.ArrayLayout(unsigned(rel_bits(cfg)), p))}
+               if cfg.alibi_unit else {}),
         })
 
     def elaborate(self, platform):
@@ -140,6 +156,12 @@ class ScoreStage(wiring.Component):
             pad = multi & (tile_row >= c.rows)
             m.d.comb += self.visible[i].eq(
                 (key_i < c.keys) & (((~c.causal | seen) & (~c.window | inside)) | pad))
+            if cfg.alibi_unit:            # ALiBi's distance: the row's position, its key
+                dist = Signal(signed(len(c.q_pos) + 4), name=f"alibi_dist{i}")
+                m.d.comb += dist.eq(self.alibi[i].pos + c.diag - key_i)
+                top = (1 << rel_bits(cfg)) - 1
+                mag = Mux(dist < 0, -dist, dist)
+                m.d.comb += self.rel[i].eq(Mux(mag > top, top, mag))
 
     def _multipliers(self, m: Module, kf2) -> None:
         """Each lane's multiplier with its scores in c4: the rows' (read c1b → c2) meet the
@@ -153,6 +175,10 @@ class ScoreStage(wiring.Component):
                 s3 = Signal(sink_layout(cfg), name=f"sink3_{i}")
                 m.d.sync += [s3.m.eq(sc[i].sink_m), s3.l.eq(sc[i].sink_l),
                              self.sink[i].eq(s3)]
+            if cfg.alibi_unit:          # and its ALiBi slope likewise
+                a3 = Signal(alibi_layout(cfg), name=f"alibi3_{i}")
+                m.d.sync += [a3.m.eq(sc[i].alibi_m), a3.sh.eq(sc[i].alibi_sh),
+                             a3.pos.eq(sc[i].alibi_pos), self.alibi[i].eq(a3)]
             cm2 = Mux(c.row_scales, sc[i].c_m, c.c_m)
             sh2 = Mux(c.row_scales, sc[i].c_sh, c.c_sh)
             cm3 = Signal(unsigned(cmb), name=f"cm3_{i}")

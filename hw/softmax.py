@@ -17,19 +17,21 @@ from attenio.contract.formats import (
     SOFTCAP_Y_BITS,
 )
 from attenio.contract.tables import tanh_table
-from attenio.contract.timing import SOFTCAP_LATENCY
+from attenio.contract.timing import ALIBI_LATENCY, SOFTCAP_LATENCY
 from attenio.hw.arith import delay as delay_regs
 from attenio.hw.arith import pipelined_product
 from attenio.hw.exp2 import Exp2, y_bits
-from attenio.hw.layouts import sink_layout
+from attenio.hw.layouts import alibi_layout, rel_bits, sink_layout
 
 SHIFT_BITS = 6  # rescale shifts saturate at MAX_SHIFT = 62, as the model's do
 
 
 def softmax_latency(cfg: HardwareConfig) -> int:
     """The softmax unit's latency for ``cfg``: :attr:`SoftmaxUnit.LATENCY`, plus the
-    soft-capping unit's ``SOFTCAP_LATENCY`` stages where the config builds it."""
-    return SoftmaxUnit.LATENCY + (SOFTCAP_LATENCY if cfg.softcap_unit else 0)
+    soft-capping unit's ``SOFTCAP_LATENCY`` stages and the ALiBi unit's ``ALIBI_LATENCY``
+    where the config builds them."""
+    return SoftmaxUnit.LATENCY + (SOFTCAP_LATENCY if cfg.softcap_unit else 0) \
+        + (ALIBI_LATENCY if cfg.alibi_unit else 0)
 
 
 def m_bits(cfg: HardwareConfig) -> int:
@@ -79,6 +81,10 @@ class SoftmaxUnit(wiring.Component):
     sinks, sink : the rows start from their sinks (``cfg.sinks_unit`` only): at a tile's
         first key a chain's head takes the lane's ``sink`` (m, ℓ) instead of ``m_init``, 0
         (``model.numerics.row_start``), with the scores.
+    alibi_on, alibi, rel : ALiBi (``cfg.alibi_unit`` only): each lane's logit, after the
+        scale and the cap, less ``(alibi.m·rel + 2**(alibi.sh−1)) >> alibi.sh``, saturated
+        at ``−2**(logit_bits−1)`` (``model.variants.alibi_biased``), one stage; the bias's
+        product and shift run beside the scale's. With ``alibi_on`` low the logit passes.
 
     ``chain_log2``: lanes form chains of ``2**chain_log2`` (several keys of one row per step);
     a lane continues from the previous lane's m and ℓ instead of its own inputs, so a chain
@@ -105,6 +111,10 @@ class SoftmaxUnit(wiring.Component):
             "softcap": In(1), "cap": In(unsigned(SOFTCAP_CAP_BITS)),
             **({"sinks": In(1), "sink": In(data.ArrayLayout(sink_layout(cfg), cfg.mac_lines))}
                if cfg.sinks_unit else {}),
+            **({"alibi_on": In(1),
+                "alibi": In(data.ArrayLayout(alibi_layout(cfg), cfg.mac_lines)),
+                "rel": In(data.ArrayLayout(unsigned(rel_bits(cfg)), cfg.mac_lines))}
+               if cfg.alibi_unit else {}),
         })
 
     def elaborate(self, platform):
@@ -137,12 +147,36 @@ class SoftmaxUnit(wiring.Component):
             m.d.sync += [sh_a.eq(self.c_sh[k]), sh_k.eq(sh_a),
                          rc_k.eq((Const(1, 1) << sh_a) >> 1)]
             m.d.sync += t2[k].eq((prod1[k] + rc_k) >> sh_k)
+        # ALiBi's bias beside the scale: a_m·rel (two stages), then rounded by a_sh (stage 3)
+        if cfg.alibi_unit:
+            b2 = []
+            for k in range(p):
+                bprod = pipelined_product(m, self.alibi[k].m, self.rel[k], f"alibi_prod{k}")
+                ash = delay(self.alibi[k].sh, 2, f"alibi_sh{k}")
+                b = Signal(unsigned(len(bprod)), name=f"alibi_b{k}")
+                m.d.sync += b.eq((bprod + ((Const(1, 1) << ash) >> 1)) >> ash)
+                b2.append(b)
         # the soft-capping unit: x → ±cap·tanh|x|
         extra = 0
         if cfg.softcap_unit:
             extra = SOFTCAP_LATENCY
             t2 = [self._softcap(m, t2[k], k) for k in range(p)]
             v2 = delay(v2, extra, "v_cap")
+        # the ALiBi unit: the logit less its bias, saturated at the logit's floor
+        if cfg.alibi_unit:
+            on = delay(self.alibi_on, 3 + extra, "alibi_on")
+            floor = -(1 << (cfg.logit_bits - 1))
+            tb = []
+            for k in range(p):
+                b = delay(b2[k], extra, f"alibi_bd{k}")
+                diff = Signal(signed(max(len(t2[k]), len(b) + 1) + 1), name=f"alibi_t{k}")
+                m.d.comb += diff.eq(t2[k] - b)
+                out = Signal.like(t2[k], name=f"t_alibi{k}")
+                m.d.sync += out.eq(Mux(on, Mux(diff < floor, floor, diff), t2[k]))
+                tb.append(out)
+            t2 = tb
+            v2 = delay(v2, ALIBI_LATENCY, "v_alibi")
+            extra += ALIBI_LATENCY
         # the row state travels alongside
         m_in = delay(i.m, 3 + extra, "m_in")
         l_in = delay(i.l, 3 + extra, "l_in")

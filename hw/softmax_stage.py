@@ -12,7 +12,7 @@ from amaranth.lib.wiring import In, Out
 from attenio.base.config import HardwareConfig
 from attenio.contract.formats import SOFTCAP_CAP_BITS
 from attenio.hw.lanes import Lanes
-from attenio.hw.layouts import sink_layout
+from attenio.hw.layouts import alibi_layout, rel_bits, sink_layout
 from attenio.hw.sequencer import COUNTER_BITS
 from attenio.hw.softmax import SHIFT_BITS, SoftmaxUnit, m_bits
 
@@ -40,6 +40,8 @@ class SoftmaxStage(wiring.Component):
     softcap, cap : the tile's soft-cap (its COMPUTE's fields; ``cfg.softcap_unit`` only).
     sinks, sink : the tile's rows start from their sinks, each lane's row's (the score
         stage's; ``cfg.sinks_unit`` only).
+    alibi_on, alibi, rel : the tile's logits lose ALiBi's bias, each lane's row's slope word
+        and its distance (the score stage's; ``cfg.alibi_unit`` only).
     ml_data : the group's m/ℓ, read with its scores (one word a bank).
     blog, groups : log2 keys per step (row ρ's chain: lines ρ·b … ρ·b + b − 1) and the
         tile's row groups.
@@ -66,6 +68,9 @@ class SoftmaxStage(wiring.Component):
             "softcap": In(1), "cap": In(unsigned(SOFTCAP_CAP_BITS)),
             **({"sinks": In(1), "sink": In(data.ArrayLayout(sink_layout(cfg), p))}
                if cfg.sinks_unit else {}),
+            **({"alibi_on": In(1), "alibi": In(data.ArrayLayout(alibi_layout(cfg), p)),
+                "rel": In(data.ArrayLayout(unsigned(rel_bits(cfg)), p))}
+               if cfg.alibi_unit else {}),
             "ml_data": In(data.ArrayLayout(ml_layout(cfg), p)),
             "blog": In(range(lkmax + 1)), "groups": In(range(gmax + 1)), "clear": In(1),
             "ml_wr_addr": Out(range(gmax + 1)), "ml_wr_en": Out(1),
@@ -87,6 +92,9 @@ class SoftmaxStage(wiring.Component):
                      sm.i.payload.first.eq(self.step == 0)]
         if cfg.sinks_unit:
             m.d.comb += [sm.sinks.eq(self.sinks), sm.sink.eq(self.sink)]
+        if cfg.alibi_unit:
+            m.d.comb += [sm.alibi_on.eq(self.alibi_on), sm.alibi.eq(self.alibi),
+                         sm.rel.eq(self.rel)]
         for i in range(p):
             src = lanes.from_row_bank(self.ml_data, lay, i, "ml")
             m.d.comb += [sm.c_m[i].eq(self.c_m[i]), sm.c_sh[i].eq(self.c_sh[i]),

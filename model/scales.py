@@ -62,6 +62,9 @@ class ScaleParams:
     # one for all rows, or per row like c_m). ``None``: no ALiBi.
     alibi_m: int | np.ndarray | None = None
     alibi_sh: int | np.ndarray | None = None
+    # with per-row ALiBi words, each row's position in its sequence (the side words carry it:
+    # the hardware measures the distance from it, however the tile packs its rows)
+    alibi_pos: np.ndarray | None = None
 
     @property
     def multiplier(self):
@@ -79,7 +82,8 @@ class ScaleParams:
             "sink_m": np.asarray(self.sink_m)[rows], "sink_l": np.asarray(self.sink_l)[rows]}
         if np.ndim(self.alibi_m) > 0:
             sinks.update(alibi_m=np.asarray(self.alibi_m)[rows],
-                         alibi_sh=np.asarray(self.alibi_sh)[rows])
+                         alibi_sh=np.asarray(self.alibi_sh)[rows],
+                         alibi_pos=np.asarray(self.alibi_pos)[rows])
         if not self.per_row:
             return dataclasses.replace(self, **sinks) if sinks else self
         return dataclasses.replace(self, c_m=np.asarray(self.c_m)[rows],

@@ -225,7 +225,8 @@ def alibi_biased(cfg: HardwareConfig, t, sp: ScaleParams, rows, keys, diag: int)
 def with_alibi(cfg: HardwareConfig, sp: ScaleParams, slopes, wl) -> ScaleParams:
     """A run's multipliers with ALiBi's ``slopes`` (``[heads]``, checked): every Q row of
     ``wl`` gets its own side words (as with sinks), each with its head's slope's word
-    (:func:`alibi_word`), flat over ``[batch, heads, seq_q]``. ``sp`` unchanged without."""
+    (:func:`alibi_word`) and its position in its sequence, flat over ``[batch, heads,
+    seq_q]``. ``sp`` unchanged without."""
     if slopes is None:
         return sp
     rows = (wl.batch, wl.heads, wl.seq_q)
@@ -233,6 +234,10 @@ def with_alibi(cfg: HardwareConfig, sp: ScaleParams, slopes, wl) -> ScaleParams:
         sp = dataclasses.replace(sp, c_m=np.full(rows, sp.c_m, dtype=np.int64).ravel(),
                                  c_sh=np.full(rows, sp.c_sh, dtype=np.int64).ravel())
     am, ash = alibi_word(cfg, slopes)
+    pos = np.zeros(wl.seq_q, dtype=np.int64)
+    for seg in wl.segments():
+        pos[seg.rows] = np.arange(seg.seq_q)
     return dataclasses.replace(
         sp, alibi_m=np.broadcast_to(am.reshape(1, -1, 1), rows).ravel(),
-        alibi_sh=np.broadcast_to(ash.reshape(1, -1, 1), rows).ravel())
+        alibi_sh=np.broadcast_to(ash.reshape(1, -1, 1), rows).ravel(),
+        alibi_pos=np.broadcast_to(pos.reshape(1, 1, -1), rows).ravel())

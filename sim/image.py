@@ -145,7 +145,7 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, block_table=N
                      if sp.sink_m is None and sp.alibi_m is None else
                      side_word_bytes(hw, sp.c_m, sp.c_sh, shape, sink_m=sp.sink_m,
                                      sink_l=sp.sink_l, alibi_m=sp.alibi_m,
-                                     alibi_sh=sp.alibi_sh))
+                                     alibi_sh=sp.alibi_sh, alibi_pos=sp.alibi_pos))
             data = _with_words(data, words, shape, row * eb)
         elif per_key and base == lay.k:
             data = _with_words(data, scale_word_bytes(hw, sp.k_m, sp.k_e, kv_shape), kv_shape,

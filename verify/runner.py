@@ -311,9 +311,10 @@ def prepare(hw: HardwareConfig, wl: Workload, *, dist: str = "gaussian",
             seed: int = 0, inputs: GoldenInputs | None = None, q_rows: bool = False,
             k_block: int | None = None, block_table=None, checked: bool = False,
             softmax_scale: float | None = None, softcap: float | None = None,
-            sinks=None) -> RunImage:
+            sinks=None, alibi_slopes=None) -> RunImage:
     """Quantized random inputs (``dist``, ``seed``, Q per row with ``q_rows``, K per block of
-    ``k_block`` keys, ``softmax_scale``, ``softcap`` and ``sinks`` as ``quantized_inputs``';
+    ``k_block`` keys, ``softmax_scale``, ``softcap``, ``sinks`` and ``alibi_slopes`` as
+    ``quantized_inputs``';
     or the given
     ``inputs``),
     the run's plan and its DRAM image. A paged
@@ -330,7 +331,7 @@ def prepare(hw: HardwareConfig, wl: Workload, *, dist: str = "gaussian",
     if inputs is None:
         inputs = quantized_inputs(hw, wl, dist, seed, q_rows=q_rows, k_block=k_block,
                                   table=table, checked=True, softmax_scale=softmax_scale,
-                                  softcap=softcap, sinks=sinks)
+                                  softcap=softcap, sinks=sinks, alibi_slopes=alibi_slopes)
     return run_image(hw, wl, inputs, table, checked=True)
 
 
@@ -349,7 +350,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
              patch: list[tuple[int, bytes]] | None = None, dram: str = "auto",
              workdir: Path | None = None, block_table=None,
              checked: bool = False, softmax_scale: float | None = None,
-             softcap: float | None = None, sinks=None) -> SimResult:
+             softcap: float | None = None, sinks=None, alibi_slopes=None) -> SimResult:
     """Run ``wl`` on the RTL of ``hw`` and compare with the models.
 
     ``inputs``: integer Q, K, V and their scales to run instead of random ones (a host
@@ -358,7 +359,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     caller's rows, or a :class:`attenio.base.blocktable.BlockTable`; a seeded shuffle without);
     ``softmax_scale``: logits ``softmax_scale · q·k`` instead of ``q·k/√d``; ``softcap``: the
     logits capped, ``c·tanh(logit/c)`` (a config with ``softcap_unit``); ``sinks``: attention
-    sinks, one for all query heads or one per head (a config with ``sinks_unit``).
+    sinks, one for all query heads or one per head (a config with ``sinks_unit``);
+    ``alibi_slopes``: ALiBi's slopes, likewise (a config with ``alibi_unit``).
     The workload is checked (unless ``checked``: the caller did), the inputs made and the
     run's plan built once (sim/plan.py), and everything after reads them; the result carries
     the schedule that ran and its own verdict (:meth:`SimResult.failures`).
@@ -389,7 +391,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
                      start_twice=start_twice, trace=trace)
     prep = prepare(hw, wl, dist=dist, seed=seed, inputs=inputs, q_rows=q_rows, k_block=k_block,
                    block_table=block_table, checked=checked, softmax_scale=softmax_scale,
-                   softcap=softcap, sinks=sinks)
+                   softcap=softcap, sinks=sinks, alibi_slopes=alibi_slopes)
     sched = prep.schedule
     lay = prep.layout
     image = bytearray(prep.image)

@@ -57,7 +57,7 @@ class ComputeIssue(wiring.Component):
             cmd.window.eq(comp.window), cmd.win_diag.eq(comp.win_diag),
             cmd.row_scales.eq(comp.row_scales), cmd.key_scales.eq(comp.key_scales),
             cmd.lse.eq(comp.lse), cmd.softcap.eq(comp.softcap), cmd.cap.eq(comp.cap),
-            cmd.sinks.eq(comp.sinks),
+            cmd.sinks.eq(comp.sinks), cmd.alibi.eq(comp.alibi),
             cmd.kps_log2.eq(kps_log2_of(comp.keys_per_step, self.cfg.max_keys_per_step)),
         ]
         with m.If(qp.head.valid & (c_state == 0) & ~comp_end & self.go & ~self.stop):

@@ -161,6 +161,7 @@ class LoadEngine(wiring.Component):
                                                    kps_max)),
             core_q.payload.row_scales.eq(view(lhead.insn, Op.LOAD_Q).row_scales),
             core_q.payload.sinks.eq(view(lhead.insn, Op.LOAD_Q).sinks if cfg.sinks_unit else 0),
+            core_q.payload.alibi.eq(view(lhead.insn, Op.LOAD_Q).alibi if cfg.alibi_unit else 0),
         ]
         with m.If(self.queue.head.valid & ~lbusy & ~load_end & self.go & ~self.stop):
             with m.If(lop == int(Op.END)):

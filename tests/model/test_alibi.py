@@ -175,21 +175,21 @@ def test_bad_slopes_are_refused_by_name():
 @pytest.mark.parametrize("name, words", [("tiny+alibi", 2), ("tiny+sinks+alibi", 3),
                                          ("fpga+alibi", 1), ("fpga+sinks+alibi", 2),
                                          ("asplos26+sinks+alibi", 1)])
-def test_side_words_hold_multiplier_sink_and_slope(name, words):
+def test_side_words_hold_multiplier_sink_slope_and_position(name, words):
     from attenio.base.config import SINK_M_BITS
     from attenio.contract.formats import side_word_bytes
 
     hw = C.preset(name)
     assert hw.q_side_words(True, True) == words
     cm, sb, e = hw.numerics.scale_mult_bits, hw.scale_word_bits, hw.exp_bits
-    vals = [(40000 % (1 << cm), 13, -512, (1 << e) - 1, (1 << cm) - 1, 62),
-            (3, 62, 511, 1, 1 << (cm - 1), 0)]
-    cols = list(zip(*vals, strict=True))
-    raw = side_word_bytes(hw, np.array(cols[0]), np.array(cols[1]), (2,),
-                          sink_m=np.array(cols[2]), sink_l=np.array(cols[3]),
-                          alibi_m=np.array(cols[4]), alibi_sh=np.array(cols[5]))
+    pb = hw.max_seq_len.bit_length()
+    vals = [(40000 % (1 << cm), 13, -512, (1 << e) - 1, (1 << cm) - 1, 62, hw.max_seq_len - 1),
+            (3, 62, 511, 1, 1 << (cm - 1), 0, 5)]
+    cols = [np.array(c) for c in zip(*vals, strict=True)]
+    raw = side_word_bytes(hw, cols[0], cols[1], (2,), sink_m=cols[2], sink_l=cols[3],
+                          alibi_m=cols[4], alibi_sh=cols[5], alibi_pos=cols[6])
     assert raw.shape == (2, words * hw.macs_per_line * hw.element_bytes)
-    for r, (c_m, c_sh, m0, l0, a_m, a_sh) in zip(raw, vals, strict=True):
+    for r, (c_m, c_sh, m0, l0, a_m, a_sh, pos) in zip(raw, vals, strict=True):
         x = int.from_bytes(r.tobytes(), "little")
         assert x & ((1 << cm) - 1) == c_m and (x >> cm) & 63 == c_sh
         at = sb
@@ -199,7 +199,7 @@ def test_side_words_hold_multiplier_sink_and_slope(name, words):
             assert (x >> (at + SINK_M_BITS)) & ((1 << e) - 1) == l0
             at += SINK_M_BITS + e
         assert (x >> at) & ((1 << cm) - 1) == a_m and (x >> (at + cm)) & 63 == a_sh
-        assert x >> (at + sb) == 0
+        assert x >> (at + sb) == pos
 
 
 def test_schedule_carries_the_slopes_and_validate_pairs_the_flags():
