@@ -68,7 +68,8 @@ def _like_q(o4: np.ndarray, q, layout: str | None) -> np.ndarray:
 def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig = "fpga",
               scheme: str = "tensor", q_scales: str = "tensor", k_block: int | None = None,
               window=(-1, -1), layout: str | None = None, softmax_scale: float | None = None,
-              softcap: float | None = None, sinks=None, return_lse: bool = False):
+              softcap: float | None = None, sinks=None, alibi_slopes=None,
+              return_lse: bool = False):
     """``softmax(Q Kᵀ/√d) V`` as the accelerator computes it: Q, K, V quantized to the
     preset's ``data_bits`` by the host ``scheme`` (``tensor``: one scale each; ``smooth`` or
     ``rotate``: exact transforms first, docs/numerics.md "End to end"), Q with one scale per
@@ -95,7 +96,11 @@ def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig =
     per head, each a logit in its rows' softmax denominator that adds no value,
     ``O = Σ e^{s_j} v_j / (e^{sink} + Σ e^{s_j})``: each row's running max and sum start from
     it (docs/numerics.md, "Sinks"), on a preset whose Q rows carry them (``sinks_unit``,
-    e.g. ``fpga+sinks``); the lse then includes the sink. With ``return_lse``
+    e.g. ``fpga+sinks``); the lse then includes the sink. ``alibi_slopes``: ALiBi
+    (FlashAttention's ``alibi_slopes``), a slope ≥ 0 for every query head or one per head
+    (``attenio.model.variants.alibi_slopes_standard(heads)``: the paper's), each logit less
+    ``slope·|i + nk − nq − j|`` after the scale and the cap (docs/numerics.md, "ALiBi"), on a
+    preset built with the ALiBi unit (``alibi_unit``, e.g. ``fpga+alibi``). With ``return_lse``
     the result is ``(out, lse)``: ``lse`` ``[batch, heads, seq_q]`` float32, each row's
     natural log-sum-exp of its scaled scores (FlashAttention's ``softmax_lse``; −inf for a
     row that sees no key), from the running max and row sum the accelerator writes after the
@@ -109,7 +114,8 @@ def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig =
         unknown scheme or Q scale granularity, a ``k_block`` below 1, a ``softmax_scale``
         that is not positive and finite, a ``softcap`` that is not or that the preset cannot
         apply (no soft-capping unit, or a cap past its field), ``sinks`` whose count is
-        neither 1 nor the query heads, not finite, or on a preset without ``sinks_unit``.
+        neither 1 nor the query heads, not finite, or on a preset without ``sinks_unit``;
+        ``alibi_slopes`` likewise, negative, or on a preset without ``alibi_unit``.
     """
     hw = hardware(preset)
     q4, k4, v4 = _as4d(q, "q", layout), _as4d(k, "k", layout), _as4d(v, "v", layout)
@@ -128,7 +134,7 @@ def attention(q, k, v, *, causal: bool = False, preset: str | C.HardwareConfig =
                     lse=_flag("return_lse", return_lse),
                     head_dim_v=None if v4.shape[3] == d else v4.shape[3])
     out, lse = _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale,
-                        softcap=softcap, sinks=sinks)
+                        softcap=softcap, sinks=sinks, alibi_slopes=alibi_slopes)
     out = _like_q(out, q, layout)
     return (out, lse) if return_lse else out
 
@@ -140,27 +146,30 @@ def _flag(name: str, value) -> bool:
 
 
 def _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale=None, table=None,
-             softcap=None, sinks=None):
+             softcap=None, sinks=None, alibi_slopes=None):
     """The dequantized output ``[batch, heads, seq, d]`` and, with ``wl.lse``, each row's
     log-sum-exp ``[batch, heads, seq]`` (float32, FlashAttention's ``softmax_lse`` dtype;
     else None). ``table``: K and V are a paged pool read through it; ``softcap``: the
-    logits' cap; ``sinks``: the query heads' sinks."""
+    logits' cap; ``sinks``: the query heads' sinks; ``alibi_slopes``: their ALiBi slopes."""
     from attenio.model.accuracy import Q_SCALES, quantize_scheme, run_int
     from attenio.model.numerics import check_sinks, logsumexp, softcap_cap
+    from attenio.model.variants import check_alibi
 
     if q_scales not in Q_SCALES:
         raise bad("q_scales", q_scales, f"choose one of: {', '.join(Q_SCALES)}")
     hw.check_workload(wl)
-    var = variant_of(wl, softmax_scale, softcap, sinks)   # checks them: positive, finite
+    var = variant_of(wl, softmax_scale, softcap, sinks, alibi_slopes)   # positive, finite
     if var.softcap is not None:
         softcap_cap(hw, var.softcap)                 # the preset can apply it, before any work
     sinks = check_sinks(hw, var.sinks, wl.heads)     # one per head, and the preset has them
+    alibi = check_alibi(hw, var.alibi_slopes, wl.heads)
     # softmax(s·Q Kᵀ) = softmax((s·√d·Q) Kᵀ/√d): the factor rides on Q's scale, so the
     # integers are those of Q and the multiplier folds it in (model.scales.softmax_scale)
     q4 = q4 * var.q_factor
     host = quantize_scheme(hw, q4, k4, v4, scheme, q_rows=q_scales == "row", k_block=k_block)
     ml = {}
-    out = run_int(hw, wl, host, ml=ml, table=table, softcap=var.softcap, sinks=sinks)
+    out = run_int(hw, wl, host, ml=ml, table=table, softcap=var.softcap, sinks=sinks,
+                  alibi_slopes=alibi)
     return out, (logsumexp(hw, ml["m"], ml["l"]).astype(np.float32) if wl.lse else None)
 
 
@@ -201,7 +210,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int | No
                      preset: str | C.HardwareConfig = "fpga", scheme: str = "tensor",
                      q_scales: str = "tensor", k_block: int | None = None,
                      page_size: int = 0, softmax_scale: float | None = None,
-                     softcap: float | None = None, sinks=None, return_lse: bool = False):
+                     softcap: float | None = None, sinks=None, alibi_slopes=None,
+                     return_lse: bool = False):
     """:func:`attention` on a batch of sequences of different lengths packed together, with
     FlashAttention's ``flash_attn_varlen_func`` layout and arguments: ``q`` is ``[total_q,
     heads, d]``, ``k`` and ``v`` ``[total_k, kv_heads, d]``, sequence i's tokens at
@@ -209,7 +219,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int | No
     ``window`` apply per sequence, aligned at its bottom right. Returns ``[total_q, heads,
     d]``. The tensors are quantized as one (as the accelerator's host would, one DRAM image).
     ``page_size``: the keys of a page when K and V come from a paged cache (the workload's;
-    the result does not depend on it). ``softmax_scale``, ``softcap`` and ``sinks`` as
+    the result does not depend on it). ``softmax_scale``, ``softcap``, ``sinks`` and
+    ``alibi_slopes`` as
     :func:`attention`'s; with
     ``return_lse``, ``(out, lse)``, ``lse`` ``[heads, total_q]`` (FlashAttention's varlen
     ``softmax_lse``).
@@ -225,7 +236,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q: int | No
                                max_seqlen_k, causal, window, page_size)
     wl = C.replace(wl, lse=_flag("return_lse", return_lse))
     out, lse = _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale,
-                        softcap=softcap, sinks=sinks)
+                        softcap=softcap, sinks=sinks, alibi_slopes=alibi_slopes)
     out = out[0].transpose(1, 0, 2)
     return (out, lse[0]) if return_lse else out
 
@@ -235,7 +246,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
                            preset: str | C.HardwareConfig = "fpga", scheme: str = "tensor",
                            q_scales: str = "tensor", k_block: int | None = None,
                            softmax_scale: float | None = None, softcap: float | None = None,
-                           sinks=None, return_lse: bool = False):
+                           sinks=None, alibi_slopes=None, return_lse: bool = False):
     """:func:`attention` of new queries against K/V caches, with FlashAttention's
     ``flash_attn_with_kvcache`` layout and arguments: ``q`` is ``[batch, seqlen_q, heads,
     d]``; sequence b sees the first ``cache_seqlens[b]`` keys of its cache. Without
@@ -247,7 +258,8 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
     it (docs/isa.md, "Paged K/V"; no gathered copy of the cache is made), and the cache is
     quantized as the host would quantize its pool (the pages no sequence touches left out).
     ``causal`` is aligned at each sequence's bottom right (the new queries are the cache's
-    last positions), ``window``, ``softmax_scale``, ``softcap`` and ``sinks`` as
+    last positions), ``window``, ``softmax_scale``, ``softcap``, ``sinks`` and
+    ``alibi_slopes`` as
     :func:`attention`'s.
     Returns ``[batch, seqlen_q, heads, d]``; with ``return_lse``, ``(out, lse)``, ``lse``
     ``[batch, heads, seqlen_q]`` (FlashAttention's ``return_softmax_lse``).
@@ -281,12 +293,13 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
                                [0, *np.cumsum(lens).tolist()], causal=causal, window=window,
                                preset=hw, scheme=scheme, q_scales=q_scales, k_block=k_block,
                                softmax_scale=softmax_scale, softcap=softcap, sinks=sinks,
-                               return_lse=return_lse)
+                               alibi_slopes=alibi_slopes, return_lse=return_lse)
         out, lse = res if return_lse else (res, None)
         out = out.reshape(b, sq, h, d)
         return (out, lse.reshape(h, b, sq).transpose(1, 0, 2)) if return_lse else out
     out, lse = _paged_kvcache(hw, q4, kc, vc, lens, block_table, causal, window, scheme,
-                              q_scales, k_block, softmax_scale, return_lse, softcap, sinks)
+                              q_scales, k_block, softmax_scale, return_lse, softcap, sinks,
+                              alibi_slopes)
     return (out, lse) if return_lse else out
 
 
@@ -313,7 +326,8 @@ def _cache_lengths(cache_seqlens, batch: int, kc: np.ndarray, paged: bool) -> li
 
 
 def _paged_kvcache(hw, q4, kc, vc, lens, block_table, causal, window, scheme, q_scales,
-                   k_block, softmax_scale, return_lse, softcap=None, sinks=None):
+                   k_block, softmax_scale, return_lse, softcap=None, sinks=None,
+                   alibi_slopes=None):
     """The paged case of :func:`attention_with_kvcache`: the integer model on the pool,
     each sequence's keys read through the table."""
     from attenio.base.blocktable import BlockTable
@@ -341,7 +355,7 @@ def _paged_kvcache(hw, q4, kc, vc, lens, block_table, causal, window, scheme, q_
         pool.append(np.where(touched[None, None, :, None], x, 0.0))
     qp = q4.reshape(b * sq, h, d).transpose(1, 0, 2)[None]
     out, lse = _run_int(hw, wl, qp, pool[0], pool[1], scheme, q_scales, k_block, softmax_scale,
-                        table=table, softcap=softcap, sinks=sinks)
+                        table=table, softcap=softcap, sinks=sinks, alibi_slopes=alibi_slopes)
     out = out[0].transpose(1, 0, 2).reshape(b, sq, h, d)
     return out, (None if lse is None else lse[0].reshape(h, b, sq).transpose(1, 0, 2))
 

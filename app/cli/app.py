@@ -304,6 +304,33 @@ sinks_option = click.option(
          "softmax denominator, with no value: needs --preset NAME+sinks.")
 
 
+def alibi_option(f):
+    """``--alibi`` (the standard slopes) and ``--alibi-slopes S[,S…]`` (one for all query
+    heads, or one per head; FlashAttention's alibi_slopes): the command takes ``alibi`` and
+    ``alibi_slopes``, which :func:`alibi_of` turns into the slopes."""
+    f = click.option(
+        "--alibi-slopes", "alibi_slopes", default=None, metavar="S[,S…]",
+        callback=_parse_sinks,
+        help="ALiBi with these slopes (≥ 0; one for all query heads or one per head): each "
+             "logit less slope·|i + nk − nq − j|. Needs --preset NAME+alibi.")(f)
+    return click.option(
+        "--alibi", "alibi", is_flag=True, default=False,
+        help="ALiBi with the standard slopes 2^(−8h/H) (Press et al., ICLR 2022). Needs "
+             "--preset NAME+alibi.")(f)
+
+
+def alibi_of(alibi: bool, alibi_slopes, heads: int):
+    """The slopes of ``--alibi`` / ``--alibi-slopes`` for ``heads`` query heads, or None."""
+    if alibi and alibi_slopes is not None:
+        raise ConfigError("alibi=True is invalid with --alibi-slopes: give one of them (the "
+                          "standard slopes, or yours)")
+    if alibi:
+        from attenio.model.variants import alibi_slopes_standard
+
+        return [float(x) for x in alibi_slopes_standard(heads)]
+    return alibi_slopes
+
+
 def check_softcap(hw, softcap) -> None:
     """``--softcap`` against the config: one line if it has no soft-capping unit or the cap
     does not fit its field (model.scales.softcap_cap)."""

@@ -27,13 +27,15 @@ from attenio.app.cli.app import (
     main,
     preset_option,
     sinks_option,
+    alibi_of,
+    alibi_option,
     softcap_option,
     softmax_scale_option,
     window_option,
 )
 from attenio.base import config as C
 from attenio.base.errors import ConfigError
-from attenio.model.variants import check_sinks
+from attenio.model.variants import check_alibi, check_sinks
 
 
 @main.command("golden")
@@ -61,12 +63,14 @@ from attenio.model.variants import check_sinks
 @softmax_scale_option
 @softcap_option
 @sinks_option
+@alibi_option
 @json_option
 @csv_option
 @_friendly
 def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k,
            decode, cache_lens, page_size, lse, block_table, dist, sigma, npz, scheme, q_scales,
-           k_block, seed, stepwise, window, softmax_scale, softcap, sinks, json_path, csv_path):
+           k_block, seed, stepwise, window, softmax_scale, softcap, sinks, alibi, alibi_slopes,
+           json_path, csv_path):
     """Run the bit-exact integer model against float64 attention of the same quantized inputs
     and print the errors (N = 1024 unless --n or --seqlens says otherwise).
 
@@ -91,6 +95,8 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
                    decode=decode, cache_lens=cache_lens, page_size=page_size, lse=lse)
     table = _block_table(block_table, wl)
     check_sinks(hw, sinks, wl.heads)
+    slopes = alibi_of(alibi, alibi_slopes, wl.heads)
+    check_alibi(hw, slopes, wl.heads)
     if table is not None and npz is not None:
         raise ConfigError(f"block_table={block_table!r} is invalid with --inputs: your K and "
                           "V are the sequences' own keys (leave --block-table out)")
@@ -100,14 +106,15 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
     click.echo(f"golden check: preset={name} {_describe(wl)} data={dist} scheme={host} "
                f"seed={seed}" + (f" softmax-scale={softmax_scale:g}" if softmax_scale else "")
                + (f" softcap={softcap:g}" if softcap else "")
-               + (f" sinks={','.join(f'{x:g}' for x in sinks)}" if sinks else ""))
+               + (f" sinks={','.join(f'{x:g}' for x in sinks)}" if sinks else "")
+               + (f" alibi={','.join(f'{x:g}' for x in slopes)}" if slopes else ""))
     from attenio.model.golden import LSE_REL_BOUND, MAX_REL_BOUND, MEAN_REL_BOUND, golden_check
 
     with _Bar("integer model") as bar:
         m = golden_check(hw, wl, dist, seed, stepwise, progress=bar, scheme=scheme,
                          q_rows=q_scales == "row", k_block=k_block, floats=floats,
                          sigma=sigma, table=table, softmax_scale=softmax_scale,
-                         softcap=softcap, sinks=sinks)
+                         softcap=softcap, sinks=sinks, alibi_slopes=slopes)
     sp = m["scale"]
     ok = m["ok"]
     if sp is not None:
@@ -133,6 +140,7 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
     report = {"hardware": hw.to_dict(), "workload": wl.to_dict(), "dist": dist, "seed": seed,
               "scheme": scheme, "q_scales": q_scales, "k_block": k_block,
               "softmax_scale": softmax_scale, "softcap": softcap, "sinks": sinks,
+              "alibi_slopes": slopes,
               "logit_sigma_target": sigma, **{k: v for k, v in m.items() if k != "scale"},
               "c_m": sp.c_m if sp else None, "c_sh": sp.c_sh if sp else None,
               **(table.to_dict() if table is not None else {})}

@@ -30,13 +30,15 @@ from attenio.app.cli.app import (
     preset_option,
     preset_option_for,
     sinks_option,
+    alibi_of,
+    alibi_option,
     softcap_option,
     softmax_scale_option,
     window_option,
 )
 from attenio.base import config as C
 from attenio.base.errors import ConfigError
-from attenio.model.variants import check_sinks
+from attenio.model.variants import check_alibi, check_sinks
 
 
 @main.command("verilog")
@@ -83,13 +85,14 @@ def verilog_cmd(preset, config_file, output, sv):
 @softmax_scale_option
 @softcap_option
 @sinks_option
+@alibi_option
 @json_option
 @csv_option
 @_friendly
 def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens,
                  seqlens_k, decode, cache_lens, page_size, lse, block_table, window, sim, waves,
                  stall, dram, seed, q_scales, k_block, softmax_scale, softcap, sinks,
-                 json_path, csv_path):
+                 alibi, alibi_slopes, json_path, csv_path):
     """Run a workload on the RTL (cocotb) and check it against the models.
 
     Prints correctness (bit-exact with the integer model, error against float64), the RTL's
@@ -114,6 +117,8 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
                    decode=decode, cache_lens=cache_lens, page_size=page_size, lse=lse)
     table = _block_table(block_table, wl)
     check_sinks(hw, sinks, wl.heads)
+    slopes = alibi_of(alibi, alibi_slopes, wl.heads)
+    check_alibi(hw, slopes, wl.heads)
     _outputs(json=json_path, csv=csv_path)
     name = config_file or preset
     rows = q_scales == "row"
@@ -128,12 +133,13 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
                + (f" k-block={k_block}" if k_block else "")
                + (f" softmax-scale={softmax_scale:g}" if softmax_scale else "")
                + (f" softcap={softcap:g}" if softcap else "")
-               + (f" sinks={','.join(f'{x:g}' for x in sinks)}" if sinks else ""))
+               + (f" sinks={','.join(f'{x:g}' for x in sinks)}" if sinks else "")
+               + (f" alibi={','.join(f'{x:g}' for x in slopes)}" if slopes else ""))
     with _Bar("simulating", after=0) as bar:
         r = simulate(hw, wl, sim=sim, seed=seed, p_stall=stall, waves=waves, q_rows=rows,
                      k_block=k_block, dram=dram, block_table=table, checked=True,
                      softmax_scale=softmax_scale, softcap=softcap, sinks=sinks,
-                     progress=lambda done_c, expect: bar(done_c / max(1, expect)),
+                     alibi_slopes=slopes, progress=lambda done_c, expect: bar(done_c / max(1, expect)),
                      log=lambda msg: click.echo(f"  {msg}"))
     traffic = r.schedule.traffic      # under the tiling(s) the program used
     failures = r.failures()
@@ -184,6 +190,7 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
             "hardware": hw.to_dict(), "workload": wl.to_dict(), "sim": sim, "stall": stall,
             "dram": r.extra.get("dram"),
             "seed": seed, "softmax_scale": softmax_scale, "softcap": softcap, "sinks": sinks,
+            "alibi_slopes": slopes,
             "pass": good,
             "done": r.done,
             "error": r.error.name,

@@ -30,12 +30,14 @@ from attenio.app.cli.app import (
     main,
     preset_option_for,
     sinks_option,
+    alibi_of,
+    alibi_option,
     softcap_option,
     window_option,
 )
 from attenio.base import config as C
 from attenio.base.errors import ConfigError
-from attenio.model.variants import check_sinks
+from attenio.model.variants import check_alibi, check_sinks
 
 
 @main.command("schedule")
@@ -45,6 +47,7 @@ from attenio.model.variants import check_sinks
 @window_option
 @softcap_option
 @sinks_option
+@alibi_option
 @click.option("--dataflow", type=click.Choice(["attenio", "fa2", "fa2-uncapped", "flat",
                                                "standard"]), default="attenio",
               show_default=True)
@@ -59,7 +62,8 @@ from attenio.model.variants import check_sinks
 @_friendly
 def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlens,
                  seqlens_k, decode, cache_lens, page_size, lse, block_table, window, softcap,
-                 sinks, dataflow, trace_path, plot_path, program_path, json_path, csv_path):
+                 sinks, alibi, alibi_slopes, dataflow, trace_path, plot_path, program_path,
+                 json_path, csv_path):
     """Tile a workload, emit its program and print the predicted timeline.
 
     Exits 1 if the schedule's DRAM bytes differ from the closed form (docs/dataflows.md).
@@ -80,7 +84,10 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     table = _block_table(block_table, wl)
     check_softcap(hw, softcap)
     check_sinks(hw, sinks, wl.heads)
-    for flag, on in (("--softcap", softcap is not None), ("--sinks", sinks is not None)):
+    slopes = alibi_of(alibi, alibi_slopes, wl.heads)
+    check_alibi(hw, slopes, wl.heads)
+    for flag, on in (("--softcap", softcap is not None), ("--sinks", sinks is not None),
+                     ("--alibi", slopes is not None)):
         if on and dataflow in ("flat", "standard"):
             raise ConfigError(f"dataflow={dataflow!r} is invalid with {flag}: the phase models "
                               "have no score pipeline (use attenio, fa2, fa2-uncapped)")
@@ -100,7 +107,7 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     t0 = time.perf_counter()
     with _Bar("scheduling") as bar:
         sch = schedule(hw, wl, dataflow, keep_spans=bool(trace_path or plot_path), progress=bar,
-                       block_table=table, scale=default_scale(hw, wl, softcap, sinks))
+                       block_table=table, scale=default_scale(hw, wl, softcap, sinks, slopes))
     elapsed = time.perf_counter() - t0
     # a program moves rows as whole words: its closed form is that of the padded head dim (the
     # phase models of flat and standard count d itself)
@@ -110,11 +117,12 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
                                   else wl, dataflow, sch.tilings or sch.tiling,
                                   table_starts=None if bt is None else
                                   [bt.table_start(i) for i in range(bt.sequences)],
-                                  sinks=sch.sinks)
+                                  sinks=sch.sinks, side=sch.alibi)
     name = config_file or preset or "asplos26"
     click.echo(f"schedule: preset={name} dataflow={dataflow} {_describe(wl)}"
                + (f" softcap={softcap:g}" if softcap else "")
-               + (f" sinks={','.join(f'{x:g}' for x in sinks)}" if sinks else ""))
+               + (f" sinks={','.join(f'{x:g}' for x in sinks)}" if sinks else "")
+               + (f" alibi={','.join(f'{x:g}' for x in slopes)}" if slopes else ""))
     t = sch.tiling
     click.echo(f"  tiling               {t.notes}"
                + (" (the longest sequence's; each has its own)" if sch.tilings else ""))
