@@ -202,6 +202,47 @@ def test_sinks_are_a_softmax_column_with_no_value():
         assert why in str(e.value)
 
 
+def test_alibi_is_the_score_matrix_with_the_bias():
+    """``alibi_slopes`` (FlashAttention's): against the scores less slope·|i + nk − nq − j|
+    (written out here), causal at the bottom right with fewer queries than keys, GQA, on
+    every entry point, the lse with the bias; bad slopes and a preset without the unit are
+    refused by name."""
+    rng = np.random.default_rng(13)
+    q = rng.standard_normal((1, 4, 16, 16)) * 2
+    k, v = (rng.standard_normal((1, 2, 24, 16)) * 2 for _ in range(2))
+    slopes = np.array([0.5, 0.25, 0.125, 0.0])
+    kk, vv = np.repeat(k, 2, axis=1), np.repeat(v, 2, axis=1)
+    i, j = np.arange(16)[:, None], np.arange(24)[None, :]
+    s = np.einsum("bhqd,bhkd->bhqk", q, kk) / 4.0
+    s = s - slopes[None, :, None, None] * np.abs(i + 8 - j)
+    s = np.where(j <= i + 8, s, -np.inf)
+    want = np.einsum("bhqk,bhkd->bhqd", _softmax(s), vv)
+    want_lse = np.log(np.exp(s).sum(axis=-1))
+    got, lse = attenio.attention(q, k, v, preset="asplos26+alibi", layout="bhsd", causal=True,
+                                 alibi_slopes=slopes, return_lse=True)
+    assert np.max(np.abs(got - want)) < 2e-3 and np.max(np.abs(lse - want_lse)) < 1e-3
+    plain = attenio.attention(q, k, v, preset="asplos26", layout="bhsd", causal=True)
+    assert np.max(np.abs(plain - want)) > 0.05             # the bias changes the result
+    qv, kv_, vv_ = (x[0].transpose(1, 0, 2) for x in (q, k, v))
+    got_v = attenio.attention_varlen(qv, kv_, vv_, [0, 16], [0, 24], preset="asplos26+alibi",
+                                     causal=True, alibi_slopes=slopes)
+    np.testing.assert_array_equal(got_v, got[0].transpose(1, 0, 2))
+    pages = k.transpose(0, 2, 1, 3).reshape(3, 8, 2, 16)[::-1]    # three pages, reversed
+    vpages = v.transpose(0, 2, 1, 3).reshape(3, 8, 2, 16)[::-1]
+    got_c = attenio.attention_with_kvcache(q.transpose(0, 2, 1, 3), pages, vpages, [24],
+                                           block_table=[[2, 1, 0]], causal=True,
+                                           preset="asplos26+alibi", alibi_slopes=slopes)
+    assert np.max(np.abs(got_c - want.transpose(0, 2, 1, 3))) < 2e-3
+    with pytest.raises(ConfigError, match=r"^alibi_slopes=.*NAME\+alibi"):
+        attenio.attention(q, k, v, preset="asplos26", layout="bhsd", alibi_slopes=slopes)
+    for bad, why in (([1.0, 2.0], "one per query head"), ([-0.5] * 4, "≥ 0"),
+                     ([float("nan")], "≥ 0")):
+        with pytest.raises(ConfigError, match=r"^alibi_slopes=") as e:
+            attenio.attention(q, k, v, preset="asplos26+alibi", layout="bhsd",
+                              alibi_slopes=bad)
+        assert why in str(e.value)
+
+
 def _softmax(x):
     e = np.exp(x - x.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)

@@ -722,3 +722,30 @@ def test_sinks_on_golden_and_refused_by_name(tmp_path):
         r = run("golden", "--n", "16", "--d", "8", *args)
         assert r.exit_code == 2 and words in r.output, r.output
         assert len(r.output.strip().splitlines()) == 1
+
+
+def test_alibi_on_golden_and_schedule_and_refused_by_name(tmp_path):
+    """--alibi (the standard slopes) and --alibi-slopes: golden PASSes against float64
+    attention with the bias and records the slopes; schedule runs them; a preset without the
+    unit, both flags, a count that is neither 1 nor the heads, a negative slope: one line,
+    exit 2."""
+    import json
+
+    r = run("golden", "--preset", "fpga+alibi", "--n", "96", "--d", "64", "--causal",
+            "--heads", "2", "--alibi", "--lse", "--json", str(tmp_path / "g.json"))
+    assert r.exit_code == 0 and "PASS" in r.output and "alibi=0.0625,0.00390625" in r.output, \
+        r.output
+    assert json.loads((tmp_path / "g.json").read_text())["alibi_slopes"] == [0.0625, 0.00390625]
+    r = run("schedule", "--preset", "tiny+alibi", "--n", "64", "--d", "16", "--causal",
+            "--alibi-slopes", "0.5")
+    assert r.exit_code == 0 and "alibi=0.5" in r.output, r.output
+    for args, words in ((["--preset", "fpga", "--alibi"], "NAME+alibi"),
+                        (["--preset", "fpga+alibi", "--alibi", "--alibi-slopes", "1"],
+                         "give one of them"),
+                        (["--preset", "fpga+alibi", "--heads", "2", "--alibi-slopes", "1,2,3"],
+                         "one per query head (2)"),
+                        (["--preset", "fpga+alibi", "--alibi-slopes", "-1"], "≥ 0")):
+        r = run("golden", "--n", "16", "--d", "8", *args)
+        assert r.exit_code == 2 and words in r.output, r.output
+        assert len(r.output.strip().splitlines()) == 1
+
