@@ -94,8 +94,8 @@ def side_word_bytes(hw: HardwareConfig, c_m, c_sh, shape: tuple[int, ...], *, si
 def pack_fields(fields, shape: tuple[int, ...], nbytes: int) -> np.ndarray:
     """Integer fields ``[(values, bits), …]`` (each broadcast to ``shape``; a negative value
     as its two's complement) packed from bit 0 in order, little-endian, into ``nbytes``
-    bytes each: ``shape + (nbytes,)`` uint8 (a field of ``prod(shape)`` values is taken flat). Any total width (the side words may pass 64
-    bits)."""
+    bytes each: ``shape + (nbytes,)`` uint8 (a field of ``prod(shape)`` values is taken
+    flat). Any total width (the side words may pass 64 bits)."""
     n = int(np.prod(shape, dtype=np.int64))
     cols = []
     for val, width in fields:

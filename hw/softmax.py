@@ -148,14 +148,7 @@ class SoftmaxUnit(wiring.Component):
                          rc_k.eq((Const(1, 1) << sh_a) >> 1)]
             m.d.sync += t2[k].eq((prod1[k] + rc_k) >> sh_k)
         # ALiBi's bias beside the scale: a_m·rel (two stages), then rounded by a_sh (stage 3)
-        if cfg.alibi_unit:
-            b2 = []
-            for k in range(p):
-                bprod = pipelined_product(m, self.alibi[k].m, self.rel[k], f"alibi_prod{k}")
-                ash = delay(self.alibi[k].sh, 2, f"alibi_sh{k}")
-                b = Signal(unsigned(len(bprod)), name=f"alibi_b{k}")
-                m.d.sync += b.eq((bprod + ((Const(1, 1) << ash) >> 1)) >> ash)
-                b2.append(b)
+        b2 = self._alibi_bias(m) if cfg.alibi_unit else None
         # the soft-capping unit: x → ±cap·tanh|x|
         extra = 0
         if cfg.softcap_unit:
@@ -164,17 +157,7 @@ class SoftmaxUnit(wiring.Component):
             v2 = delay(v2, extra, "v_cap")
         # the ALiBi unit: the logit less its bias, saturated at the logit's floor
         if cfg.alibi_unit:
-            on = delay(self.alibi_on, 3 + extra, "alibi_on")
-            floor = -(1 << (cfg.logit_bits - 1))
-            tb = []
-            for k in range(p):
-                b = delay(b2[k], extra, f"alibi_bd{k}")
-                diff = Signal(signed(max(len(t2[k]), len(b) + 1) + 1), name=f"alibi_t{k}")
-                m.d.comb += diff.eq(t2[k] - b)
-                out = Signal.like(t2[k], name=f"t_alibi{k}")
-                m.d.sync += out.eq(Mux(on, Mux(diff < floor, floor, diff), t2[k]))
-                tb.append(out)
-            t2 = tb
+            t2 = self._alibi(m, t2, b2, extra)
             v2 = delay(v2, ALIBI_LATENCY, "v_alibi")
             extra += ALIBI_LATENCY
         # the row state travels alongside
@@ -272,6 +255,34 @@ class SoftmaxUnit(wiring.Component):
             ]
             prev_l = l_new
         return m
+
+    def _alibi_bias(self, m: Module) -> list[Signal]:
+        """Each lane's ALiBi bias in stage 3, beside its scaled score: ``a_m·rel`` (two
+        stages), then ``(· + 2**(a_sh−1)) >> a_sh``."""
+        out = []
+        for k in range(self.cfg.mac_lines):
+            prod = pipelined_product(m, self.alibi[k].m, self.rel[k], f"alibi_prod{k}")
+            ash = delay_regs(m, [self.alibi[k].sh], 2, f"alibi_sh{k}")[0]
+            b = Signal(unsigned(len(prod)), name=f"alibi_b{k}")
+            m.d.sync += b.eq((prod + ((Const(1, 1) << ash) >> 1)) >> ash)
+            out.append(b)
+        return out
+
+    def _alibi(self, m: Module, t, bias, extra: int) -> list[Signal]:
+        """The ALiBi stage (``ALIBI_LATENCY`` = 1): each lane's logit ``t`` (after the scale
+        and ``extra`` stages of the cap) less its ``bias`` (delayed as far), saturated at
+        ``−2**(logit_bits−1)``; with ``alibi_on`` low, ``t`` itself."""
+        on = delay_regs(m, [self.alibi_on], 3 + extra, "alibi_on")[0]
+        floor = -(1 << (self.cfg.logit_bits - 1))
+        out = []
+        for k, (tk, bk) in enumerate(zip(t, bias, strict=True)):
+            b = delay_regs(m, [bk], extra, f"alibi_bd{k}")[0]
+            diff = Signal(signed(max(len(tk), len(b) + 1) + 1), name=f"alibi_t{k}")
+            m.d.comb += diff.eq(tk - b)
+            o = Signal.like(tk, name=f"t_alibi{k}")
+            m.d.sync += o.eq(Mux(on, Mux(diff < floor, floor, diff), tk))
+            out.append(o)
+        return out
 
     def _softcap(self, m: Module, x, k: int) -> Signal:
         """Lane ``k``'s soft-cap, ``SOFTCAP_LATENCY`` = 6 stages: |x| and the saturation; the

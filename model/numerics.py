@@ -56,13 +56,20 @@ from attenio.model.scales import (  # noqa: F401  (the host side, re-exported)
     scale_array,
     softcap_cap,
     softcap_q_factor,
-    unit_scale,
     softmax_scale,
     softmax_scale_rows,
+    unit_scale,
     with_key_scales,
 )
-from attenio.model.variants import (alibi_biased, alibi_word, capped, check_alibi, check_sinks,
-                                    sink_state, softcap)
+from attenio.model.variants import (
+    alibi_biased,
+    alibi_word,
+    capped,
+    check_alibi,
+    check_sinks,
+    sink_state,
+    softcap,
+)
 
 __all__ = [
     "ScaleParams", "softmax_scale", "softmax_scale_rows", "scale", "softcap", "running_max",

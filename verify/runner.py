@@ -358,9 +358,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     a scale per Q row, per block of K rows; ``block_table``: a paged cache's pages (the
     caller's rows, or a :class:`attenio.base.blocktable.BlockTable`; a seeded shuffle without);
     ``softmax_scale``: logits ``softmax_scale · q·k`` instead of ``q·k/√d``; ``softcap``: the
-    logits capped, ``c·tanh(logit/c)`` (a config with ``softcap_unit``); ``sinks``: attention
-    sinks, one for all query heads or one per head (a config with ``sinks_unit``);
-    ``alibi_slopes``: ALiBi's slopes, likewise (a config with ``alibi_unit``).
+    logits capped, ``c·tanh(logit/c)`` (a config with ``softcap_unit``); ``sinks``,
+    ``alibi_slopes``: one for all query heads or one each (``sinks_unit``, ``alibi_unit``).
     The workload is checked (unless ``checked``: the caller did), the inputs made and the
     run's plan built once (sim/plan.py), and everything after reads them; the result carries
     the schedule that ran and its own verdict (:meth:`SimResult.failures`).

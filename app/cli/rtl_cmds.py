@@ -22,6 +22,8 @@ from attenio.app.cli.app import (
     _workload_options,
     _write_csv,
     _write_json,
+    alibi_of,
+    alibi_option,
     check_softcap,
     config_option,
     csv_option,
@@ -30,8 +32,6 @@ from attenio.app.cli.app import (
     preset_option,
     preset_option_for,
     sinks_option,
-    alibi_of,
-    alibi_option,
     softcap_option,
     softmax_scale_option,
     window_option,
@@ -139,7 +139,8 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
         r = simulate(hw, wl, sim=sim, seed=seed, p_stall=stall, waves=waves, q_rows=rows,
                      k_block=k_block, dram=dram, block_table=table, checked=True,
                      softmax_scale=softmax_scale, softcap=softcap, sinks=sinks,
-                     alibi_slopes=slopes, progress=lambda done_c, expect: bar(done_c / max(1, expect)),
+                     alibi_slopes=slopes,
+                     progress=lambda done_c, expect: bar(done_c / max(1, expect)),
                      log=lambda msg: click.echo(f"  {msg}"))
     traffic = r.schedule.traffic      # under the tiling(s) the program used
     failures = r.failures()

@@ -23,6 +23,8 @@ from attenio.app.cli.app import (
     _workload_options,
     _write_csv,
     _write_json,
+    alibi_of,
+    alibi_option,
     check_softcap,
     config_option,
     csv_option,
@@ -30,8 +32,6 @@ from attenio.app.cli.app import (
     main,
     preset_option_for,
     sinks_option,
-    alibi_of,
-    alibi_option,
     softcap_option,
     window_option,
 )

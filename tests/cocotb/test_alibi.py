@@ -61,3 +61,20 @@ def test_no_slopes_is_the_plain_datapath():
     r = simulate(HW, wl, seed=2, log=lambda *a: None)
     assert r.failures() == [] and r.cycles == r.predicted_cycles
     assert all(i.args["alibi"] == 0 for i in r.schedule.program if "alibi" in i.args)
+
+
+@pytest.mark.slow     # a model of its own (fpga+sinks+alibi+softcap): make test-slow
+def test_every_variant_on_the_fpga_preset():
+    """gpt-oss's window layer scaled down (GQA 8/2, d = 64, a 16-key window, sinks) with
+    ALiBi and the cap, and a paged decode batch, on the fpga preset built with every unit."""
+    hw = C.preset("fpga+sinks+alibi+softcap")
+    for wl in (C.Workload(seq_q=64, seq_k=64, head_dim=64, heads=8, kv_heads=2, causal=True,
+                          window_left=15, window_right=0, lse=True),
+               C.VarlenWorkload(seqlens_q=[1] * 3, seqlens_k=[70, 5, 33], head_dim=64,
+                                heads=8, kv_heads=2, page_size=16, lse=True)):
+        inp = quantized_inputs(hw, wl, seed=7, sigma=3.0, softcap=30.0,
+                               sinks=np.linspace(-1.0, 2.0, 8),
+                               alibi_slopes=alibi_slopes_standard(8))
+        r = simulate(hw, wl, inputs=inp, log=lambda *a: None)
+        assert r.failures() == [], r.failures()
+        assert r.cycles == r.predicted_cycles

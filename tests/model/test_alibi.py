@@ -182,7 +182,6 @@ def test_side_words_hold_multiplier_sink_slope_and_position(name, words):
     hw = C.preset(name)
     assert hw.q_side_words(True, True) == words
     cm, sb, e = hw.numerics.scale_mult_bits, hw.scale_word_bits, hw.exp_bits
-    pb = hw.max_seq_len.bit_length()
     vals = [(40000 % (1 << cm), 13, -512, (1 << e) - 1, (1 << cm) - 1, 62, hw.max_seq_len - 1),
             (3, 62, 511, 1, 1 << (cm - 1), 0, 5)]
     cols = [np.array(c) for c in zip(*vals, strict=True)]
