@@ -125,8 +125,9 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, block_table=N
     per row each Q row carries its own multiplier (``row_scales``), and with sinks its side
     words its multiplier and its head's sink (``sinks``) and ALiBi slope (``alibi``); with
     one K scale per key each K row carries its factor against twice the largest K scale
-    (``key_scales``). A paged workload (``page_size``) has its K and V in pages where the plan's block table puts them
-    (a pool of the caller's, ``inp.table``, as it lies) and the table in the image."""
+    (``key_scales``). A paged workload (``page_size``) has its K and V in pages where the
+    plan's block table puts them (a pool of the caller's, ``inp.table``, as it lies) and the
+    table in the image."""
     plan = plan if plan is not None else plan_for(hw, wl, inp, block_table, checked=checked)
     sp, lay = plan.scale, plan.layout
     per_row, per_key = sp.per_row, sp.k_m is not None
