@@ -65,6 +65,18 @@ def capped(cfg: HardwareConfig, q_scale, softcap: float | None):
     return q_scale * softcap_q_factor(cfg, softcap), softcap_cap(cfg, softcap)
 
 
+def _per_head(name: str, values, heads: int) -> np.ndarray:
+    """``values`` (a number, or one per query head) as a flat float64 array of 1 or ``heads``
+    values; ConfigError naming ``name`` otherwise."""
+    try:
+        a = np.asarray(values, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError):
+        raise bad(name, values, "a number or one number per query head") from None
+    if a.size not in (1, heads):
+        raise bad(name, f"{a.size} values", f"one for all heads or one per query head ({heads})")
+    return a
+
+
 def check_sinks(cfg: HardwareConfig, sinks, heads: int) -> np.ndarray | None:
     """``sinks`` (a number, or one per query head: FlashInfer's and gpt-oss's ``sinks``) as
     float64 ``[heads]``, or ``None`` for none. Raises ConfigError for a count that is neither
@@ -72,13 +84,7 @@ def check_sinks(cfg: HardwareConfig, sinks, heads: int) -> np.ndarray | None:
     side word (``|sink| ≲ 354``), or a config without the sinks unit."""
     if sinks is None:
         return None
-    try:
-        a = np.asarray(sinks, dtype=np.float64).reshape(-1)
-    except (TypeError, ValueError):
-        raise bad("sinks", sinks, "a number or one number per query head") from None
-    if a.size not in (1, heads):
-        raise bad("sinks", f"{a.size} values", f"one for all heads or one per query head "
-                  f"({heads})")
+    a = _per_head("sinks", sinks, heads)
     if not np.isfinite(a).all():
         raise bad("sinks", sinks, "finite logits (a sink of -inf is no sink: leave it out)")
     if not cfg.sinks_unit:
@@ -150,13 +156,7 @@ def check_alibi(cfg: HardwareConfig, slopes, heads: int) -> np.ndarray | None:
     unit."""
     if slopes is None:
         return None
-    try:
-        a = np.asarray(slopes, dtype=np.float64).reshape(-1)
-    except (TypeError, ValueError):
-        raise bad("alibi_slopes", slopes, "a number or one number per query head") from None
-    if a.size not in (1, heads):
-        raise bad("alibi_slopes", f"{a.size} values", f"one for all heads or one per query "
-                  f"head ({heads})")
+    a = _per_head("alibi_slopes", slopes, heads)
     if not np.isfinite(a).all() or (a < 0).any():
         raise bad("alibi_slopes", slopes, "finite slopes ≥ 0 (the bias −slope·|i − j| "
                   "lowers a logit with its distance, as FlashAttention's alibi_slopes)")

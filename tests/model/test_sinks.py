@@ -18,6 +18,8 @@ from attenio.model import reference as ref
 from attenio.model.golden import golden_check, golden_output, quantized_inputs
 from attenio.sim.plan import build_plan, default_scale
 
+from .score_matrix import visible_matrix
+
 HW = C.preset("fpga+sinks")
 
 
@@ -28,15 +30,7 @@ def _extra_column(wl, q, k, v, sinks):
     out = np.zeros(q.shape[:3] + (v.shape[3],))
     lse = np.full(q.shape[:3], -np.inf)
     g = wl.heads // wl.kv_heads
-    rows, keys = np.arange(wl.seq_q)[:, None], np.arange(wl.seq_k)[None, :]
-    diag = wl.seq_k - wl.seq_q
-    seen = np.ones((wl.seq_q, wl.seq_k), dtype=bool)
-    if wl.causal:
-        seen &= keys <= rows + diag
-    if wl.window_left >= 0:
-        seen &= keys >= rows + diag - wl.window_left
-    if wl.window_right >= 0:
-        seen &= keys <= rows + diag + wl.window_right
+    seen, _ = visible_matrix(wl)
     for b in range(wl.batch):
         for h in range(wl.heads):
             s = q[b, h] @ k[b, h // g].T / math.sqrt(wl.head_dim)
