@@ -111,6 +111,15 @@ def sink_state(cfg: HardwareConfig, sinks) -> tuple[np.ndarray, np.ndarray]:
     return m0, exp2_frac(cfg, t - (m0 << f)).astype(np.int64)
 
 
+def _rowwise(sp: ScaleParams, rows: tuple[int, int, int]) -> ScaleParams:
+    """``sp`` with one multiplier per Q row, flat over ``rows`` (the tensor's pair repeated:
+    the same logits), as rows with side words carry them."""
+    if sp.per_row:
+        return sp
+    return dataclasses.replace(sp, c_m=np.full(rows, sp.c_m, dtype=np.int64).ravel(),
+                               c_sh=np.full(rows, sp.c_sh, dtype=np.int64).ravel())
+
+
 def with_sinks(cfg: HardwareConfig, sp: ScaleParams, sinks, wl) -> ScaleParams:
     """A run's multipliers with its ``sinks`` (``[heads]``, checked): every Q row of ``wl``
     gets its own side word, so one pair for the tensor becomes one per row, flat over
@@ -119,9 +128,7 @@ def with_sinks(cfg: HardwareConfig, sp: ScaleParams, sinks, wl) -> ScaleParams:
     if sinks is None:
         return sp
     rows = (wl.batch, wl.heads, wl.seq_q)
-    if not sp.per_row:
-        sp = dataclasses.replace(sp, c_m=np.full(rows, sp.c_m, dtype=np.int64).ravel(),
-                                 c_sh=np.full(rows, sp.c_sh, dtype=np.int64).ravel())
+    sp = _rowwise(sp, rows)
     m0, l0 = sink_state(cfg, sinks)
     return dataclasses.replace(
         sp, sink_m=np.broadcast_to(m0.reshape(1, -1, 1), rows).ravel(),
@@ -230,9 +237,7 @@ def with_alibi(cfg: HardwareConfig, sp: ScaleParams, slopes, wl) -> ScaleParams:
     if slopes is None:
         return sp
     rows = (wl.batch, wl.heads, wl.seq_q)
-    if not sp.per_row:
-        sp = dataclasses.replace(sp, c_m=np.full(rows, sp.c_m, dtype=np.int64).ravel(),
-                                 c_sh=np.full(rows, sp.c_sh, dtype=np.int64).ravel())
+    sp = _rowwise(sp, rows)
     am, ash = alibi_word(cfg, slopes)
     pos = np.zeros(wl.seq_q, dtype=np.int64)
     for seg in wl.segments():
