@@ -8,6 +8,7 @@ block          function
 ============== ===================================================================
 scale          :func:`scale` (``c_m, c_sh`` from the host's :mod:`attenio.model.scales`)
 soft-cap       :func:`softcap` (``T·tanh(x)``; inside :func:`scale` when the run caps)
+ALiBi          :func:`~attenio.model.variants.alibi_biased` (the bias, after the cap)
 running max    :func:`running_max`
 exp2           :func:`exp2`
 rescale        :func:`rescale` (ℓ and O, by the same shift)
@@ -36,11 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from attenio.base.config import HardwareConfig, VarlenWorkload, Workload
-from attenio.contract.formats import (
-    KEY_MANT_BITS,
-    MAX_SHIFT,
-    SCALE_SHIFT_MAX,
-)
+from attenio.contract.formats import KEY_MANT_BITS, MAX_SHIFT, SCALE_SHIFT_MAX
 from attenio.contract.rules import visible
 from attenio.contract.tables import exp_table, recip_table
 from attenio.model.scales import (  # noqa: F401  (the host side, re-exported)
