@@ -138,8 +138,8 @@ class ScoreStage(wiring.Component):
         lp, c, blog = _log2(p), self.cmd, self.blog
         bmask = Signal(range(p + 1))
         m.d.comb += bmask.eq((1 << blog) - 1)
-        multi = Signal()
-        m.d.comb += multi.eq((c.head_rows != 0) & (c.head_rows < c.rows))
+        multi = Signal()       # per command, registered as the sums below are
+        m.d.sync += multi.eq((c.head_rows != 0) & (c.head_rows < c.rows))
         pos = [Signal(range(cfg.tile_rows + p), name=f"qk_pos{i}") for i in range(p)]
         with m.If(~self.running | (self.valid & (self.group == self.groups - 1))):
             m.d.sync += [pos[i].eq(i) for i in range(p)]
