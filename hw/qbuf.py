@@ -34,9 +34,10 @@ class QBuffer(wiring.Component):
     With ``row_scales`` each row is followed by one more word, its multiplier
     (``row_scale_layout`` in the low bits), kept in a small table of the same banking (row ρ
     in bank ρ mod p at entry ρ div p, or copied like the row with b keys per step). With
-    ``sinks`` (``sinks_unit``) by its side words (``cfg.q_side_words``: one, or two where a
-    word is under 49 bits), the table's entry their low bits (``q_side_layout``: the
-    multiplier and the sink's start of the softmax).
+    ``sinks`` (``sinks_unit``) or ``alibi`` (``alibi_unit``) by its side words
+    (``cfg.q_side_words``: as many as hold ``side_word_bits``; all but the last are held,
+    shifted in from the top), the table's entry their low bits (``q_side_layout``: the
+    multiplier, the sink's start of the softmax, the ALiBi slope and the row's position).
 
     ``rd_addr`` reads word ``rd_addr`` of every bank: ``rd_data[i]`` the cycle after.
     ``sc_addr`` reads entry ``sc_addr`` (a row group) of the multiplier table: ``sc_data[i]``
