@@ -380,8 +380,13 @@ class HardwareConfig(Serializable):
         mantissa and shift) and the row's position in its sequence (``max_seq_len``'s bit
         length) above them, in that order from bit 0 (docs/isa.md)."""
         bits = self.sink_word_bits if self.sinks_unit else self.scale_word_bits
-        return bits + (self.scale_word_bits + self.max_seq_len.bit_length()
-                       if self.alibi_unit else 0)
+        return bits + (self.scale_word_bits + self.position_bits if self.alibi_unit else 0)
+
+    @property
+    def position_bits(self) -> int:
+        """Bits of a position in a sequence, and of ALiBi's distance ``|i + diag − j|``:
+        both below ``max_seq_len`` for every row and key of a sequence."""
+        return self.max_seq_len.bit_length()
 
     def q_side_words(self, row_scales: bool = False, sinks: bool = False) -> int:
         """Words after a Q row: none; one holding its multiplier (``row_scales``); with

@@ -86,7 +86,7 @@ def side_word_bytes(hw: HardwareConfig, c_m, c_sh, shape: tuple[int, ...], *, si
     if hw.alibi_unit:
         fields += [(0 if alibi_m is None else alibi_m, cm),
                    (0 if alibi_sh is None else alibi_sh, SCALE_EXP_BITS),
-                   (0 if alibi_pos is None else alibi_pos, hw.max_seq_len.bit_length())]
+                   (0 if alibi_pos is None else alibi_pos, hw.position_bits)]
     nb = hw.q_side_words(True, True) * hw.macs_per_line * hw.element_bytes
     return pack_fields(fields, shape, nb)
 

@@ -66,6 +66,15 @@ LAYOUTS: dict[Op, dict[str, tuple[int, int]]] = {
 SIGNED = {"diag", "win_diag"}
 
 
+def q_row_elements_of(hw: HardwareConfig, ins) -> int:
+    """Elements a ``LOAD_Q``'s rows occupy in DRAM, side words included: the multiplier's
+    with ``row_scales``, the full side words with ``sinks`` or ``alibi``
+    (:meth:`HardwareConfig.q_row_elements`)."""
+    a = ins.args
+    return hw.q_row_elements(ins.d, bool(a.get("row_scales", 0)),
+                             bool(a.get("sinks", 0) or a.get("alibi", 0)))
+
+
 @dataclass(frozen=True)
 class Instr:
     """One instruction: an opcode, four token flags and the opcode's fields."""

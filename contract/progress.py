@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections import deque
 
 from attenio.base.errors import ErrorCode
-from attenio.contract.isa import NEXT, PREV, Op
+from attenio.contract.isa import NEXT, PREV, Op, q_row_elements_of
 from attenio.contract.rules import ENTRY_BYTES
 from attenio.contract.timing import TIMING
 
@@ -245,9 +245,7 @@ def _spans(ins, hw, out_bytes: int):
     if ins.op in (Op.LOAD_Q, Op.STORE_O):
         write = ins.op == Op.STORE_O
         last = (hw.row_elements(ins.d) * out_bytes if write       # a Q row with its multiplier
-                else hw.q_row_elements(ins.d, bool(ins.args.get("row_scales", 0)),
-                                     bool(ins.args.get("sinks", 0)
-                                          or ins.args.get("alibi", 0))) * eb)
+                else q_row_elements_of(hw, ins) * eb)
         span = (ins.rows - 1) * ins.row_stride + last
         return [(write, ins.addr + h * ins.head_stride, ins.addr + h * ins.head_stride + span)
                 for h in range(ins.heads)]

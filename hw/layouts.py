@@ -68,9 +68,8 @@ def q_side_words(cfg: HardwareConfig, q):
 
 
 def rel_bits(cfg: HardwareConfig) -> int:
-    """Bits of ALiBi's distance ``|i + diag − j|``: below ``max_seq_len`` for every row and
-    key of a sequence."""
-    return cfg.max_seq_len.bit_length()
+    """Bits of ALiBi's distance ``|i + diag − j|`` (``HardwareConfig.position_bits``)."""
+    return cfg.position_bits
 
 
 def alibi_layout(cfg: HardwareConfig) -> data.StructLayout:

@@ -73,6 +73,11 @@ class ScaleParams:
         return self.c_m / 2.0 ** self.c_sh
 
     @property
+    def side_words(self) -> bool:
+        """Each Q row carries its full side words: a sink's start or an ALiBi slope."""
+        return self.sink_m is not None or self.alibi_m is not None
+
+    @property
     def per_row(self) -> bool:
         return np.ndim(self.c_m) > 0
 

@@ -143,7 +143,7 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, block_table=N
         if per_row and base == lay.q:
             shape = (wl.batch, wl.heads, wl.seq_q)
             words = (scale_word_bytes(hw, sp.c_m, sp.c_sh, shape)
-                     if sp.sink_m is None and sp.alibi_m is None else
+                     if not sp.side_words else
                      side_word_bytes(hw, sp.c_m, sp.c_sh, shape, sink_m=sp.sink_m,
                                      sink_l=sp.sink_l, alibi_m=sp.alibi_m,
                                      alibi_sh=sp.alibi_sh, alibi_pos=sp.alibi_pos))

@@ -160,9 +160,8 @@ class _Builder:
         hw, wl = self.hw, self.wl
         rs, ks = self.scale.per_row, self.scale.k_m is not None
         tiles = program_tiles(wl, tiling, self.scale.sink_m is not None)
-        side = self.scale.sink_m is not None or self.scale.alibi_m is not None
         layout = Layout.packed(hw, wl, program_length(tiles) * INSTR_BYTES, rs, ks, self.table,
-                               sinks=side)
+                               sinks=self.scale.side_words)
         program = build_program(hw, wl, tiling, layout, self.scale, tiles)
         tilings = list(tiling) if isinstance(tiling, list) else None
         if tilings is not None:

@@ -131,7 +131,7 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
         raise bad("window", wl.window, "ALiBi with a window's right edge on a non-causal run "
                   "is not built (COMPUTE's diag then holds the edge, not the diagonal ALiBi "
                   "measures from): use causal=True, or a window of (left, -1)")
-    dq = hw.q_row_elements(d, bool(rs), bool(sk or al))   # a Q row's pitch: its side words
+    dq = hw.q_row_elements(d, bool(rs), scale.side_words)   # a Q row's pitch: its side words
     c_m, c_sh = (0, 0) if rs else (scale.c_m, scale.c_sh)
     ks = int(scale.k_m is not None)
     lse = int(wl.lse)

@@ -11,6 +11,7 @@ import numpy as np
 
 from attenio.base.config import HardwareConfig, Workload
 from attenio.base.errors import bad
+from attenio.contract.isa import q_row_elements_of
 from attenio.contract.program import INSTR_BYTES, NEXT, PREV, QUEUES, Instr, Op
 from attenio.contract.timing import Timing, timing_for
 from attenio.model import io_analysis as io
@@ -327,9 +328,7 @@ def _tile_transfer(hw: HardwareConfig, ch: Channel, ready: int, ins: Instr,
     # whole words, as the DMA moves rows (a Q row with its multiplier's word, an O row with its
     # statistics' word)
     row = (hw.o_row_elements(ins.d, bool(ins.args.get("lse", 0))) if ins.op == Op.STORE_O
-           else hw.q_row_elements(ins.d, bool(ins.args.get("row_scales", 0)),
-                                  bool(ins.args.get("sinks", 0) or ins.args.get("alibi", 0)))
-           ) * elem_bytes
+           else q_row_elements_of(hw, ins)) * elem_bytes
     for h in range(ins.heads):
         base = ins.addr + h * ins.head_stride
         if ins.row_stride == row:

@@ -319,15 +319,17 @@ def alibi_option(f):
              "--preset NAME+alibi.")(f)
 
 
-def alibi_of(alibi: bool, alibi_slopes, heads: int):
-    """The slopes of ``--alibi`` / ``--alibi-slopes`` for ``heads`` query heads, or None."""
+def alibi_of(hw, alibi: bool, alibi_slopes, heads: int):
+    """The slopes of ``--alibi`` / ``--alibi-slopes`` for ``heads`` query heads, or None;
+    checked against ``hw`` (model.variants.check_alibi: the count, the values, the unit)."""
+    from attenio.model.variants import alibi_slopes_standard, check_alibi
+
     if alibi and alibi_slopes is not None:
         raise ConfigError("alibi=True is invalid with --alibi-slopes: give one of them (the "
                           "standard slopes, or yours)")
     if alibi:
-        from attenio.model.variants import alibi_slopes_standard
-
-        return [float(x) for x in alibi_slopes_standard(heads)]
+        alibi_slopes = [float(x) for x in alibi_slopes_standard(heads)]
+    check_alibi(hw, alibi_slopes, heads)
     return alibi_slopes
 
 

@@ -35,7 +35,7 @@ from attenio.app.cli.app import (
 )
 from attenio.base import config as C
 from attenio.base.errors import ConfigError
-from attenio.model.variants import check_alibi, check_sinks
+from attenio.model.variants import check_sinks
 
 
 @main.command("golden")
@@ -95,8 +95,7 @@ def golden(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, seqlen
                    decode=decode, cache_lens=cache_lens, page_size=page_size, lse=lse)
     table = _block_table(block_table, wl)
     check_sinks(hw, sinks, wl.heads)
-    slopes = alibi_of(alibi, alibi_slopes, wl.heads)
-    check_alibi(hw, slopes, wl.heads)
+    slopes = alibi_of(hw, alibi, alibi_slopes, wl.heads)
     if table is not None and npz is not None:
         raise ConfigError(f"block_table={block_table!r} is invalid with --inputs: your K and "
                           "V are the sequences' own keys (leave --block-table out)")

@@ -38,7 +38,7 @@ from attenio.app.cli.app import (
 )
 from attenio.base import config as C
 from attenio.base.errors import ConfigError
-from attenio.model.variants import check_alibi, check_sinks
+from attenio.model.variants import check_sinks
 
 
 @main.command("verilog")
@@ -117,8 +117,7 @@ def simulate_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
                    decode=decode, cache_lens=cache_lens, page_size=page_size, lse=lse)
     table = _block_table(block_table, wl)
     check_sinks(hw, sinks, wl.heads)
-    slopes = alibi_of(alibi, alibi_slopes, wl.heads)
-    check_alibi(hw, slopes, wl.heads)
+    slopes = alibi_of(hw, alibi, alibi_slopes, wl.heads)
     _outputs(json=json_path, csv=csv_path)
     name = config_file or preset
     rows = q_scales == "row"

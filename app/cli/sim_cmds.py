@@ -37,7 +37,7 @@ from attenio.app.cli.app import (
 )
 from attenio.base import config as C
 from attenio.base.errors import ConfigError
-from attenio.model.variants import check_alibi, check_sinks
+from attenio.model.variants import check_sinks
 
 
 @main.command("schedule")
@@ -84,8 +84,7 @@ def schedule_cmd(preset, config_file, n, d, nk, heads, kv_heads, batch, causal, 
     table = _block_table(block_table, wl)
     check_softcap(hw, softcap)
     check_sinks(hw, sinks, wl.heads)
-    slopes = alibi_of(alibi, alibi_slopes, wl.heads)
-    check_alibi(hw, slopes, wl.heads)
+    slopes = alibi_of(hw, alibi, alibi_slopes, wl.heads)
     for flag, on in (("--softcap", softcap is not None), ("--sinks", sinks is not None),
                      ("--alibi", slopes is not None)):
         if on and dataflow in ("flat", "standard"):
