@@ -349,15 +349,20 @@ class HardwareConfig(Serializable):
         key's factor with ``key_scales`` (V rows have none)."""
         return self.row_elements(d) + (self.macs_per_line if key_scales else 0)
 
-    def v_row_stride(self, row_stride: int, key_scales: bool = False) -> int:
-        """V's row stride in bytes for a ``LOAD_KV`` of ``row_stride``: with ``key_scales`` a
-        word less (V rows carry no factor, so packed K and V are both contiguous)."""
-        return row_stride - (self.macs_per_line * self.element_bytes if key_scales else 0)
+    def v_row_stride(self, row_stride: int, key_scales: bool = False, d: int | None = None,
+                     d_v: int | None = None) -> int:
+        """V's row stride in bytes for a ``LOAD_KV`` of ``row_stride`` (K's): V rows lie as K
+        rows do, less the difference of their pitches: a word less with ``key_scales`` (V rows
+        carry no factor) and, with a V head dim ``d_v`` of its own, the words of ``d`` it
+        lacks, so packed K and packed V are both contiguous (docs/isa.md, ``LOAD_KV.dv``)."""
+        narrower = 0 if d is None or d_v is None else self.row_elements(d) - self.row_elements(d_v)
+        return row_stride - ((self.macs_per_line if key_scales else 0) + narrower) \
+            * self.element_bytes
 
     def o_bytes(self, wl: Workload) -> int:
         """Bytes of ``wl``'s whole output as the DMA stores it: every row padded to whole words,
         ``out_element_bytes`` an element, with its statistics' word after it with ``lse``."""
-        return wl.batch * wl.heads * wl.seq_q * self.o_row_elements(wl.head_dim, wl.lse) \
+        return wl.batch * wl.heads * wl.seq_q * self.o_row_elements(wl.d_v, wl.lse) \
             * self.out_element_bytes
 
     def o_row_elements(self, d: int, lse: bool = False) -> int:
@@ -483,10 +488,9 @@ class HardwareConfig(Serializable):
         if wl.head_dim > self.max_head_dim:
             raise bad("head_dim", wl.head_dim, f"must be in [1, {self.max_head_dim}] "
                       f"(max_head_dim of this hardware)")
-        if wl.d_v != wl.d_qk:       # what is not built yet: contract.variant.Variant.unbuilt
-            raise bad("head_dim_v", wl.d_v, f"must equal head_dim={wl.d_qk} here: separate "
-                      "Q·K and V head dims are not built yet in the program format and the "
-                      "RTL (the float64 reference takes them: attenio.reference_attention)")
+        if wl.d_v > self.max_head_dim:
+            raise bad("head_dim_v", wl.d_v, f"must be in [1, {self.max_head_dim}] "
+                      f"(max_head_dim of this hardware)")
         if isinstance(wl, VarlenWorkload):
             lengths = [(f"seqlens_{s}[{i}]", n) for s in "qk"
                        for i, n in enumerate(getattr(wl, f"seqlens_{s}"))]

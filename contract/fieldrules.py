@@ -77,6 +77,10 @@ FIELD_RULES: tuple[FieldRule, ...] = (
     FieldRule("d", ("d",),
               lambda f, hw, rh: (f.d == 0) | (f.d > hw.max_head_dim),
               lambda f, hw, rh: f"d={f.d} outside [1, {hw.max_head_dim}]"),
+    FieldRule("dv", ("dv",),
+              lambda f, hw, rh: f.dv > hw.max_head_dim,
+              lambda f, hw, rh: f"dv={f.dv} outside [0, {hw.max_head_dim}] (0: V's head dim "
+                                "is d)"),
     FieldRule("keys_zero", ("keys",), lambda f, hw, rh: f.keys == 0,
               lambda f, hw, rh: "LOAD_KV with keys=0", ops=("LOAD_KV",)),
     FieldRule("keys_max", ("keys",), lambda f, hw, rh: f.keys > hw.max_seq_len,

@@ -51,13 +51,13 @@ LAYOUTS: dict[Op, dict[str, tuple[int, int]]] = {
     Op.LOAD_KV: {"keys": (16, 24), "d": (40, 12), "keys_per_step": (52, 8),
                  "k_addr": (64, 48), "v_addr": (112, 48), "row_stride": (160, 32),
                  "key_scales": (192, 1), "paged": (193, 1), "page_log2": (194, 4),
-                 "table": (198, 48)},
+                 "table": (198, 48), "dv": (246, 10)},
     Op.COMPUTE: {"rows": (16, 16), "heads": (32, 8), "d": (40, 12), "causal": (52, 1),
                  "keys": (64, 24), "keys_per_step": (88, 8), "q_pos": (96, 24),
                  "diag": (120, 25), "c_m": (160, 24), "c_sh": (184, 6),
                 "row_scales": (190, 1), "key_scales": (191, 1), "window": (192, 1),
                 "win_diag": (193, 25), "lse": (218, 1), "softcap": (219, 1), "cap": (220, 24),
-                "sinks": (244, 1), "alibi": (245, 1)},
+                "sinks": (244, 1), "alibi": (245, 1), "dv": (246, 10)},
     Op.FINALIZE: {"rows": (16, 16), "heads": (32, 8), "d": (40, 12), "lse": (52, 1)},
     Op.STORE_O: {"rows": (16, 16), "heads": (32, 8), "d": (40, 12), "addr": (64, 48),
                  "row_stride": (112, 32), "head_stride": (144, 32), "lse": (176, 1)},
@@ -73,6 +73,12 @@ def q_row_elements_of(hw: HardwareConfig, ins) -> int:
     a = ins.args
     return hw.q_row_elements(ins.d, bool(a.get("row_scales", 0)),
                              bool(a.get("sinks", 0) or a.get("alibi", 0)))
+
+
+def d_v_of(ins) -> int:
+    """Elements of a V row (and an O row) of a ``LOAD_KV`` or ``COMPUTE``: its ``dv`` field, or
+    ``d`` where ``dv`` is 0 (one head dim for Q·K and V, every program before the field)."""
+    return ins.args.get("dv", 0) or ins.d
 
 
 @dataclass(frozen=True)
@@ -188,6 +194,7 @@ def field_error(op: Op, f: dict[str, int], hw: HardwareConfig, rtl: bool = True)
     of this RTL's step geometry (a power-of-two ``keys_per_step`` whose keys fit the MAC lines),
     for baseline dataflows that only the model runs."""
     layout = LAYOUTS[op]
+    f = {**dict.fromkeys(layout, 0), **f}      # a field not given reads 0, as in the word
     rh = f["rows"] * f["heads"] if "rows" in layout else 0
     return check(hw, SimpleNamespace(**f), rh, op.name, layout, rtl)
 
@@ -202,5 +209,5 @@ def field_table(op: Op) -> list[tuple[str, int, int]]:
 __all__ = [
     "INSTR_BYTES", "INSTR_BITS", "TOKEN_MAX", "Op", "Instr", "encode", "decode", "ProgramError",
     "QUEUE_OF", "QUEUES", "PREV", "NEXT", "HEADER", "LAYOUTS", "SIGNED", "field_table",
-    "fields_of", "field_error",
+    "fields_of", "field_error", "d_v_of", "q_row_elements_of",
 ]

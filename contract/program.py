@@ -24,6 +24,7 @@ from attenio.contract.isa import (
     ProgramError,
     decode,
     encode,
+    d_v_of,
     field_error,
     field_table,
     fields_of,
@@ -108,9 +109,10 @@ def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True,
             if not pending_kv:
                 fail(k, ErrorCode.FIELD_RANGE, "COMPUTE without a LOAD_KV feeding it")
             kv = pending_kv.pop(0)
-            if (kv.keys, kv.d, kv.keys_per_step) != (ins.keys, ins.d, ins.keys_per_step):
-                fail(k, ErrorCode.FIELD_RANGE, "COMPUTE keys/d/keys_per_step differ from its "
-                     "LOAD_KV's")
+            if ((kv.keys, kv.d, d_v_of(kv), kv.keys_per_step)
+                    != (ins.keys, ins.d, d_v_of(ins), ins.keys_per_step)):
+                fail(k, ErrorCode.FIELD_RANGE, "COMPUTE keys/d/dv/keys_per_step differ from "
+                     "its LOAD_KV's")
             if kv.args.get("key_scales", 0) != ins.args.get("key_scales", 0):
                 fail(k, ErrorCode.FIELD_RANGE, "COMPUTE key_scales differs from its LOAD_KV's "
                      "(the per-key factors come with the K rows)")

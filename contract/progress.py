@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections import deque
 
 from attenio.base.errors import ErrorCode
-from attenio.contract.isa import NEXT, PREV, Op, q_row_elements_of
+from attenio.contract.isa import NEXT, PREV, Op, d_v_of, q_row_elements_of
 from attenio.contract.rules import ENTRY_BYTES
 from attenio.contract.timing import TIMING
 
@@ -70,13 +70,15 @@ def _check_tiles(body, by_op, fail) -> None:
                  f"{want.name}: each COMPUTE is followed by its tile's FINALIZE")
     for t in range(tiles):
         c = body[by_op[Op.COMPUTE][t]]
-        shape = (c.rows, c.heads, c.d)
         for op in (Op.LOAD_Q, Op.FINALIZE, Op.STORE_O):
             i = by_op[op][t]
             other = body[i]
+            # Q rows have Q·K's head dim; the output rows V's (COMPUTE.dv, or d)
+            shape = (c.rows, c.heads, c.d if op == Op.LOAD_Q else d_v_of(c))
             if (other.rows, other.heads, other.d) != shape:
                 fail(i, ErrorCode.FIELD_RANGE, f"{op.name} of tile {t} has rows, heads, d = "
-                     f"{(other.rows, other.heads, other.d)}, its COMPUTE {shape}")
+                     f"{(other.rows, other.heads, other.d)}, its COMPUTE {shape}"
+                     + ("" if op == Op.LOAD_Q else " (d: its output rows, the COMPUTE's dv)"))
         for op in (Op.FINALIZE, Op.STORE_O):        # the output stream's words a row
             i = by_op[op][t]
             if body[i].args.get("lse", 0) != c.args.get("lse", 0):
@@ -239,7 +241,9 @@ def _spans(ins, hw, out_bytes: int):
         # a K row with its factor's word; V rows then lie a word closer
         ks = bool(ins.args.get("key_scales", 0))
         k_span = (ins.keys - 1) * ins.row_stride + hw.k_row_elements(ins.d, ks) * eb
-        v_span = (ins.keys - 1) * hw.v_row_stride(ins.row_stride, ks) + row_bytes(hw, ins.d, eb)
+        dv = d_v_of(ins)
+        v_span = ((ins.keys - 1) * hw.v_row_stride(ins.row_stride, ks, ins.d, dv)
+                  + row_bytes(hw, dv, eb))
         return [(False, ins.k_addr, ins.k_addr + k_span),
                 (False, ins.v_addr, ins.v_addr + v_span)]
     if ins.op in (Op.LOAD_Q, Op.STORE_O):

@@ -155,8 +155,10 @@ class ComputeCore(wiring.Component):
         # ---- the command register and the tile's shape ----
         c = Signal(cmd_layout(cfg))
         groups = Signal(range(gmax + 1))
-        words = Signal(range(wmax + 1))
+        words = Signal(range(wmax + 1))          # a Q or K row's words (Q Kᵀ steps)
+        words_v = Signal(range(wmax + 1))        # a V or O row's (P V steps, finalize)
         ops = Signal(range(gmax * wmax + 1))
+        ops_v = Signal(range(gmax * wmax + 1))
         m.d.comb += self.cmd.ready.eq(~self.busy)
         # log2(keys per step); a constant 0 when the config allows one key per step, so
         # synthesis drops the chains and the routing between lines
@@ -175,9 +177,10 @@ class ComputeCore(wiring.Component):
                                     cm.kps_log2 == 0, g_new)
         with m.If(take):
             m.d.sync += [c.eq(cm), groups.eq(g_new), words.eq((cm.d + (q - 1)) >> lq),
+                         words_v.eq((cm.dv + (q - 1)) >> lq),
                          self.busy.eq(1), t0.eq(t0_new), skip.eq(skip_new)]
         # ops follow one cycle later (the core is loading Q by then)
-        m.d.sync += ops.eq(groups * words)
+        m.d.sync += [ops.eq(groups * words), ops_v.eq(groups * words_v)]
 
         # ---- Q buffer, K/V rings, step sequencer ----
         wiring.connect(m, wiring.flipped(self.qcmd), qbuf.qcmd)
@@ -188,7 +191,8 @@ class ComputeCore(wiring.Component):
             qbuf.core_busy.eq(self.busy), qbuf.q_free.eq(self.steps_done),
             seq.running.eq(running), seq.keys.eq(c.keys), seq.blog.eq(blog), seq.ops.eq(ops),
             seq.skip.eq(skip), seq.groups.eq(groups), seq.t0.eq(t0),
-            seq.words.eq(words), seq.k_written.eq(kvr.k_written),
+            seq.words.eq(words), seq.ops_v.eq(ops_v), seq.words_v.eq(words_v),
+            seq.k_written.eq(kvr.k_written),
             seq.v_written.eq(kvr.v_written), seq.exp_done.eq(smx.exp_done),
             kvr.step_end.eq(seq.step_end), kvr.is_qk.eq(seq.is_qk), kvr.kend.eq(seq.kend),
             kvr.kbase.eq(seq.kbase), kvr.word.eq(seq.w),
@@ -220,7 +224,7 @@ class ComputeCore(wiring.Component):
             *([smx.alibi_on.eq(c.alibi), smx.alibi.eq(score.alibi), smx.rel.eq(score.rel)]
               if cfg.alibi_unit else []),
             smx.scores.eq(pe.scores), smx.blog.eq(blog), smx.groups.eq(groups),
-            fin.running.eq(running), fin.steps_left.eq(seq.steps_left), fin.words.eq(words),
+            fin.running.eq(running), fin.steps_left.eq(seq.steps_left), fin.words.eq(words_v),
             fin.cmd.eq(c),
             self.exp_busy.eq(smx.exp_busy), self.fin_busy.eq(fin.fin_busy),
         ]

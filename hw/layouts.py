@@ -109,6 +109,9 @@ def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:
         # rows of one head (GQA packs heads side by side; the causal mask needs it)
         "head_rows": unsigned((cfg.tile_rows).bit_length()),
         "d": unsigned((cfg.max_head_dim).bit_length()),
+        # V's and O's head dim (COMPUTE.dv, or d where it is 0): the P V steps' and the output
+        # rows' words
+        "dv": unsigned((cfg.max_head_dim).bit_length()),
         "keys": unsigned((cfg.max_seq_len).bit_length()),
         "c_m": unsigned(cfg.numerics.scale_mult_bits),
         "c_sh": unsigned(SCALE_EXP_BITS),

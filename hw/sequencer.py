@@ -17,8 +17,8 @@ COUNTER_BITS = 40
 class StepSequencer(wiring.Component):
     """Phases ``QK(0), QK(1), PV(0), QK(2), PV(1), …, PV(steps−1)`` of a tile of ``keys`` keys
     in steps of ``b = 2**blog`` keys (``steps = ⌈keys/b⌉``; step st covers keys st·b …
-    ``kend``). Each phase issues ``ops`` (row group ``g``, word ``w``) pairs, one per cycle,
-    and lasts ``plen = max(ops, Timing.min_phase)`` cycles; it may start the cycle after its
+    ``kend``). Each phase issues ``ops`` (row group ``g``, word ``w``) pairs, one per cycle
+    (``words`` a row: a P V phase ``ops_v`` and ``words_v``, V's head dim), and lasts ``plen = max(ops, Timing.min_phase)`` cycles; it may start the cycle after its
     keys are in the ring (``k_written``/``v_written`` ≥ ``kend``) and, for P V, step st's
     softmax is written (``exp_done`` > st): the compare is a register
     (``Timing.ring_ready_latency``). ``step_end`` pulses in a phase's last cycle.
@@ -44,7 +44,9 @@ class StepSequencer(wiring.Component):
         super().__init__({
             "running": In(1), "clear": In(1),
             "keys": In(keys), "blog": In(range(lkmax + 1)),
+            # a Q Kᵀ step's (row group, word) pairs and words a row; a P V step's (V's head dim)
             "ops": In(range(gmax * wmax + 1)), "words": In(range(wmax + 1)),
+            "ops_v": In(range(gmax * wmax + 1)), "words_v": In(range(wmax + 1)),
             # causal row-group skipping: on, the tile's groups, and −(q_pos + diag) (a step's
             # first key k is seen by rows ≥ k − q_pos − diag)
             "skip": In(1), "groups": In(range(gmax + 1)), "t0": In(signed(26)),
@@ -122,7 +124,11 @@ class StepSequencer(wiring.Component):
         later = Signal()
         m.d.sync += [t.eq(n_kb + self.t0), later.eq(n_kb > 1)]
         m.d.sync += gm.eq(skipped(later, t, self.skip, self.groups))
-        ops_c = ops - gm * words
+        n_words = Signal.like(words)              # the next phase's words a row, its full ops
+        n_full = Signal.like(ops)
+        m.d.sync += [n_words.eq(Mux(n_qk, words, self.words_v)),
+                     n_full.eq(Mux(n_qk, ops, self.ops_v))]
+        ops_c = n_full - gm * n_words
         m.d.sync += [n_g0.eq(gm), n_ops.eq(ops_c), n_plen.eq(step_len(ops_c))]
         cur_ops = Signal.like(ops)
         cur_plen = Signal.like(plen)
@@ -152,8 +158,10 @@ class StepSequencer(wiring.Component):
         m.d.comb += first.eq(ph == 0)
         eff_ops = Mux(first, ops0, cur_ops)
         m.d.comb += issue.eq(active & (cnt < eff_ops))
+        w_last = Signal.like(words)               # the phase's last word of a row
+        m.d.comb += w_last.eq(Mux(is_qk, words, self.words_v) - 1)
         with m.If(issue):
-            with m.If(w == words - 1):
+            with m.If(w == w_last):
                 m.d.sync += [w.eq(0), g.eq(g + 1)]
             with m.Else():
                 m.d.sync += w.eq(w + 1)

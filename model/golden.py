@@ -118,7 +118,7 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
     elif table is not None:
         pool = Workload(seq_q=wl.seq_q, seq_k=table.pages * table.page_size,
                         head_dim=wl.head_dim, heads=wl.heads, kv_heads=wl.kv_heads,
-                        batch=wl.batch)
+                        batch=wl.batch, head_dim_v=wl.head_dim_v)
         q, k, v = make_inputs(pool, dist, seed, sigma)
         k, v = k[:1], v[:1]
     else:

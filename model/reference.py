@@ -219,10 +219,11 @@ def lse_of(wl, q, k, *, chunk: int = 512, softcap: float | None = None,
 
 def random_inputs(wl, dist: str = "gaussian", seed: int = 0) -> list[np.ndarray]:
     """Random float Q, K, V for a workload (``gaussian`` or ``uniform`` in [-1, 1]), shapes
-    ``[batch, heads, seq_q, d]`` and ``[batch, kv_heads, seq_k, d]``."""
+    ``[batch, heads, seq_q, d]`` and ``[batch, kv_heads, seq_k, d]`` (V's last dim ``d_v``)."""
     rng = np.random.default_rng(seed)
-    shapes = [(wl.batch, wl.heads, wl.seq_q, wl.head_dim)] + \
-        [(wl.batch, wl.kv_heads, wl.seq_k, wl.head_dim)] * 2
+    shapes = [(wl.batch, wl.heads, wl.seq_q, wl.head_dim),
+              (wl.batch, wl.kv_heads, wl.seq_k, wl.head_dim),
+              (wl.batch, wl.kv_heads, wl.seq_k, wl.d_v)]
     if dist == "gaussian":
         return [rng.standard_normal(s) for s in shapes]
     return [rng.uniform(-1.0, 1.0, s) for s in shapes]

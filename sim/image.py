@@ -31,7 +31,8 @@ class RunImage:
     image: bytes
     o_bytes: int          # bytes of O the run writes at ``layout.o``
     ob: int               # bytes per output element
-    row: int              # elements a row occupies in DRAM (head_dim padded to whole words)
+    row: int              # elements an O row's data occupies in DRAM (V's head dim padded to
+                          # whole words)
     o_row: int            # elements an O row occupies: ``row``, plus its statistics' word (lse)
 
     @property
@@ -40,7 +41,7 @@ class RunImage:
         return self.plan.schedule
 
     def pack_output(self, o: np.ndarray) -> bytes:
-        """O (batch, heads, seq_q, head_dim) as a run without ``lse`` writes it at
+        """O (batch, heads, seq_q, head_dim_v) as a run without ``lse`` writes it at
         ``layout.o``: rows padded to whole words with zeros (the hardware writes 0 there: its
         padded lanes are 0)."""
         if self.o_row != self.row:
@@ -48,14 +49,14 @@ class RunImage:
         return _pack(_pad_rows(np.asarray(o), self.row), self.ob)
 
     def _o_rows(self, raw: bytes) -> np.ndarray:
-        shape = self.inputs.q.shape[:-1]
+        shape = np.shape(self.inputs.q)[:-1]
         return np.frombuffer(raw, dtype=np.uint8).reshape(*shape, self.o_row * self.ob)
 
     def unpack_output(self, raw: bytes) -> np.ndarray:
         """The O the run wrote (``o_bytes`` read back at ``layout.o``), padding (and the
         statistics words) dropped."""
         rows = np.ascontiguousarray(self._o_rows(raw)[..., :self.row * self.ob])
-        d = self.inputs.q.shape[-1]
+        d = np.shape(self.inputs.v)[-1]                 # O has V's head dim
         return rows.view(f"<i{self.ob}").astype(np.int64)[..., :d]
 
     def unpack_stats(self, raw: bytes) -> np.ndarray:
@@ -135,11 +136,12 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, block_table=N
     eb, ob = hw.element_bytes, hw.out_element_bytes
     image = bytearray(lay.end)
     image[lay.program:lay.program + len(program)] = program
-    row = hw.row_elements(wl.head_dim)
+    row = hw.row_elements(wl.d_qk)           # Q and K rows; V's (and O's) of their own head dim
+    v_row = hw.row_elements(wl.d_v)
     kv_shape = np.shape(inp.k)[:3]
     rows = {}
     for base, x in ((lay.q, inp.q), (lay.k, inp.k), (lay.v, inp.v)):
-        data = _pack(_pad_rows(np.asarray(x), row), eb)
+        data = _pack(_pad_rows(np.asarray(x), v_row if base == lay.v else row), eb)
         if per_row and base == lay.q:
             shape = (wl.batch, wl.heads, wl.seq_q)
             words = (scale_word_bytes(hw, sp.c_m, sp.c_sh, shape)
@@ -157,5 +159,5 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, block_table=N
         image[base:base + len(data)] = data
     if lay.paged is not None:
         _place_pages(image, lay, wl, rows[lay.k], rows[lay.v], inp.table is not None)
-    return RunImage(inp, plan, program, lay, bytes(image), hw.o_bytes(wl), ob, row,
-                    hw.o_row_elements(wl.head_dim, wl.lse))
+    return RunImage(inp, plan, program, lay, bytes(image), hw.o_bytes(wl), ob, v_row,
+                    hw.o_row_elements(wl.d_v, wl.lse))

@@ -41,7 +41,7 @@ class PagedCache:
               key_scales: bool = False) -> PagedCache:
         """The slots of ``wl``'s pages as ``table`` places them."""
         eb = hw.element_bytes
-        row = max(hw.k_row_elements(wl.head_dim, key_scales), hw.row_elements(wl.head_dim)) * eb
+        row = max(hw.k_row_elements(wl.head_dim, key_scales), hw.row_elements(wl.d_v)) * eb
         pitch = _up(wl.kv_heads * wl.page_size * row,
                     max(1 << PAGE_ALIGN_LOG2, hw.axi_data_bytes))
         return cls(wl.page_size, pitch, table)
@@ -112,7 +112,7 @@ class Layout:
         ``block_table`` places them: the caller's, or the seeded shuffle) and the block
         tables after V."""
         eb = hw.element_bytes
-        dp = hw.row_elements(wl.head_dim)      # rows padded to whole words
+        dp = hw.row_elements(wl.d_v)           # V rows padded to whole words
         qb = wl.batch * wl.heads * wl.seq_q * hw.q_row_elements(wl.head_dim, row_scales,
                                                                       sinks) * eb
         paged = None

@@ -122,8 +122,8 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
     (``Segment.q0``, ``k0`` on the sequence axis) and mask with its own ``diag``.
     """
     eb, ob = hw.element_bytes, hw.out_element_bytes
-    d = wl.head_dim
-    dp = hw.row_elements(d)      # a row's pitch in DRAM: whole words (Layout.packed)
+    d, dv = wl.d_qk, wl.d_v      # Q·K's head dim; V's and O's (contract.variant.Variant)
+    dp = hw.row_elements(dv)     # a V row's pitch in DRAM: whole words (Layout.packed)
     rs = int(scale.per_row)
     sk = int(scale.sink_m is not None)       # the rows' sinks ride in their side words
     al = int(scale.alibi_m is not None)      # and so do their ALiBi slopes
@@ -137,7 +137,7 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
     lse = int(wl.lse)
     cap = ({"softcap": 0, "cap": 0} if scale.cap is None
            else {"softcap": 1, "cap": int(scale.cap)})
-    do = hw.o_row_elements(d, bool(lse))     # an O row's pitch: with its statistics' word
+    do = hw.o_row_elements(dv, bool(lse))    # an O row's pitch: with its statistics' word
     dk = hw.k_row_elements(d, bool(ks))     # a K row's pitch: with its factor's word
     tiles = program_tiles(wl, tiling, sk) if tiles is None else tiles
     seq_of = {seg: i for i, seg in enumerate(wl.segments())}
@@ -160,6 +160,8 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
         o_addr = layout.o + q_row * do * ob
         kv_off = ((seg.batch * wl.kv_heads + hk) * wl.seq_k + seg.k0 + first) * eb
         common = {"rows": rows, "heads": g, "d": d}
+        out = {"rows": rows, "heads": g, "d": dv}            # the output rows: V's head dim
+        dvf = {"dv": dv if dv != d else 0}                   # 0: V's head dim is d
         prog.append(Instr(Op.LOAD_Q, {**common, "keys_per_step": kps, "addr": q_addr,
                                       "row_stride": dq * eb,
                                       "head_stride": q_head, "row_scales": rs,
@@ -170,9 +172,9 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
                   "paged": 0, "page_log2": 0, "table": 0}
             if page:
                 kv = _paged_fields(layout, seq_of[seg], hk, first, page, dk * eb, dp * eb)
-            prog.append(Instr(Op.LOAD_KV, {"keys": keys, "d": d, "keys_per_step": kps, **kv,
+            prog.append(Instr(Op.LOAD_KV, {"keys": keys, "d": d, **dvf, "keys_per_step": kps, **kv,
                                            "row_stride": dk * eb, "key_scales": ks}))
-        prog.append(Instr(Op.COMPUTE, {**common, "keys": keys, "keys_per_step": kps,
+        prog.append(Instr(Op.COMPUTE, {**common, **dvf, "keys": keys, "keys_per_step": kps,
                                        "q_pos": p0, "c_m": c_m, "c_sh": c_sh,
                                        "row_scales": rs, "key_scales": ks, "lse": lse,
                                        "sinks": sk, "alibi": al, **cap,
@@ -180,8 +182,8 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
                           pop_prev=True, push_prev=t < last))
         # the Q buffer is free once the tile's steps have issued (the core takes the next
         # tile's Q rows then); FINALIZE needs no token
-        prog.append(Instr(Op.FINALIZE, {**common, "lse": lse}))
-        prog.append(Instr(Op.STORE_O, {**common, "addr": o_addr, "row_stride": do * ob,
+        prog.append(Instr(Op.FINALIZE, {**out, "lse": lse}))
+        prog.append(Instr(Op.STORE_O, {**out, "addr": o_addr, "row_stride": do * ob,
                                        "head_stride": o_head, "lse": lse}))
     prog.append(Instr(Op.END))
     return prog

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import deque
 
+from attenio.contract.isa import d_v_of
 from attenio.contract.program import Instr
 from attenio.contract.rules import (
     PAGE_ALIGN_LOG2,
@@ -48,10 +49,12 @@ class TileLoop:
         # a word closer: K and V are both contiguous or neither)
         ks = bool(kv.args.get("key_scales", 0))
         self.k_bytes = hw.k_row_elements(comp.d, ks) * eb
-        self.v_bytes = hw.row_elements(comp.d) * eb
-        self.v_stride = hw.v_row_stride(kv.row_stride, ks)
+        self.d_v = d_v_of(comp)
+        self.v_bytes = hw.row_elements(self.d_v) * eb
+        self.v_stride = hw.v_row_stride(kv.row_stride, ks, comp.d, self.d_v)
         self.contiguous = kv.row_stride == self.k_bytes
-        self.words = hw.words(comp.d)
+        # words a row group's step issues: Q·K's head dim for Q Kᵀ, V's for P V
+        self.words = {"QK": hw.words(comp.d), "PV": hw.words(self.d_v)}
         self.p = p = hw.mac_lines
         self.groups = cdiv(self.rows * b, p)
         # causal row-group skipping (one head, one key per step): a step's first key k is seen
@@ -110,12 +113,13 @@ class TileLoop:
         c = self.comp
         return max(s + 1, cdiv((self.gmin(s) + 1) * self.p + c.q_pos + c.diag, self.b))
 
-    def pe_ops(self, s: int, nk: int) -> int:
-        # row groups of mac_lines rows (nk keys side by side when rows < lines) × words of d
-        return (cdiv(self.rows * nk, self.p) - self.gmin(s)) * self.words
+    def pe_ops(self, s: int, nk: int, kind: str = "QK") -> int:
+        # row groups of mac_lines rows (nk keys side by side when rows < lines) × words of the
+        # step's rows (d for Q Kᵀ, dv for P V)
+        return (cdiv(self.rows * nk, self.p) - self.gmin(s)) * self.words[kind]
 
-    def pe_cycles(self, s: int, nk: int) -> int:
-        return max(self.pe_ops(s, nk), self.timing.min_phase)
+    def pe_cycles(self, s: int, nk: int, kind: str = "QK") -> int:
+        return max(self.pe_ops(s, nk, kind), self.timing.min_phase)
 
     def exp_cycles(self, s: int, nk: int) -> int:
         return cdiv((self.rows - self.gmin(s) * self.p) * nk, self.lanes)
@@ -167,7 +171,7 @@ class TileLoop:
     def pe_step(self, name: str, s: int, start: int) -> int:
         """A Q Kᵀ or P V step of step s on the PE array from ``start``; returns its end."""
         nk = self.step_keys(s)
-        ops, cycles = self.pe_ops(s, nk), self.pe_cycles(s, nk)
+        ops, cycles = self.pe_ops(s, nk, name), self.pe_cycles(s, nk, name)
         end = start + cycles
         self.step_span("pe", f"{name} {s}", start, end)
         self.stats.busy["pe"] += ops
@@ -283,7 +287,7 @@ class TileLoop:
         c, kv = self.comp, self.kv
         return (self.state_key(s, self.pe_free), self.keys - s * self.b,
                 s * self.b - c.q_pos - c.diag, self.rows, self.b, self.groups, self.skip,
-                c.d, kv.row_stride, kv.args.get("key_scales", 0))
+                c.d, self.d_v, kv.row_stride, kv.args.get("key_scales", 0))
 
     def finish(self, starts: list, hit=None):
         """The tile's end: a remembered suffix applied (``hit``), the suffixes this tile

@@ -11,7 +11,7 @@ import numpy as np
 
 from attenio.base.config import HardwareConfig, Workload
 from attenio.base.errors import bad
-from attenio.contract.isa import q_row_elements_of
+from attenio.contract.isa import d_v_of, q_row_elements_of
 from attenio.contract.program import INSTR_BYTES, NEXT, PREV, QUEUES, Instr, Op
 from attenio.contract.timing import Timing, timing_for
 from attenio.model import io_analysis as io
@@ -270,7 +270,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
             q_end[q] = pe_end + 1
             last_pe_end = pe_activity_end = pe_end
             push(ins, q, pe_end + 1)
-            stats.useful_macs += 2 * ins.d * _visible_pairs(ins)
+            stats.useful_macs += (ins.d + d_v_of(ins)) * _visible_pairs(ins)   # Q·K, then P·V
             if keep_spans:
                 spans.append(Span("dma_read", f"LOAD_KV t{tile}", kv_st, kv_done,
                                   {"tile": tile, **kv.args}))

@@ -62,8 +62,12 @@ def test_layers_the_rtl_cannot_run_yet_say_why():
     runs = run_model(C.asplos26(), zoo.get("deepseek-v3"), "decode", decode=True,
                          cache_lens=[100, 37])
     assert [r.layer.name for r in runs] == ["mla-decode"]
-    assert "separate Q·K and V head dims are not built yet" in runs[0].refused
     assert "absorbed decode" in runs[0].refused and runs[0].cycles is None
+    assert "separate Q·K and V head dims" not in runs[0].refused       # those are built
+    # MLA prefill (192 and 128) runs
+    pre = run_model(C.asplos26(), zoo.get("deepseek-v3"), "prefill", n=256)
+    assert [r.layer.name for r in pre] == ["mla-prefill"] and pre[0].refused is None
+    assert pre[0].cycles > 0 and pre[0].workload.d_v == 128
 
 
 def test_cli_list_show_run(tmp_path):

@@ -52,6 +52,7 @@ class ComputeIssue(wiring.Component):
         cmd = self.cmd.payload
         m.d.comb += [
             cmd.rows.eq(chead.rh), cmd.head_rows.eq(comp.rows), cmd.d.eq(comp.d),
+            cmd.dv.eq(Mux(comp.dv == 0, comp.d, comp.dv)),
             cmd.keys.eq(comp.keys), cmd.c_m.eq(comp.c_m), cmd.c_sh.eq(comp.c_sh),
             cmd.causal.eq(comp.causal), cmd.q_pos.eq(comp.q_pos), cmd.diag.eq(comp.diag),
             cmd.window.eq(comp.window), cmd.win_diag.eq(comp.win_diag),

@@ -37,7 +37,9 @@ class _LoadRegs:
         self.rows = Signal(24, name="l_rows")    # rows of the unit (Q: rows; K/V: the block's)
         self.trow = Signal(16, name="l_trow")    # row inside the unit (row-by-row transfers)
         self.unit_first = Signal(name="l_unit_first")
-        self.wd = Signal(12, name="l_wd")        # words of a row's data
+        self.wd = Signal(12, name="l_wd")        # words of a row's data (Q, K)
+        self.dv = Signal(12, name="l_dv")        # V's head dim (LOAD_KV.dv, or d where 0)
+        self.wv = Signal(12, name="l_wv")        # words of a V row
         self.contig = Signal(name="l_contig")
         self.stride = Signal(32, name="l_stride")
         # Q: heads
@@ -52,7 +54,8 @@ class _LoadRegs:
         self.vbase = Signal(ADDR_BITS, name="l_vbase")
         self.on_v = Signal(name="l_on_v")        # the current unit is a V block
         self.wk = Signal(13, name="l_wk")        # words of a K row in DRAM (key_scales: one more)
-        self.vstride = Signal(32, name="l_vstride")  # V's row stride: key_scales, a word less
+        # V's row stride: K's less the words a V row lacks (key_scales' word, d − dv's)
+        self.vstride = Signal(32, name="l_vstride")
         # a paged cache (contract.rules.PageWalk): the block table's words in two slots
         self.t_req = Signal(25, name="l_t_req")      # table words requested
         self.t_addr = Signal(ADDR_BITS, name="l_t_addr")   # the next word's address
@@ -143,9 +146,11 @@ class LoadEngine(wiring.Component):
         l_wd, l_contig, l_stride, l_h, l_hbase = u.wd, u.contig, u.stride, u.h, u.hbase
         l_b, l_steps, l_ks, l_vs, l_on_v = u.b, u.steps, u.ks, u.vs, u.on_v
         l_kbase, l_vbase, l_wk, l_vstride = u.kbase, u.vbase, u.wk, u.vstride
-        m.d.comb += [l_wd.eq(words_of(view(lraw, Op.LOAD_KV).d)),
-                     l_wk.eq(l_wd + view(lraw, Op.LOAD_KV).key_scales),
-                     l_vstride.eq(l_stride - (view(lraw, Op.LOAD_KV).key_scales << lab))]
+        kvr = view(lraw, Op.LOAD_KV)
+        m.d.comb += [l_wd.eq(words_of(kvr.d)),
+                     u.dv.eq(Mux(kvr.dv == 0, kvr.d, kvr.dv)), u.wv.eq(words_of(u.dv)),
+                     l_wk.eq(l_wd + kvr.key_scales),
+                     l_vstride.eq(l_stride - ((l_wk - u.wv) << lab))]
 
         lhead = self.queue.head.payload
         lop = view(lhead.insn).opcode
@@ -227,7 +232,7 @@ class LoadEngine(wiring.Component):
                            l_want)
         m.d.comb += lb.moved.eq(l_start | ar | base_set)
         instr_done = self._advance(m, u, lb, ar, is_t)
-        tag = _tag(cfg, m, lraw, l_is_kv, l_on_v, l_wd, l_wk, instr_done, is_t, u.t_req[0])
+        tag = _tag(cfg, m, u, instr_done, is_t)
         m.d.comb += [tags.i.valid.eq(ar), tags.i.payload.eq(tag)]
         r = _read_data(self, m, tags, fail, u)
         r_burst_end = r & self.rlast
@@ -288,7 +293,7 @@ class LoadEngine(wiring.Component):
             p_rowbase.eq(lb.base + Mux(u.is_kv & u.on_v, u.vstride, u.stride)),
         ]
         p_wn = Signal(13)          # words of a row of the next unit (a V row has no factor)
-        m.d.comb += p_wn.eq(Mux(p_next_v, u.wd, u.wk))
+        m.d.comb += p_wn.eq(Mux(p_next_v, u.wv, u.wk))
         keys_l = view(u.raw, Op.LOAD_KV).keys
         nk_left = Signal(25)
         m.d.comb += nk_left.eq(keys_l - s1_ns * u.b)
@@ -346,16 +351,19 @@ class LoadEngine(wiring.Component):
         return ok
 
 
-def _tag(cfg: HardwareConfig, m: Module, lraw, l_is_kv, l_on_v, l_wd, l_wk, instr_done, is_t, slot):
+def _tag(cfg: HardwareConfig, m: Module, u: _LoadRegs, instr_done, is_t):
     """A burst's tag: where its beats go and what its last beat means. Words of a row (R
     beats count rows by it): a Q row with its multiplier or a K row with key_scales has
-    one more; ``lanes`` are those of the row's last data word. A block-table word
-    (``is_t``) goes to its ``slot``, one word a "row"."""
+    one more, a V row has V's head dim's; ``lanes`` are those of the row's last data word. A
+    block-table word (``is_t``) goes to the slot ``t_req mod 2``, one word a "row"."""
+    lraw, l_is_kv, l_on_v, l_wd, l_wk, slot = u.raw, u.is_kv, u.on_v, u.wd, u.wk, u.t_req[0]
     tag_in = Signal(load_tag_layout())
-    lastlanes = view(lraw, Op.LOAD_KV).d - ((l_wd - 1) << log2(cfg.macs_per_line))
+    lq = log2(cfg.macs_per_line)
+    lastlanes = Mux(l_on_v, u.dv - ((u.wv - 1) << lq),
+                    view(lraw, Op.LOAD_KV).d - ((l_wd - 1) << lq))
     m.d.comb += [
         tag_in.kv.eq(l_is_kv & ~is_t), tag_in.v.eq(l_on_v),
-        tag_in.wd.eq(Mux(is_t, 1, Mux(l_is_kv, Mux(l_on_v, l_wd, l_wk),
+        tag_in.wd.eq(Mux(is_t, 1, Mux(l_is_kv, Mux(l_on_v, u.wv, l_wk),
                                       l_wd + q_side_words(cfg, view(lraw, Op.LOAD_Q))))),
         tag_in.sc.eq(l_is_kv & ~l_on_v & view(lraw, Op.LOAD_KV).key_scales & ~is_t),
         tag_in.t.eq(is_t), tag_in.slot.eq(slot),

@@ -36,6 +36,7 @@ def _base(hw) -> dict[Op, Instr]:
 CASES = {
     "rows": (TINY, Op.COMPUTE, {"rows": 0}),
     "d": (TINY, Op.LOAD_KV, {"d": 0}),
+    "dv": (TINY, Op.COMPUTE, {"dv": TINY.max_head_dim + 1}),
     "keys_zero": (TINY, Op.LOAD_KV, {"keys": 0}),
     "keys_max": (TINY, Op.COMPUTE, {"keys": TINY.max_seq_len + 1}),
     "kps_range": (TINY, Op.LOAD_Q, {"keys_per_step": 0}),

@@ -44,7 +44,7 @@ def rtl_core(cfg, q, k, v, sp, causal=False, seed=0, p_idle=0.2, p_backpressure=
     ``stats`` gets the cycle the first word was issued to the finalize unit, ``fin_first``,
     of its first VALID, ``o_first``, and the words issued by the hold's end, ``fin_held``)."""
     nq, d = q.shape
-    nk = k.shape[0]
+    nk, dv = k.shape[0], v.shape[1]          # V (and O) may have a head dim of their own
     qw = cfg.macs_per_line
     dut = ComputeCore(cfg)
     tiles = tiles_for(cfg, nq, nk, causal)
@@ -54,7 +54,7 @@ def rtl_core(cfg, q, k, v, sp, causal=False, seed=0, p_idle=0.2, p_backpressure=
     for p0, r, keys in tiles:
         assert b == 1 or r * b <= cfg.mac_lines, "several keys per step need rows·b ≤ lines"
         rs = int(sp.per_row)
-        cmds.append({"rows": r, "d": d, "keys": keys, "c_m": 0 if rs else sp.c_m,
+        cmds.append({"rows": r, "d": d, "dv": dv, "keys": keys, "c_m": 0 if rs else sp.c_m,
                      "c_sh": 0 if rs else sp.c_sh, "causal": int(causal), "q_pos": p0,
                      "diag": nk - nq, "kps_log2": b.bit_length() - 1, "row_scales": rs})
         qcmds.append({"rows": r, "d": d, "kps_log2": b.bit_length() - 1, "row_scales": rs})
@@ -76,7 +76,7 @@ def rtl_core(cfg, q, k, v, sp, causal=False, seed=0, p_idle=0.2, p_backpressure=
         if tile_beats:
             tile_beats[-1]["end"] = 1
         kv_beats += tile_beats
-    words_per_row = -(-d // qw)
+    words_per_row = -(-dv // qw)            # the output rows: V's head dim
     total_out = nq * words_per_row
     got = []
     rng = np.random.default_rng(seed)
@@ -165,4 +165,4 @@ def rtl_core(cfg, q, k, v, sp, causal=False, seed=0, p_idle=0.2, p_backpressure=
         row, wi = divmod(idx, words_per_row)
         out[row, wi * qw:(wi + 1) * qw] = word
     # rows come out tile by tile; tiles are in query_tiles order, which is row order
-    return out[:, :d]
+    return out[:, :dv]

@@ -11,11 +11,11 @@ from .core_tb import ref_core, rtl_core
 TINY = C.tiny()
 
 
-def data(nq, nk, d, seed, dist="gaussian"):
+def data(nq, nk, d, seed, dist="gaussian", dv=None):
     rng = np.random.default_rng(seed)
     draw = {"gaussian": rng.standard_normal, "pm1": lambda s: rng.choice([-1.0, 1.0], s)}[dist]
     (qi, sq), (ki, sk), (vi, _) = (nm.quantize(draw(s), 8)
-                                   for s in ((nq, d), (nk, d), (nk, d)))
+                                   for s in ((nq, d), (nk, d), (nk, dv or d)))
     return qi, ki, vi, nm.softmax_scale(TINY, sq, sk, d)
 
 
@@ -31,6 +31,18 @@ def test_core_bit_exact(nq, nk, d, causal, seed):
     q, k, v, sp = data(nq, nk, d, seed)
     np.testing.assert_array_equal(rtl_core(TINY, q, k, v, sp, causal, seed=seed),
                                   ref_core(TINY, q, k, v, sp, causal))
+
+
+@pytest.mark.parametrize("nq,nk,d,dv,b,causal,seed", [
+    (20, 33, 16, 5, 1, True, 21),     # V narrower than Q and K (MLA's 192 and 128, small)
+    (9, 14, 3, 12, 1, False, 22),     # V wider
+    (2, 16, 8, 4, 2, True, 23),       # two keys a step
+])
+def test_core_v_of_its_own_head_dim(nq, nk, d, dv, b, causal, seed):
+    q, k, v, sp = data(nq, nk, d, seed, dv=dv)
+    got = rtl_core(TINY, q, k, v, sp, causal, seed=seed, keys_per_step=b)
+    assert got.shape == (nq, dv)
+    np.testing.assert_array_equal(got, ref_core(TINY, q, k, v, sp, causal))
 
 
 @pytest.mark.parametrize("nq,nk,d,b,causal,seed", [
@@ -102,6 +114,18 @@ def test_core_converts_to_verilog():
 
     text = to_verilog(ComputeCore(TINY), "attenio_core")
     assert "module attenio_core" in text and "kv__payload" in text
+
+
+@pytest.mark.parametrize("nq,nk,d,dv,b,causal,seed", [
+    (20, 33, 16, 5, 1, True, 21),     # V narrower than Q and K (MLA's 192 and 128, small)
+    (9, 14, 3, 12, 1, False, 22),     # V wider
+    (2, 16, 8, 4, 2, True, 23),       # two keys a step
+])
+def test_core_v_of_its_own_head_dim(nq, nk, d, dv, b, causal, seed):
+    q, k, v, sp = data(nq, nk, d, seed, dv=dv)
+    got = rtl_core(TINY, q, k, v, sp, causal, seed=seed, keys_per_step=b)
+    assert got.shape == (nq, dv)
+    np.testing.assert_array_equal(got, ref_core(TINY, q, k, v, sp, causal))
 
 
 @pytest.mark.parametrize("nq,nk,d,b,causal,seed", [

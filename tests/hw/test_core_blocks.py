@@ -85,15 +85,16 @@ def test_qbuffer(rows, d, kps_log2):
 
 # ---- StepSequencer ----
 
-def ref_phases(cfg, keys, kps_log2, ops):
+def ref_phases(cfg, keys, kps_log2, ops, ops_v=None):
     """(Q Kᵀ?, step, cycles) of every phase, in order: the K/V stream's order, K → Q Kᵀ and
     V → P V."""
     steps = -(-keys // (1 << kps_log2))
-    plen = max(ops, TIMING.min_phase)
-    return [(which == "K", st, plen) for which, st in kv_order(steps)]
+    ops_v = ops if ops_v is None else ops_v
+    return [(which == "K", st, max(ops if which == "K" else ops_v, TIMING.min_phase))
+            for which, st in kv_order(steps)]
 
 
-def rtl_phases(cfg, keys, kps_log2, ops, words):
+def rtl_phases(cfg, keys, kps_log2, ops, words, ops_v=None, words_v=None):
     dut = StepSequencer(cfg)
     phases = []
 
@@ -102,6 +103,8 @@ def rtl_phases(cfg, keys, kps_log2, ops, words):
         ctx.set(dut.blog, kps_log2)
         ctx.set(dut.ops, ops)
         ctx.set(dut.words, words)
+        ctx.set(dut.ops_v, ops if ops_v is None else ops_v)
+        ctx.set(dut.words_v, words if words_v is None else words_v)
         ctx.set(dut.groups, ops // words)
         await ctx.tick()
         # every row is in the rings and every softmax done: nothing stalls
@@ -118,7 +121,7 @@ def rtl_phases(cfg, keys, kps_log2, ops, words):
             issues += ctx.get(dut.issue)
             if ctx.get(dut.step_end):
                 phases.append((bool(ctx.get(dut.is_qk)), ctx.get(dut.st), cycles))
-                assert issues == ops
+                assert issues == (ops if ctx.get(dut.is_qk) or ops_v is None else ops_v)
                 cycles = issues = 0
             await ctx.tick()
 
@@ -133,7 +136,8 @@ def rtl_skipping(cfg, keys, groups, words, t0):
 
     async def tb(ctx):
         for sig, v in ((dut.keys, keys), (dut.blog, 0), (dut.ops, groups * words),
-                       (dut.words, words), (dut.skip, 1), (dut.groups, groups), (dut.t0, t0),
+                       (dut.words, words), (dut.ops_v, groups * (words + 1)),
+                       (dut.words_v, words + 1), (dut.skip, 1), (dut.groups, groups), (dut.t0, t0),
                        (dut.k_written, keys), (dut.v_written, keys), (dut.exp_done, keys)):
             ctx.set(sig, v)
         await ctx.tick().repeat(4)
@@ -159,7 +163,8 @@ def rtl_skipping(cfg, keys, groups, words, t0):
 def test_sequencer_skips_row_groups_causal_hides(keys, groups, words, t0):
     # t0 = −(q_pos + diag): step st's key is seen by rows ≥ st + t0 (contract.rules)
     p = TINY.mac_lines
-    ref = [(qk, st, (groups - skipped_groups(st, -t0, 0, p, groups)) * words,
+    # P V steps here have a word a row more than Q Kᵀ steps (V's head dim of its own)
+    ref = [(qk, st, (groups - skipped_groups(st, -t0, 0, p, groups)) * (words + (not qk)),
             skipped_groups(st, -t0, 0, p, groups))
            for qk, st in ((which == "K", st) for which, st in kv_order(keys))]
     assert rtl_skipping(TINY, keys, groups, words, t0) == ref
@@ -169,6 +174,15 @@ def test_sequencer_skips_row_groups_causal_hides(keys, groups, words, t0):
 def test_sequencer_order_and_length(keys, kps_log2, ops):
     words = 2 if ops % 2 == 0 else 1
     assert rtl_phases(TINY, keys, kps_log2, ops, words) == ref_phases(TINY, keys, kps_log2, ops)
+
+
+@pytest.mark.parametrize("groups, words, words_v", [(4, 1, 5), (3, 6, 2), (2, 3, 8)])
+def test_sequencer_phases_with_v_of_its_own_head_dim(groups, words, words_v):
+    # Q Kᵀ steps issue groups·words pairs, P V steps groups·words_v (COMPUTE.dv): each
+    # padded to min_phase alone
+    ops, ops_v = groups * words, groups * words_v
+    assert (rtl_phases(TINY, 7, 0, ops, words, ops_v, words_v)
+            == ref_phases(TINY, 7, 0, ops, ops_v))
 
 
 # ---- KVRing ----

@@ -81,7 +81,8 @@ def test_score_stage_mask_and_multipliers(causal, window, row_scales, key_scales
     cfg = TINY
     rng = np.random.default_rng(step)
     cmb = cfg.numerics.scale_mult_bits
-    cmd = {"rows": cfg.mac_lines, "head_rows": 0, "d": cfg.macs_per_line, "keys": 10,
+    cmd = {"rows": cfg.mac_lines, "head_rows": 0, "d": cfg.macs_per_line,
+           "dv": cfg.macs_per_line, "keys": 10,
            "c_m": int(rng.integers(1 << (cmb - 1), 1 << cmb)), "c_sh": 20, "causal": causal,
            "q_pos": 2, "diag": 3, "window": window, "win_diag": -1, "kps_log2": 0,
            "row_scales": row_scales, "key_scales": key_scales, "lse": 0}
@@ -250,7 +251,8 @@ def rtl_finalize_stage(cfg, o_rows, l, m, lse):
     out = []
 
     async def tb(ctx):
-        ctx.set(dut.cmd, {"rows": rows, "keys": 5, "lse": lse, "d": cfg.macs_per_line})
+        ctx.set(dut.cmd, {"rows": rows, "keys": 5, "lse": lse, "d": cfg.macs_per_line,
+                           "dv": cfg.macs_per_line})
         ctx.set(dut.words, words)
         ctx.set(dut.running, 1)
         ctx.set(dut.o.ready, 1)
