@@ -18,7 +18,8 @@ class StepSequencer(wiring.Component):
     """Phases ``QK(0), QK(1), PV(0), QK(2), PV(1), …, PV(steps−1)`` of a tile of ``keys`` keys
     in steps of ``b = 2**blog`` keys (``steps = ⌈keys/b⌉``; step st covers keys st·b …
     ``kend``). Each phase issues ``ops`` (row group ``g``, word ``w``) pairs, one per cycle
-    (``words`` a row: a P V phase ``ops_v`` and ``words_v``, V's head dim), and lasts ``plen = max(ops, Timing.min_phase)`` cycles; it may start the cycle after its
+    (``words`` a row; a P V phase ``ops_v`` and ``words_v``, V's head dim), and lasts
+    ``plen = max(ops, Timing.min_phase)`` cycles; it may start the cycle after its
     keys are in the ring (``k_written``/``v_written`` ≥ ``kend``) and, for P V, step st's
     softmax is written (``exp_done`` > st): the compare is a register
     (``Timing.ring_ready_latency``). ``step_end`` pulses in a phase's last cycle.
