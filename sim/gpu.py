@@ -28,8 +28,9 @@ _UNIT_SUFFIXES = ("_s", "_us", "_ns", "_ms", "_mhz", "_ghz", "_hz")
 # The measurements shipped with the package (data/gpu/ in the source tree, attenio/gpu_data/
 # in an installed wheel): the attention shapes and the serving workloads on an H200. A name
 # stands for one or more files, read together: every kernel measured competes.
-BUNDLED = {"h200": ("h200-sdpa-2026-11-29.csv",),
-           "h200-serving": ("h200-serving-2026-12-02.json", "h200-flashinfer-2026-12-04.json")}
+BUNDLED = {"h200": ("h200-sdpa-2026-11-29.csv", "h200-flashinfer-dense-2026-12-06.csv"),
+           "h200-serving": ("h200-serving-2026-12-02.json",
+                            "h200-flashinfer-serving-2026-12-06.json")}
 
 
 def bundled_dir() -> Path:
