@@ -1,0 +1,75 @@
+"""Separate head dims for Q·K and for V on the RTL (issue #45): DeepSeek's MLA prefill shape
+(Q·K wider than V) and the other way round, scaled down to the tiny and fpga presets, bit-exact
+with the integer model, cycle-exact with the schedule (a P V step issues V's words, a Q Kᵀ step
+K's, each padded alone) and within the contract of float64 attention of the unquantized inputs
+with V of its own width: causal GQA with statistics, a window that leaves rows keyless, a paged
+GQA decode batch with an empty cache, K quantized per block (each K row with its factor's word,
+so V's stride differs from K's by more than the head dims), Q per row, and AXI backpressure."""
+
+import numpy as np
+import pytest
+
+from attenio.base import config as C
+from attenio.contract.isa import Op, d_v_of
+from attenio.model.reference import attention_of
+from attenio.verify.runner import simulate
+
+TINY = C.tiny()
+
+CASES = [
+    # MLA prefill's 192/128 in small: V narrower than Q and K
+    (C.Workload(seq_q=20, seq_k=33, head_dim=16, head_dim_v=8, heads=2, kv_heads=1,
+                causal=True, lse=True), {}),
+    # V wider than Q and K, a window that leaves the first rows with no key
+    (C.Workload(seq_q=24, seq_k=16, head_dim=8, head_dim_v=20, heads=1, window_left=2,
+                window_right=0, causal=True), {"q_rows": True}),
+    # a paged GQA decode batch (heads packed, several keys a step) with an empty cache
+    (C.VarlenWorkload(seqlens_q=[1] * 4, seqlens_k=[9, 30, 0, 17], head_dim=24, head_dim_v=8,
+                      heads=2, kv_heads=1, page_size=4, lse=True), {}),
+    # K with a factor's word a row: V's stride is K's less that word and the head dims' words
+    (C.Workload(seq_q=12, seq_k=40, head_dim=20, head_dim_v=12, heads=2, kv_heads=2),
+     {"k_block": 8}),
+]
+
+
+@pytest.mark.parametrize("wl, kw", CASES)
+def test_v_of_its_own_head_dim_bit_exact_and_cycle_exact(wl, kw):
+    r = simulate(TINY, wl, seed=4, log=lambda *a: None, **kw)
+    assert r.failures() == [], r.failures()
+    assert r.cycles == r.predicted_cycles
+    assert r.out.shape[-1] == wl.d_v
+    assert r.errors["max_rel"] <= 1e-3          # against float64 of V's own width
+    prog = r.schedule.program
+    assert {d_v_of(i) for i in prog if i.op in (Op.LOAD_KV, Op.COMPUTE)} == {wl.d_v}
+    assert {i.d for i in prog if i.op == Op.LOAD_Q} == {wl.d_qk}
+
+
+def test_head_dims_under_backpressure():
+    wl = C.Workload(seq_q=16, seq_k=40, head_dim=12, head_dim_v=4, heads=2, kv_heads=1,
+                    causal=True)
+    r = simulate(TINY, wl, seed=3, p_stall=0.3, log=lambda *a: None)
+    assert r.failures() == [], r.failures()
+
+
+def test_reference_of_the_run_is_attention_with_v_of_its_own_width():
+    # the float64 side of the check above, written out: softmax(Q Kᵀ/√d_qk) V, V (n, d_v)
+    wl = C.Workload(seq_q=5, seq_k=7, head_dim=6, head_dim_v=3, causal=True)
+    rng = np.random.default_rng(0)
+    q, k, v = rng.standard_normal((1, 1, 5, 6)), rng.standard_normal((1, 1, 7, 6)), \
+        rng.standard_normal((1, 1, 7, 3))
+    got = attention_of(wl, q, k, v)
+    s = q[0, 0] @ k[0, 0].T / np.sqrt(6)
+    s = np.where(np.arange(7)[None, :] <= np.arange(5)[:, None] + 2, s, -np.inf)
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    assert np.allclose(got[0, 0], p @ v[0, 0] / p.sum(axis=1, keepdims=True))
+
+
+def test_fpga_preset_runs_mla_prefill_shape():
+    """The fpga preset's whole accelerator (the default suite builds it): GQA 4/2, Q·K 96 and
+    V 64 (MLA prefill's 192/128 halved), causal, two tiles of keys."""
+    hw = C.fpga()
+    wl = C.Workload(seq_q=40, seq_k=72, head_dim=96, head_dim_v=64, heads=4, kv_heads=2,
+                    causal=True)
+    r = simulate(hw, wl, seed=2, log=lambda *a: None)
+    assert r.failures() == [], r.failures()
+    assert r.cycles == r.predicted_cycles
