@@ -138,16 +138,16 @@ class Workload(_HeadsAndMasks, Serializable):
     def from_options(cls, hw: HardwareConfig | None, *, n: int, d: int, nk: int | None = None,
                      heads: int = 1, kv_heads: int | None = None, batch: int = 1,
                      causal: bool = False, window=(-1, -1), page_size: int = 0,
-                     lse: bool = False) -> Workload:
+                     lse: bool = False, d_v: int | None = None) -> Workload:
         """The workload of the CLI's, the API's and explore's options, the one place they are
         read: ``nk`` defaults to ``n`` (self-attention) and ``kv_heads`` to ``heads``
-        (multi-head) when ``None``; a 0 is refused like any value out of range, never read as
-        the default. With ``hw``, elements are its size and the workload must fit it
-        (:meth:`HardwareConfig.check_workload`)."""
+        (multi-head) when ``None``, ``d_v`` (V's head dim) to ``d``; a 0 is refused like any
+        value out of range, never read as the default. With ``hw``, elements are its size and
+        the workload must fit it (:meth:`HardwareConfig.check_workload`)."""
         wl = cls(seq_q=n, seq_k=n if nk is None else nk, head_dim=d, heads=heads,
                  kv_heads=heads if kv_heads is None else kv_heads, batch=batch, causal=causal,
                  window_left=window[0], window_right=window[1], page_size=page_size,
-                 lse=lse)
+                 lse=lse, head_dim_v=None if d_v == d else d_v)
         if hw is not None:
             hw.check_workload(wl)
         return wl
@@ -246,13 +246,15 @@ class VarlenWorkload(_HeadsAndMasks, Serializable):
     @classmethod
     def from_options(cls, hw: HardwareConfig | None, *, seqlens, d: int, nk=None,
                      heads: int = 1, kv_heads: int | None = None, causal: bool = False,
-                     window=(-1, -1), page_size: int = 0, lse: bool = False) -> VarlenWorkload:
+                     window=(-1, -1), page_size: int = 0, lse: bool = False,
+                     d_v: int | None = None) -> VarlenWorkload:
         """The workload of the CLI's and the API's options: ``seqlens`` query lengths, ``nk``
-        key lengths (default: the same, self-attention); with ``hw``, it must fit it."""
+        key lengths (default: the same, self-attention), ``d_v`` V's head dim (default
+        ``d``); with ``hw``, it must fit it."""
         wl = cls(seqlens_q=seqlens, seqlens_k=seqlens if nk is None else nk, head_dim=d,
                  heads=heads, kv_heads=heads if kv_heads is None else kv_heads, causal=causal,
                  window_left=window[0], window_right=window[1], page_size=page_size,
-                 lse=lse)
+                 lse=lse, head_dim_v=None if d_v == d else d_v)
         if hw is not None:
             hw.check_workload(wl)
         return wl
@@ -328,6 +330,7 @@ def workload_from_options(hw: HardwareConfig | None, *, n=None, d: int, nk=None,
                           heads: int = 1, kv_heads=None, batch=None, causal: bool = False,
                           seqlens=None, seqlens_k=None, window=(-1, -1), page_size: int = 0,
                           decode: bool = False, cache_lens=None, lse: bool = False,
+                          d_v: int | None = None,
                           flag=lambda name: name) -> Workload | VarlenWorkload:
     """The workload of the CLI's and the API's options, the one place they are chosen: one
     shape (``n``, ``nk``, ``batch``), a varlen batch (``seqlens``, ``seqlens_k``) or a decode
@@ -335,7 +338,7 @@ def workload_from_options(hw: HardwareConfig | None, *, n=None, d: int, nk=None,
     caches of these lengths, a varlen batch of ``[n]·B`` and ``cache_lens``); a mix of them
     is refused, naming the option as ``flag(name)`` spells it (``--seqlens`` on the CLI)."""
     common = {"d": d, "heads": heads, "kv_heads": kv_heads, "causal": causal, "window": window,
-              "page_size": page_size, "lse": lse}
+              "page_size": page_size, "lse": lse, "d_v": d_v}
     if decode or cache_lens is not None:
         if not decode or cache_lens is None:
             raise bad(flag("decode"), decode, f"give {flag('decode')} with "

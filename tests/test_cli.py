@@ -749,3 +749,25 @@ def test_alibi_on_golden_and_schedule_and_refused_by_name(tmp_path):
         assert r.exit_code == 2 and words in r.output, r.output
         assert len(r.output.strip().splitlines()) == 1
 
+
+
+def test_v_head_dim_on_schedule_golden_and_refused_by_name(tmp_path):
+    """--d-v: schedule emits the program with V's head dim (COMPUTE.dv, STORE_O rows of d_v),
+    golden PASSes against float64 attention of V's own width; V wider than the preset's
+    max_head_dim, or not positive: one line, exit 2."""
+    from attenio.contract import isa
+
+    prog = tmp_path / "p.bin"
+    r = run("schedule", "--preset", "tiny", "--n", "40", "--d", "16", "--d-v", "8", "--causal",
+            "--heads", "2", "--program", str(prog))
+    assert r.exit_code == 0 and "d=16 d_v=8" in r.output, r.output
+    ins = isa.decode(prog.read_bytes())
+    assert {i.dv for i in ins if i.op == isa.Op.COMPUTE} == {8}
+    assert {i.d for i in ins if i.op == isa.Op.STORE_O} == {8}
+    r, out = run_json(tmp_path, "golden", "--preset", "fpga", "--n", "64", "--d", "96",
+                      "--d-v", "64", "--causal")
+    assert "PASS" in r.output and out["workload"]["head_dim_v"] == 64, r.output
+    for dv, words in (("80", "head_dim_v=80"), ("0", "head_dim_v=0")):
+        r = run("schedule", "--preset", "tiny", "--n", "16", "--d", "8", "--d-v", dv)
+        assert r.exit_code == 2 and words in r.output, r.output
+        assert len(r.output.strip().splitlines()) == 1

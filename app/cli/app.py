@@ -372,7 +372,11 @@ def _workload_options(fn):
     opts = [
         click.option("--n", "n", type=int, default=None,
                      help="Query (and key) length (or --seqlens)."),
-        click.option("--d", "d", type=int, default=64, show_default=True, help="Head dimension."),
+        click.option("--d", "d", type=int, default=64, show_default=True,
+                     help="Head dimension (of Q and K: Q·K's)."),
+        click.option("--d-v", "d_v", type=int, default=None, metavar="DV",
+                     help="V's (and O's) head dimension if different from --d (DeepSeek's "
+                          "MLA: --d 192 --d-v 128)."),
         click.option("--nk", type=int, default=None, help="Key length if different from --n."),
         click.option("--heads", type=int, default=1, show_default=True),
         click.option("--kv-heads", type=int, default=None, help="K/V heads (GQA); default heads."),
@@ -445,13 +449,14 @@ def _describe(wl) -> str:
 
 
 def _shape(wl) -> str:
+    d = f"{wl.head_dim}" if wl.d_v == wl.d_qk else f"{wl.d_qk} d_v={wl.d_v}"
     if isinstance(wl, C.VarlenWorkload):
         lens = sorted(wl.seqlens_q)
         keys = "" if wl.seqlens_k == wl.seqlens_q else f", {wl.seq_k:,} keys"
         return (f"sequences={wl.sequences} ({wl.seq_q:,} tokens{keys}; lengths "
-                f"{lens[0]:,}-{lens[-1]:,}, median {lens[len(lens) // 2]:,}) d={wl.head_dim} "
+                f"{lens[0]:,}-{lens[-1]:,}, median {lens[len(lens) // 2]:,}) d={d} "
                 f"heads={wl.heads}/{wl.kv_heads} causal={wl.causal}")
-    return (f"N={wl.seq_q}x{wl.seq_k} d={wl.head_dim} heads={wl.heads}/{wl.kv_heads} "
+    return (f"N={wl.seq_q}x{wl.seq_k} d={d} heads={wl.heads}/{wl.kv_heads} "
             f"batch={wl.batch} causal={wl.causal}")
 
 
