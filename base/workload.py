@@ -95,6 +95,10 @@ def _check_heads_and_masks(wl) -> None:
     check_int(wl, "kv_heads", 1, 1 << 12)
     check_bool(wl, "causal")
     check_bool(wl, "lse")
+    check_bool(wl, "v_in_k")
+    if wl.v_in_k and wl.d_v > wl.head_dim:
+        raise bad("head_dim_v", wl.d_v, f"with v_in_k V is the first head_dim_v columns of K: "
+                  f"at most head_dim={wl.head_dim}")
     if wl.heads % wl.kv_heads:
         raise bad("kv_heads", wl.kv_heads, f"must divide heads={wl.heads}")
     for side in ("window_left", "window_right"):
@@ -127,6 +131,9 @@ class Workload(_HeadsAndMasks, Serializable):
     lse: bool = False
     # V's (and O's) head dim when it is not Q·K's (DeepSeek's MLA: 192 and 128); None: equal
     head_dim_v: int | None = None
+    # V is the first head_dim_v columns of K's own rows (DeepSeek's absorbed MLA decode: the
+    # latent row is K, its first 512 elements V): there is no V tensor, K's rows are read once
+    v_in_k: bool = False
 
     def __post_init__(self):
         check_int(self, "seq_q", 1, MAX_LEN)
@@ -138,7 +145,8 @@ class Workload(_HeadsAndMasks, Serializable):
     def from_options(cls, hw: HardwareConfig | None, *, n: int, d: int, nk: int | None = None,
                      heads: int = 1, kv_heads: int | None = None, batch: int = 1,
                      causal: bool = False, window=(-1, -1), page_size: int = 0,
-                     lse: bool = False, d_v: int | None = None) -> Workload:
+                     lse: bool = False, d_v: int | None = None,
+                     v_in_k: bool = False) -> Workload:
         """The workload of the CLI's, the API's and explore's options, the one place they are
         read: ``nk`` defaults to ``n`` (self-attention) and ``kv_heads`` to ``heads``
         (multi-head) when ``None``, ``d_v`` (V's head dim) to ``d``; a 0 is refused like any
@@ -147,7 +155,7 @@ class Workload(_HeadsAndMasks, Serializable):
         wl = cls(seq_q=n, seq_k=n if nk is None else nk, head_dim=d, heads=heads,
                  kv_heads=heads if kv_heads is None else kv_heads, batch=batch, causal=causal,
                  window_left=window[0], window_right=window[1], page_size=page_size,
-                 lse=lse, head_dim_v=None if d_v == d else d_v)
+                 lse=lse, head_dim_v=None if d_v == d else d_v, v_in_k=v_in_k)
         if hw is not None:
             hw.check_workload(wl)
         return wl
@@ -200,6 +208,7 @@ class VarlenWorkload(_HeadsAndMasks, Serializable):
     page_size: int = 0
     lse: bool = False          # as Workload.lse
     head_dim_v: int | None = None     # as Workload.head_dim_v
+    v_in_k: bool = False              # as Workload.v_in_k
 
     def __post_init__(self):
         for name in ("seqlens_q", "seqlens_k"):
@@ -247,14 +256,14 @@ class VarlenWorkload(_HeadsAndMasks, Serializable):
     def from_options(cls, hw: HardwareConfig | None, *, seqlens, d: int, nk=None,
                      heads: int = 1, kv_heads: int | None = None, causal: bool = False,
                      window=(-1, -1), page_size: int = 0, lse: bool = False,
-                     d_v: int | None = None) -> VarlenWorkload:
+                     d_v: int | None = None, v_in_k: bool = False) -> VarlenWorkload:
         """The workload of the CLI's and the API's options: ``seqlens`` query lengths, ``nk``
         key lengths (default: the same, self-attention), ``d_v`` V's head dim (default
         ``d``); with ``hw``, it must fit it."""
         wl = cls(seqlens_q=seqlens, seqlens_k=seqlens if nk is None else nk, head_dim=d,
                  heads=heads, kv_heads=heads if kv_heads is None else kv_heads, causal=causal,
                  window_left=window[0], window_right=window[1], page_size=page_size,
-                 lse=lse, head_dim_v=None if d_v == d else d_v)
+                 lse=lse, head_dim_v=None if d_v == d else d_v, v_in_k=v_in_k)
         if hw is not None:
             hw.check_workload(wl)
         return wl
@@ -312,7 +321,8 @@ class VarlenWorkload(_HeadsAndMasks, Serializable):
                         head_dim=self.head_dim, heads=self.heads, kv_heads=self.kv_heads,
                         causal=self.causal,
                         window_left=self.window_left, window_right=self.window_right,
-                        page_size=self.page_size, lse=self.lse, head_dim_v=self.head_dim_v)
+                        page_size=self.page_size, lse=self.lse, head_dim_v=self.head_dim_v,
+                        v_in_k=self.v_in_k)
 
 
 MAX_PAGE = 1 << 15     # the ISA's 4-bit page_log2
@@ -330,7 +340,7 @@ def workload_from_options(hw: HardwareConfig | None, *, n=None, d: int, nk=None,
                           heads: int = 1, kv_heads=None, batch=None, causal: bool = False,
                           seqlens=None, seqlens_k=None, window=(-1, -1), page_size: int = 0,
                           decode: bool = False, cache_lens=None, lse: bool = False,
-                          d_v: int | None = None,
+                          d_v: int | None = None, v_in_k: bool = False,
                           flag=lambda name: name) -> Workload | VarlenWorkload:
     """The workload of the CLI's and the API's options, the one place they are chosen: one
     shape (``n``, ``nk``, ``batch``), a varlen batch (``seqlens``, ``seqlens_k``) or a decode
@@ -338,7 +348,7 @@ def workload_from_options(hw: HardwareConfig | None, *, n=None, d: int, nk=None,
     caches of these lengths, a varlen batch of ``[n]·B`` and ``cache_lens``); a mix of them
     is refused, naming the option as ``flag(name)`` spells it (``--seqlens`` on the CLI)."""
     common = {"d": d, "heads": heads, "kv_heads": kv_heads, "causal": causal, "window": window,
-              "page_size": page_size, "lse": lse, "d_v": d_v}
+              "page_size": page_size, "lse": lse, "d_v": d_v, "v_in_k": v_in_k}
     if decode or cache_lens is not None:
         if not decode or cache_lens is None:
             raise bad(flag("decode"), decode, f"give {flag('decode')} with "

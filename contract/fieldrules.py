@@ -110,6 +110,19 @@ FIELD_RULES: tuple[FieldRule, ...] = (
               lambda f, hw, rh: (f.paged != 0) & ((f.table & (ENTRY_BYTES - 1)) != 0),
               lambda f, hw, rh: (f"table={f.table} not a multiple of the entry size "
                                  f"{ENTRY_BYTES}")),
+    FieldRule("v_in_k_dv", ("v_in_k", "dv", "d"),
+              lambda f, hw, rh: (f.v_in_k != 0) & (f.dv > f.d),
+              lambda f, hw, rh: f"v_in_k=1 with dv={f.dv} above d={f.d} (V is the first dv "
+                                "elements of each K row)"),
+    FieldRule("v_in_k_ring", ("v_in_k", "keys_per_step"),
+              lambda f, hw, rh: (f.v_in_k != 0) & (f.keys_per_step > hw.ring_rows // 2),
+              lambda f, hw, rh: (f"v_in_k=1 with keys_per_step={f.keys_per_step} above half "
+                                 f"the ring ({hw.ring_rows // 2}): a K block waits for its V "
+                                 "rows' slots, freed by a P V step two blocks back")),
+    FieldRule("v_in_k_scales", ("v_in_k", "key_scales"),
+              lambda f, hw, rh: (f.v_in_k != 0) & (f.key_scales != 0),
+              lambda f, hw, rh: "v_in_k=1 with key_scales=1 (V read from K's rows takes K's "
+                                "one scale; per-key factors would scale V's rows too)"),
     FieldRule("packed_mask", ("causal", "window", "heads", "rows"),
               lambda f, hw, rh: (f.causal | f.window) & (f.heads > 1) & (f.rows < hw.mac_lines),
               _mask_why),

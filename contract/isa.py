@@ -48,7 +48,7 @@ LAYOUTS: dict[Op, dict[str, tuple[int, int]]] = {
                 "addr": (64, 48),
                 "row_stride": (112, 32), "head_stride": (144, 32), "row_scales": (176, 1),
                 "sinks": (177, 1), "alibi": (178, 1)},
-    Op.LOAD_KV: {"keys": (16, 24), "d": (40, 12), "keys_per_step": (52, 8),
+    Op.LOAD_KV: {"v_in_k": (8, 1), "keys": (16, 24), "d": (40, 12), "keys_per_step": (52, 8),
                  "k_addr": (64, 48), "v_addr": (112, 48), "row_stride": (160, 32),
                  "key_scales": (192, 1), "paged": (193, 1), "page_log2": (194, 4),
                  "table": (198, 48), "dv": (246, 10)},

@@ -244,6 +244,8 @@ def _spans(ins, hw, out_bytes: int):
         dv = d_v_of(ins)
         v_span = ((ins.keys - 1) * hw.v_row_stride(ins.row_stride, ks, ins.d, dv)
                   + row_bytes(hw, dv, eb))
+        if ins.args.get("v_in_k", 0):       # V read from K's rows: K's span alone
+            return [(False, ins.k_addr, ins.k_addr + k_span)]
         return [(False, ins.k_addr, ins.k_addr + k_span),
                 (False, ins.v_addr, ins.v_addr + v_span)]
     if ins.op in (Op.LOAD_Q, Op.STORE_O):

@@ -28,9 +28,11 @@ class KVRing(wiring.Component):
     same cycle.
 
     Writer: beats come tagged (ring, last word of the row, last beat of the tile), so it needs
-    no command. A beat is taken while its ring has room for the row (``k_room``/``v_room``,
-    registers off the AXI read-data path) and the tile's last beat is not in yet. Row j of a
-    ring goes to slot j mod ring.
+    no command. A K beat tagged ``vw`` (``LOAD_KV.v_in_k``: the row's first words are V's
+    row) is written to both rings; V's row ends with the beat tagged ``vlast``. A beat is
+    taken while its ring has room for the row (``k_room``/``v_room``, registers off the AXI
+    read-data path; a ``vw`` beat needs both) and the tile's last beat is not in yet. Row j
+    of a ring goes to slot j mod ring.
 
     Credits: at a step's end (``step_end``) the ring the step read (``is_qk``: K) frees its rows
     up to ``kend``: ``k_free``/``v_free`` count rows the PE array is done with. ``clear`` (the
@@ -95,27 +97,36 @@ class KVRing(wiring.Component):
         # ring occupancy (rows written, not yet freed) and room for a row, kept as registers
         # (off the AXI read-data path); room_k/room_v = k_wr_n − k_free < ring
         k_room, v_room = Signal(init=1), Signal(init=1)
-        m.d.comb += self.kv.ready.eq(Mux(write_k, k_room, v_room) & ~kv_closed)
+        # a K beat that is V's too (LOAD_KV.v_in_k) waits for V's room as well (only the
+        # beats that write V: the rest of the K row never waits on V)
+        m.d.comb += self.kv.ready.eq(Mux(write_k, k_room & (~beat.vw | v_room), v_room)
+                                     & ~kv_closed)
         k_slot = Signal(range(ring))
         v_slot = Signal(range(ring))
         m.d.comb += [k_slot.eq(slot_of(k_wr_n)), v_slot.eq(slot_of(v_wr_n))]
         take = self.kv.valid & self.kv.ready
-        for wrs, slot, sel in ((k_wr, k_slot, write_k), (v_wr, v_slot, ~write_k)):
+        write_v = Signal()           # a V beat, or a K beat whose row is V's too
+        m.d.comb += write_v.eq(~write_k | beat.vw)
+        for wrs, slot, sel in ((k_wr, k_slot, write_k), (v_wr, v_slot, write_v)):
             for mem_wr in wrs:
                 m.d.comb += [mem_wr.addr.eq(slot * wmax + kvw),
                              mem_wr.en.eq(take & sel & ~beat.sc)]
                 for lane in range(q):
-                    # lanes past d come in as zeros (the loader pads the row's last word)
-                    m.d.comb += mem_wr.data[lane].eq(beat.data[lane])
+                    # lanes past d come in as zeros (the loader pads the row's last word);
+                    # V's last word inside a K row: its lanes past d_v written as zeros
+                    cut = write_k & beat.vlast & (lane >= beat.vlanes) if wrs is v_wr else 0
+                    m.d.comb += mem_wr.data[lane].eq(Mux(cut, 0, beat.data[lane]))
+        v_row_end = Signal()         # a V row completes: its last beat, or V's last word of a K row
+        m.d.comb += v_row_end.eq(Mux(write_k, beat.vlast, beat.last))
         with m.If(take):
             with m.If(beat.last):
                 m.d.sync += kvw.eq(0)
                 with m.If(write_k):
                     m.d.sync += k_wr_n.eq(k_wr_n + 1)
-                with m.Else():
-                    m.d.sync += v_wr_n.eq(v_wr_n + 1)
             with m.Else():
                 m.d.sync += kvw.eq(kvw + 1)
+            with m.If(v_row_end):
+                m.d.sync += v_wr_n.eq(v_wr_n + 1)
             with m.If(beat.end):
                 m.d.sync += kv_closed.eq(1)
 
@@ -146,7 +157,7 @@ class KVRing(wiring.Component):
         m.d.comb += take_row.eq(take & beat.last)
         occs = []
         for name_, room_, inc_, free_ in (("k", k_room, take_row & write_k, k_free),
-                                          ("v", v_room, take_row & ~write_k, v_free)):
+                                          ("v", v_room, take & v_row_end, v_free)):
             occ = Signal(range(ring + 1), name=f"{name_}_occ")
             rows = Signal(range(cfg.max_keys_per_step + 1), name=f"{name_}_step_rows")
             dec = self.step_end & (self.is_qk if name_ == "k" else ~self.is_qk)

@@ -98,9 +98,12 @@ def kv_beat_layout(cfg: HardwareConfig) -> data.StructLayout:
     """One K/V beat: a word, which ring it goes to, the last word of its row, the word after
     the row's data (``sc``: a K row's factor, ``row_scale_layout`` in the low bits; V's is
     unused), the last beat of the tile (the loader tags them, so the ring writer needs no
-    command)."""
+    command). A K beat of a row whose first words are V's row too (``LOAD_KV.v_in_k``) says
+    so (``vw``: the V ring takes it as well; ``vlast``: V's row ends with it, its lanes past
+    ``vlanes`` written as zeros)."""
     return data.StructLayout({"data": word_layout(cfg), "v": 1, "last": 1, "sc": 1,
-                              "end": 1})
+                              "end": 1, "vw": 1, "vlast": 1,
+                              "vlanes": unsigned((cfg.macs_per_line).bit_length())})
 
 
 def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:

@@ -14,6 +14,7 @@ import numpy as np
 
 from attenio.base.blocktable import BlockTable
 from attenio.base.config import HardwareConfig, Workload
+from attenio.base.errors import bad
 from attenio.model import numerics as nm
 from attenio.model import reference as ref
 from attenio.model.variants import check_alibi, with_alibi, with_sinks
@@ -123,7 +124,14 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
         k, v = k[:1], v[:1]
     else:
         q, k, v = make_inputs(wl, dist, seed, sigma)
+    if wl.v_in_k:            # V is K's first d_v columns: the floats, and K's integers
+        if scheme != "tensor" or k_block is not None:
+            raise bad("v_in_k", True, "V read from K's rows takes K's one scale: use "
+                      "scheme='tensor' and no k_block")
+        v = np.asarray(k)[..., :wl.d_v]
     h = quantize_scheme(hw, q, k, v, scheme, q_rows=q_rows, k_block=k_block)
+    if wl.v_in_k:
+        h = dataclasses.replace(h, v=h.k[..., :wl.d_v], sv=h.sk)
     sq = h.sq
     if softmax_scale is not None:
         from attenio.contract.variant import variant_of

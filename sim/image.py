@@ -89,7 +89,8 @@ def _place_pages(image: bytearray, lay: Layout, wl: Workload, k_rows: bytes,
     each sequence's copied page by page into the slots its table names."""
     pc, page = lay.paged, wl.page_size
     rows = {}
-    for name, data in (("k", k_rows), ("v", v_rows)):
+    kv = (("k", k_rows),) + ((("v", v_rows),) if v_rows is not None else ())
+    for name, data in kv:
         shape = (1, wl.kv_heads, pc.n_slots * page) if pool else (wl.batch, wl.kv_heads,
                                                                    wl.seq_k)
         rows[name] = np.frombuffer(data, dtype=np.uint8).reshape(*shape, -1)
@@ -99,7 +100,7 @@ def _place_pages(image: bytearray, lay: Layout, wl: Workload, k_rows: bytes,
         spans = [(seg.batch, seg.k0 + g * page, seg.k0 + min((g + 1) * page, seg.seq_k), slot)
                  for i, seg in enumerate(wl.segments()) for g, slot in enumerate(pc.slots[i])]
     for b, lo, hi, slot in spans:
-        for name, base in (("k", lay.k), ("v", lay.v)):
+        for name, base in (("k", lay.k), ("v", lay.v))[:len(rows)]:
             r = rows[name][b, :, lo:hi]            # [kv_heads, keys, row]
             rb = r.shape[-1]
             for h in range(wl.kv_heads):
@@ -140,7 +141,8 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, block_table=N
     v_row = hw.row_elements(wl.d_v)
     kv_shape = np.shape(inp.k)[:3]
     rows = {}
-    for base, x in ((lay.q, inp.q), (lay.k, inp.k), (lay.v, inp.v)):
+    tensors = ((lay.q, inp.q), (lay.k, inp.k)) + (() if wl.v_in_k else ((lay.v, inp.v),))
+    for base, x in tensors:             # (with v_in_k V is K's rows' first d_v elements)
         data = _pack(_pad_rows(np.asarray(x), v_row if base == lay.v else row), eb)
         if per_row and base == lay.q:
             shape = (wl.batch, wl.heads, wl.seq_q)
@@ -158,6 +160,6 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, block_table=N
             continue
         image[base:base + len(data)] = data
     if lay.paged is not None:
-        _place_pages(image, lay, wl, rows[lay.k], rows[lay.v], inp.table is not None)
+        _place_pages(image, lay, wl, rows[lay.k], rows.get(lay.v), inp.table is not None)
     return RunImage(inp, plan, program, lay, bytes(image), hw.o_bytes(wl), ob, v_row,
                     hw.o_row_elements(wl.d_v, wl.lse))

@@ -119,10 +119,11 @@ class Layout:
         if wl.page_size:
             paged = PagedCache.place(hw, wl, block_table_for(wl, block_table), key_scales)
             kb = vb = paged.n_slots * paged.pitch
+            vb = 0 if wl.v_in_k else vb     # V read from K's rows: no V pool
         else:
             kb = wl.batch * wl.kv_heads * wl.seq_k * hw.k_row_elements(wl.head_dim, key_scales) \
                 * eb
-            vb = wl.batch * wl.kv_heads * wl.seq_k * dp * eb
+            vb = 0 if wl.v_in_k else wl.batch * wl.kv_heads * wl.seq_k * dp * eb
         p = 0
         q = _up(p + program_bytes)
         k = _up(q + qb)

@@ -123,6 +123,7 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
     """
     eb, ob = hw.element_bytes, hw.out_element_bytes
     d, dv = wl.d_qk, wl.d_v      # Q·K's head dim; V's and O's (contract.variant.Variant)
+    vk = int(wl.v_in_k)          # V is the first dv elements of each K row: no V region
     dp = hw.row_elements(dv)     # a V row's pitch in DRAM: whole words (Layout.packed)
     rs = int(scale.per_row)
     sk = int(scale.sink_m is not None)       # the rows' sinks ride in their side words
@@ -148,6 +149,8 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
     for t, (seg, hk, h0, p0, rows, keys, tl, causal, first) in enumerate(tiles):
         g = tl.heads_per_tile
         ring = hw.ring_rows if tl.dataflow == "attenio" else tl.keys_per_step
+        if vk:                       # a K block waits for V slots freed two blocks back
+            ring = max(1, ring // 2)
         if page:                     # a block never spans two pages
             ring = min(ring, page)
         kps = (_keys_per_step(hw, rows * g, 1, ring)
@@ -172,7 +175,10 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
                   "paged": 0, "page_log2": 0, "table": 0}
             if page:
                 kv = _paged_fields(layout, seq_of[seg], hk, first, page, dk * eb, dp * eb)
-            prog.append(Instr(Op.LOAD_KV, {"keys": keys, "d": d, **dvf, "keys_per_step": kps, **kv,
+            if vk:                   # no V rows of their own: V's address is K's (unread)
+                kv["v_addr"] = kv["k_addr"]
+            prog.append(Instr(Op.LOAD_KV, {"keys": keys, "d": d, **dvf, "v_in_k": vk,
+                                           "keys_per_step": kps, **kv,
                                            "row_stride": dk * eb, "key_scales": ks}))
         prog.append(Instr(Op.COMPUTE, {**common, **dvf, "keys": keys, "keys_per_step": kps,
                                        "q_pos": p0, "c_m": c_m, "c_sh": c_sh,

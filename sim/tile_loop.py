@@ -53,6 +53,8 @@ class TileLoop:
         self.v_bytes = hw.row_elements(self.d_v) * eb
         self.v_stride = hw.v_row_stride(kv.row_stride, ks, comp.d, self.d_v)
         self.contiguous = kv.row_stride == self.k_bytes
+        # V is the first d_v elements of each K row (LOAD_KV.v_in_k): read with K, once
+        self.v_in_k = bool(kv.args.get("v_in_k", 0))
         # words a row group's step issues: Q·K's head dim for Q Kᵀ, V's for P V
         self.words = {"QK": hw.words(comp.d), "PV": hw.words(self.d_v)}
         self.p = p = hw.mac_lines
@@ -209,7 +211,12 @@ class TileLoop:
         # block waits for its ring slot, freed by the step ck before it
         ck = self.ck
         for which, j in kv_blocks_during(s, self.steps):
-            done_by = self.qk_end if which == "K" else self.pv_end
+            if self.v_in_k and which == "V":     # V came with K's rows: nothing to read
+                self.arr_v[j] = self.arr_k[j]
+                continue
+            # a block's slots are freed by the step ck before it (with V in K's rows, a K
+            # block waits for the V slots too, freed by the later P V step)
+            done_by = self.qk_end if which == "K" and not self.v_in_k else self.pv_end
             credit = done_by[j - ck] + t.credit_latency if j >= ck else self.rd_floor
             (self.arr_k if which == "K" else self.arr_v)[j] = self.load(j, which, credit)[1]
         # forget history the loop no longer reads

@@ -62,11 +62,15 @@ def queue_entry_layout() -> data.StructLayout:
 
 def load_tag_layout() -> data.StructLayout:
     """What a load burst's beats mean: K/V or Q, which ring, words per row, lanes of a row's
-    last data word, whether each K/V row ends with a K factor's word (``sc``), whether the
+    last data word, whether each K/V row ends with a K factor's word (``sc``), whether each K
+    row's first ``wv`` words are also a V row (``vk``, its last word's ``vlanes``), whether the
     burst ends the instruction and it pushes a token; a block-table word (``t``) and the
     buffer ``slot`` it fills."""
     return data.StructLayout({"kv": 1, "v": 1, "wd": 12, "lanes": 8, "sc": 1, "end": 1,
-                              "push": 1, "t": 1, "slot": 1})
+                              "push": 1, "t": 1, "slot": 1,
+                              # K rows whose first wv words are V's row too (LOAD_KV.v_in_k),
+                              # the lanes of V's last word
+                              "vk": 1, "wv": 12, "vlanes": 8})
 
 
 def error_ports() -> dict:

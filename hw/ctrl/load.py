@@ -219,7 +219,8 @@ class LoadEngine(wiring.Component):
                 page_start(cfg, m, u, lb, kv_head, k_beats)
         credit = Signal()
         m.d.comb += credit.eq(~l_is_kv | ~l_unit_first
-                              | self._ring_credit(m, Mux(l_on_v, l_vs, l_ks), l_b, l_on_v, ring))
+                              | self._ring_credit(m, Mux(l_on_v, l_vs, l_ks), l_b, l_on_v, ring,
+                                                  view(lraw, Op.LOAD_KV).v_in_k))
         m.submodules.tags = tags = StreamFIFO(load_tag_layout(), MAX_OUTSTANDING)
         is_t, base_set = page_walk(cfg, m, u, lb, fail, self.stop)
         l_want = Signal()
@@ -270,8 +271,8 @@ class LoadEngine(wiring.Component):
         # size, base and whether it ends the instruction (the unit waits 3 cycles: lb.ready)
         nks, nvs = Signal.like(u.ks), Signal.like(u.vs)
         m.d.comb += [nks.eq(u.ks + ~u.on_v), nvs.eq(u.vs + u.on_v)]
-        next_v = Signal()
-        m.d.comb += next_v.eq(next_is_v(nks, nvs, u.steps))
+        next_v = Signal()          # (with V in K's rows there are K blocks only)
+        m.d.comb += next_v.eq(next_is_v(nks, nvs, u.steps) & ~view(u.raw, Op.LOAD_KV).v_in_k)
         step_bytes = Mux(u.on_v, u.vstride, u.stride) * u.b
         s1_ns = Signal.like(u.ks)
         kv = view(u.raw, Op.LOAD_KV)
@@ -300,7 +301,7 @@ class LoadEngine(wiring.Component):
         nk_rows = Signal(range(kps_max + 1))   # ≤ keys per step
         m.d.comb += nk_rows.eq(Mux(nk_left < u.b, nk_left, u.b))
         m.d.sync += [
-            p_kv_last.eq(p_next_v & (p_nvs >= u.steps)),
+            p_kv_last.eq(Mux(kv.v_in_k, p_nks >= u.steps, p_next_v & (p_nvs >= u.steps))),
             p_base.eq(Mux(p_next_v, p_vbase, p_kbase)),
             p_rows.eq(nk_rows), p_beats.eq(Mux(u.contig, nk_rows * p_wn, p_wn)),
         ]
@@ -337,7 +338,7 @@ class LoadEngine(wiring.Component):
                                      u.k_beats.eq(p_beats)]
         return instr_done
 
-    def _ring_credit(self, m: Module, cur_s, l_b, l_on_v, ring: int):
+    def _ring_credit(self, m: Module, cur_s, l_b, l_on_v, ring: int, v_in_k):
         """The current K/V block may be requested: block s of b keys waits until
         s·b + b ≤ freed + ring. Both sides are registers: the need depends on the unit only,
         and the compare is a cycle old (off the path to ARVALID; Timing.credit_latency): the
@@ -347,7 +348,9 @@ class LoadEngine(wiring.Component):
         need = Signal(signed(28))
         m.d.sync += need.eq(cur_s * l_b + l_b - ring)
         ok = Signal()
-        m.d.sync += ok.eq((need <= Mux(l_on_v, self.v_free, self.k_free)) & ~self.credits_stale)
+        # with V in K's rows a K block fills V's slots too: it waits for both rings' credits
+        m.d.sync += ok.eq((need <= Mux(l_on_v, self.v_free, self.k_free))
+                          & (~v_in_k | (need <= self.v_free)) & ~self.credits_stale)
         return ok
 
 
@@ -366,6 +369,8 @@ def _tag(cfg: HardwareConfig, m: Module, u: _LoadRegs, instr_done, is_t):
         tag_in.wd.eq(Mux(is_t, 1, Mux(l_is_kv, Mux(l_on_v, u.wv, l_wk),
                                       l_wd + q_side_words(cfg, view(lraw, Op.LOAD_Q))))),
         tag_in.sc.eq(l_is_kv & ~l_on_v & view(lraw, Op.LOAD_KV).key_scales & ~is_t),
+        tag_in.vk.eq(l_is_kv & ~l_on_v & view(lraw, Op.LOAD_KV).v_in_k & ~is_t),
+        tag_in.wv.eq(u.wv), tag_in.vlanes.eq(u.dv - ((u.wv - 1) << lq)),
         tag_in.t.eq(is_t), tag_in.slot.eq(slot),
         tag_in.lanes.eq(lastlanes), tag_in.end.eq(instr_done),
         tag_in.push.eq(view(lraw).push_next),
@@ -391,6 +396,9 @@ def _read_data(eng: LoadEngine, m: Module, tags, fail, u: _LoadRegs):
         eng.kv.payload.v.eq(t_v), eng.kv.payload.last.eq(row_last),
         eng.kv.payload.sc.eq(t.sc & row_last),
         eng.kv.payload.end.eq(t_end & eng.rlast),
+        eng.kv.payload.vw.eq(t.vk & (rw < t.wv)),
+        eng.kv.payload.vlast.eq(t.vk & (rw == t.wv - 1)),
+        eng.kv.payload.vlanes.eq(t.vlanes),
         eng.rready.eq(tags.o.valid & (eng.stop | t.t
                                        | Mux(t_kv, eng.kv.ready, eng.q.ready))),
     ]
