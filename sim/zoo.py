@@ -54,18 +54,16 @@ def run_model(hw: HardwareConfig, model: ZooModel, phase: str, progress=None,
               **opts) -> list[LayerRun]:
     """Each of ``model``'s layer types that runs in ``phase`` (``prefill`` or ``decode``)
     scheduled on ``hw`` under the batch options ``opts`` (:func:`layer_workload`); a layer
-    the hardware cannot run yet (separate Q·K and V head dims) comes back ``refused`` with
-    the reason. ``progress(fraction)`` after each."""
+    the hardware cannot run (a head dim past the preset's) comes back ``refused`` with the
+    reason. ``progress(fraction)`` after each."""
     todo = [lt for lt in model.layers if lt.phase in (None, phase)]
     out = []
     for i, lt in enumerate(todo):
         wl = layer_workload(None, lt, **opts)            # the batch's options checked here
         if lt.head_dim_v is not None:
-            wl = replace(wl, head_dim_v=lt.head_dim_v)
+            wl = replace(wl, head_dim_v=lt.head_dim_v, v_in_k=lt.v_in_k)
         sinks = [0.0] * lt.heads if lt.sinks else None      # their values move no cycle
         why = variant_of(wl, lt.softmax_scale, lt.softcap, sinks).unbuilt()
-        if lt.v_in_k:
-            why = why + ["V read from K's rows (MLA's absorbed decode) is not built yet"]
         if not why:
             try:
                 hw.check_workload(wl)
