@@ -554,7 +554,7 @@ def asplos26() -> HardwareConfig:
     loses relative accuracy as outputs shrink like 1/√N (at N = 16384 it was 7.7× worse than
     fp16 attention; with 8 fraction bits it is 4.5× better: docs/numerics.md)."""
     return HardwareConfig(
-        mac_lines=64, macs_per_line=32, data_bits=16, tile_rows=8192, max_head_dim=576,
+        mac_lines=64, macs_per_line=32, data_bits=16, tile_rows=8192, max_head_dim=256,
         kv_ring_depth=64, exp_lanes=128, axi_data_bits=1024, dram_latency=100,
         dram_bytes_per_cycle=128, clock_mhz=1000.0, max_seq_len=1 << 20, softmax_block=1,
         max_keys_per_step=32, sram_bytes=512 * 1024, numerics=Numerics(out_frac_bits=8))

@@ -58,13 +58,22 @@ def test_a_layer_type_runs_as_the_workload_it_says():
     assert runs[0].cycles < runs[1].cycles          # the window sees fewer keys
 
 
-def test_layers_the_rtl_cannot_run_yet_say_why():
+def test_mla_layers_run_and_a_preset_too_narrow_says_why():
+    # asplos26 holds head dims to 256: the absorbed decode's 576 is refused by name
     runs = run_model(C.asplos26(), zoo.get("deepseek-v3"), "decode", decode=True,
-                         cache_lens=[100, 37])
+                     cache_lens=[100, 37])
     assert [r.layer.name for r in runs] == ["mla-decode"]
-    assert "absorbed decode" in runs[0].refused and runs[0].cycles is None
-    assert "separate Q·K and V head dims" not in runs[0].refused       # those are built
-    # MLA prefill (192 and 128) runs
+    assert "head_dim=576" in runs[0].refused and runs[0].cycles is None
+    # with head dims to 576 (configs/asplos26-576.toml) it runs, V read from K's rows: the
+    # bytes read are the latent rows once (and Q), none for V
+    wide = C.replace(C.asplos26(), max_head_dim=576)
+    runs = run_model(wide, zoo.get("deepseek-v3"), "decode", decode=True, cache_lens=[100, 37],
+                     page_size=64)
+    r = runs[0]
+    assert r.refused is None and r.workload.v_in_k and r.workload.d_v == 512
+    latent = 137 * 576 * 2 + 2 * 128 * 576 * 2        # K rows once, Q rows
+    assert latent <= r.read_bytes <= 1.02 * latent
+    # MLA prefill (192 and 128) runs on asplos26 itself
     pre = run_model(C.asplos26(), zoo.get("deepseek-v3"), "prefill", n=256)
     assert [r.layer.name for r in pre] == ["mla-prefill"] and pre[0].refused is None
     assert pre[0].cycles > 0 and pre[0].workload.d_v == 128
