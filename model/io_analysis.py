@@ -339,7 +339,9 @@ def head_traffic(hw: HardwareConfig, wl: Workload, tiling: Tiling, table0: int =
     per_word = max(1, hw.axi_data_bytes // ENTRY_BYTES)
     keys, words = _kv_reads(nq, nk, tiling.positions, causal_mask(wl), tiling.kv_block,
                             wl.window, wl.page_size, table0, per_word, sinks)
-    reads = {"Q": h * nq * (d + _q_side(hw, sinks or side)), "K": keys * d, "V": keys * dv}
+    # V read from K's rows (LOAD_KV.v_in_k): none of its own
+    reads = {"Q": h * nq * (d + _q_side(hw, sinks or side)), "K": keys * d,
+             "V": 0 if wl.v_in_k else keys * dv}
     writes = {"O": h * nq * dv}
     if wl.lse:          # each row's statistics: one output word (docs/isa.md)
         writes["LSE"] = h * nq * hw.macs_per_line

@@ -771,3 +771,21 @@ def test_v_head_dim_on_schedule_golden_and_refused_by_name(tmp_path):
         r = run("schedule", "--preset", "tiny", "--n", "16", "--d", "8", "--d-v", dv)
         assert r.exit_code == 2 and words in r.output, r.output
         assert len(r.output.strip().splitlines()) == 1
+
+
+def test_v_in_k_on_schedule_and_golden():
+    """--v-in-k: LOAD_KV reads K's rows alone (the closed form agrees: schedule exits 0) and
+    golden PASSes with V the first --d-v columns of K; V wider than K: one line, exit 2."""
+    args = ("--preset", "tiny", "--decode", "--cache-lens", "40,9", "--d", "24", "--d-v", "16",
+            "--heads", "4", "--kv-heads", "1", "--page-size", "4")
+    r = run("schedule", *args, "--v-in-k")
+    assert r.exit_code == 0 and "closed form          equal" in r.output, r.output
+    apart = run("schedule", *args)
+    read = [int(x.split("(")[1].split(" B")[0].replace(",", ""))
+            for x in (r.output, apart.output) for x in x.splitlines() if "DRAM read" in x]
+    assert read[0] < read[1]
+    r = run("golden", *args, "--v-in-k")
+    assert r.exit_code == 0 and "PASS" in r.output, r.output
+    r = run("schedule", "--preset", "tiny", "--n", "16", "--d", "8", "--d-v", "16", "--v-in-k")
+    assert r.exit_code == 2 and "head_dim_v=16" in r.output
+    assert len(r.output.strip().splitlines()) == 1

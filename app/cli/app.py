@@ -377,6 +377,9 @@ def _workload_options(fn):
         click.option("--d-v", "d_v", type=int, default=None, metavar="DV",
                      help="V's (and O's) head dimension if different from --d (DeepSeek's "
                           "MLA: --d 192 --d-v 128)."),
+        click.option("--v-in-k", "v_in_k", is_flag=True,
+                     help="V is the first --d-v elements of each K row (DeepSeek's absorbed "
+                          "MLA decode: --d 576 --d-v 512): K's rows are read once, no V."),
         click.option("--nk", type=int, default=None, help="Key length if different from --n."),
         click.option("--heads", type=int, default=1, show_default=True),
         click.option("--kv-heads", type=int, default=None, help="K/V heads (GQA); default heads."),

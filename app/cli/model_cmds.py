@@ -67,7 +67,8 @@ from attenio.model.variants import check_sinks
 @json_option
 @csv_option
 @_friendly
-def golden(preset, config_file, n, d, d_v, nk, heads, kv_heads, batch, causal, seqlens, seqlens_k,
+def golden(preset, config_file, n, d, d_v, v_in_k, nk, heads, kv_heads, batch, causal, seqlens,
+           seqlens_k,
            decode, cache_lens, page_size, lse, block_table, dist, sigma, npz, scheme, q_scales,
            k_block, seed, stepwise, window, softmax_scale, softcap, sinks, alibi, alibi_slopes,
            json_path, csv_path):
@@ -90,7 +91,8 @@ def golden(preset, config_file, n, d, d_v, nk, heads, kv_heads, batch, causal, s
         heads, kv_heads, batch = q0.shape[1], k0.shape[1], q0.shape[0]
     if n is None and seqlens is None and not decode:
         n = 1024
-    wl = _workload(hw, n=n, d=d, d_v=d_v, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
+    wl = _workload(hw, n=n, d=d, d_v=d_v, v_in_k=v_in_k, nk=nk, heads=heads, kv_heads=kv_heads,
+                   batch=batch,
                    causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window,
                    decode=decode, cache_lens=cache_lens, page_size=page_size, lse=lse)
     table = _block_table(block_table, wl)

@@ -89,7 +89,8 @@ def verilog_cmd(preset, config_file, output, sv):
 @json_option
 @csv_option
 @_friendly
-def simulate_cmd(preset, config_file, n, d, d_v, nk, heads, kv_heads, batch, causal, seqlens,
+def simulate_cmd(preset, config_file, n, d, d_v, v_in_k, nk, heads, kv_heads, batch, causal,
+                 seqlens,
                  seqlens_k, decode, cache_lens, page_size, lse, block_table, window, sim, waves,
                  stall, dram, seed, q_scales, k_block, softmax_scale, softcap, sinks,
                  alibi, alibi_slopes, json_path, csv_path):
@@ -112,7 +113,8 @@ def simulate_cmd(preset, config_file, n, d, d_v, nk, heads, kv_heads, batch, cau
     fast_path(dram, p_stall=stall > 0)          # --dram hdl with --stall: refused here
     if k_block is not None and k_block < 1:
         raise ConfigError(f"k_block={k_block} is invalid: a positive number of keys")
-    wl = _workload(hw, n=n, d=d, d_v=d_v, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
+    wl = _workload(hw, n=n, d=d, d_v=d_v, v_in_k=v_in_k, nk=nk, heads=heads, kv_heads=kv_heads,
+                   batch=batch,
                    causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window,
                    decode=decode, cache_lens=cache_lens, page_size=page_size, lse=lse)
     table = _block_table(block_table, wl)

@@ -60,7 +60,8 @@ from attenio.model.variants import check_sinks
 @json_option
 @csv_option
 @_friendly
-def schedule_cmd(preset, config_file, n, d, d_v, nk, heads, kv_heads, batch, causal, seqlens,
+def schedule_cmd(preset, config_file, n, d, d_v, v_in_k, nk, heads, kv_heads, batch, causal,
+                 seqlens,
                  seqlens_k, decode, cache_lens, page_size, lse, block_table, window, softcap,
                  sinks, alibi, alibi_slopes, dataflow, trace_path, plot_path, program_path,
                  json_path, csv_path):
@@ -78,7 +79,8 @@ def schedule_cmd(preset, config_file, n, d, d_v, nk, heads, kv_heads, batch, cau
     _outputs(plots=("plot",), trace=trace_path, plot=plot_path, program=program_path,
              json=json_path, csv=csv_path)
     # (a workload this hardware cannot run is refused here, before any work)
-    wl = _workload(hw, n=n, d=d, d_v=d_v, nk=nk, heads=heads, kv_heads=kv_heads, batch=batch,
+    wl = _workload(hw, n=n, d=d, d_v=d_v, v_in_k=v_in_k, nk=nk, heads=heads, kv_heads=kv_heads,
+                   batch=batch,
                    causal=causal, seqlens=seqlens, seqlens_k=seqlens_k, window=window,
                    decode=decode, cache_lens=cache_lens, page_size=page_size, lse=lse)
     table = _block_table(block_table, wl)
