@@ -197,10 +197,16 @@ def _best_of_packing(run: _Builder, progress=None) -> Schedule:
     best = run.schedule(tiling, part(0))
     if two:
         # GQA packing shares K/V but makes tiles of fewer positions: keep it only when it
-        # wins by the model's cycles (then bytes)
-        mha = run.schedule(io.choose_tiling(run.hw, run.wl, run.dataflow, pack=False), part(1))
-        if (mha.total_cycles, mha.read_bytes) < (best.total_cycles, best.read_bytes):
-            best = mha
+        # wins by the model's cycles (then bytes). One head a tile reads each K/V head once per
+        # query head: where those bytes alone take longer at the read channel's rate than the
+        # packed run takes whole, it cannot win, and is not timed (MLA's decode: 128 heads)
+        alone = io.choose_tiling(run.hw, run.wl, run.dataflow, pack=False)
+        rate = min(run.hw.dram_bytes_per_cycle, run.hw.axi_data_bytes)
+        floor = io.workload_traffic(run.hw, run.wl, run.dataflow, alone).read_bytes // rate
+        if floor <= best.total_cycles:
+            mha = run.schedule(alone, part(1))
+            if (mha.total_cycles, mha.read_bytes) < (best.total_cycles, best.read_bytes):
+                best = mha
     return best
 
 
