@@ -69,6 +69,18 @@ def _scales_rule(name: str, what: str) -> FieldRule:
                            f"{hw.scale_word_bits}-bit {what}"))
 
 
+def _side_word_rules(name: str, unit: str, lacks: str, rides: str) -> tuple[FieldRule, ...]:
+    """A variant whose parameters ride in each Q row's side words: ``name=1`` needs the
+    config's ``unit`` and the rows' ``row_scales`` (the side words come with the multiplier)."""
+    return (FieldRule(name, (name,),
+                      lambda f, hw, rh: (getattr(f, name) != 0) & (not getattr(hw, unit)),
+                      lambda f, hw, rh: f"{name}=1: this config {lacks} ({unit} = false)"),
+            FieldRule(f"{name}_rows", (name, "row_scales"),
+                      lambda f, hw, rh: (getattr(f, name) != 0) & (f.row_scales == 0),
+                      lambda f, hw, rh: (f"{name}=1 with row_scales=0 ({rides}, beside the "
+                                         "row's multiplier)")))
+
+
 # in the order the host reports them (the first that fails names the error)
 FIELD_RULES: tuple[FieldRule, ...] = (
     FieldRule("rows", ("rows",),
@@ -137,20 +149,10 @@ FIELD_RULES: tuple[FieldRule, ...] = (
     FieldRule("cap", ("softcap", "cap"),
               lambda f, hw, rh: (f.softcap != 0) & (f.cap == 0),
               lambda f, hw, rh: "softcap=1 with cap=0 (the cap T is at least 1)"),
-    FieldRule("sinks", ("sinks",),
-              lambda f, hw, rh: (f.sinks != 0) & (not hw.sinks_unit),
-              lambda f, hw, rh: "sinks=1: this config carries no sinks (sinks_unit = false)"),
-    FieldRule("sinks_rows", ("sinks", "row_scales"),
-              lambda f, hw, rh: (f.sinks != 0) & (f.row_scales == 0),
-              lambda f, hw, rh: "sinks=1 with row_scales=0 (a sink rides in its row's side "
-                                "word, beside the row's multiplier)"),
-    FieldRule("alibi", ("alibi",),
-              lambda f, hw, rh: (f.alibi != 0) & (not hw.alibi_unit),
-              lambda f, hw, rh: "alibi=1: this config has no ALiBi unit (alibi_unit = false)"),
-    FieldRule("alibi_rows", ("alibi", "row_scales"),
-              lambda f, hw, rh: (f.alibi != 0) & (f.row_scales == 0),
-              lambda f, hw, rh: "alibi=1 with row_scales=0 (a row's ALiBi slope rides in its "
-                                "side words, beside the row's multiplier)"),
+    *_side_word_rules("sinks", "sinks_unit", "carries no sinks",
+                      "a sink rides in its row's side word"),
+    *_side_word_rules("alibi", "alibi_unit", "has no ALiBi unit",
+                      "a row's ALiBi slope rides in its side words"),
 )
 
 

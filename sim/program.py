@@ -124,6 +124,7 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
     eb, ob = hw.element_bytes, hw.out_element_bytes
     d, dv = wl.d_qk, wl.d_v      # Q·K's head dim; V's and O's (contract.variant.Variant)
     vk = int(wl.v_in_k)          # V is the first dv elements of each K row: no V region
+    dvf = {"dv": dv if dv != d else 0}                       # 0: V's head dim is d
     dp = hw.row_elements(dv)     # a V row's pitch in DRAM: whole words (Layout.packed)
     rs = int(scale.per_row)
     sk = int(scale.sink_m is not None)       # the rows' sinks ride in their side words
@@ -164,7 +165,6 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
         kv_off = ((seg.batch * wl.kv_heads + hk) * wl.seq_k + seg.k0 + first) * eb
         common = {"rows": rows, "heads": g, "d": d}
         out = {"rows": rows, "heads": g, "d": dv}            # the output rows: V's head dim
-        dvf = {"dv": dv if dv != d else 0}                   # 0: V's head dim is d
         prog.append(Instr(Op.LOAD_Q, {**common, "keys_per_step": kps, "addr": q_addr,
                                       "row_stride": dq * eb,
                                       "head_stride": q_head, "row_scales": rs,
