@@ -58,7 +58,8 @@ def _kps_lines_why(f, hw, rh):
 def _mask_why(f, hw, rh):
     what = "causal" if f.causal else "windowed"
     return (f"{what} COMPUTE with heads > 1 and rows={f.rows} < mac_lines ({hw.mac_lines}): "
-            "the mask of packed heads needs each head's rows to fill a row group")
+            "the mask of packed heads needs each head's rows to fill a row group, or head_pos=1 "
+            "(the heads are positions)")
 
 
 def _scales_rule(name: str, what: str) -> FieldRule:
@@ -135,9 +136,16 @@ FIELD_RULES: tuple[FieldRule, ...] = (
               lambda f, hw, rh: (f.v_in_k != 0) & (f.key_scales != 0),
               lambda f, hw, rh: "v_in_k=1 with key_scales=1 (V read from K's rows takes K's "
                                 "one scale; per-key factors would scale V's rows too)"),
-    FieldRule("packed_mask", ("causal", "window", "heads", "rows"),
-              lambda f, hw, rh: (f.causal | f.window) & (f.heads > 1) & (f.rows < hw.mac_lines),
+    FieldRule("packed_mask", ("causal", "window", "heads", "rows", "head_pos"),
+              lambda f, hw, rh: ((f.causal | f.window) & (f.heads > 1) & (f.rows < hw.mac_lines)
+                                 & (f.head_pos == 0)),
               _mask_why),
+    FieldRule("head_pos", ("head_pos", "rows"),
+              lambda f, hw, rh: (f.head_pos != 0) & ((f.rows > hw.mac_lines)
+                                                     | ((f.rows & (f.rows - 1)) != 0)),
+              lambda f, hw, rh: (f"head_pos=1 with rows={f.rows}: a power of two in [1, "
+                                 f"{hw.mac_lines}] (mac_lines; a row group then holds whole "
+                                 "positions)")),
     FieldRule("c_sh", ("c_sh",), lambda f, hw, rh: f.c_sh > SCALE_SHIFT_MAX,
               lambda f, hw, rh: f"c_sh={f.c_sh} above {SCALE_SHIFT_MAX}"),
     _scales_rule("row_scales", "multiplier"),

@@ -53,7 +53,7 @@ LAYOUTS: dict[Op, dict[str, tuple[int, int]]] = {
                  "key_scales": (192, 1), "paged": (193, 1), "page_log2": (194, 4),
                  "table": (198, 48), "dv": (246, 10)},
     Op.COMPUTE: {"rows": (16, 16), "heads": (32, 8), "d": (40, 12), "causal": (52, 1),
-                 "keys": (64, 24), "keys_per_step": (88, 8), "q_pos": (96, 24),
+                 "head_pos": (53, 1), "keys": (64, 24), "keys_per_step": (88, 8), "q_pos": (96, 24),
                  "diag": (120, 25), "c_m": (160, 24), "c_sh": (184, 6),
                 "row_scales": (190, 1), "key_scales": (191, 1), "window": (192, 1),
                 "win_diag": (193, 25), "lse": (218, 1), "softcap": (219, 1), "cap": (220, 24),

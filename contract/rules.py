@@ -10,7 +10,8 @@ from attenio.base.errors import bad
 
 __all__ = ["kv_blocks_during", "kv_order", "next_is_v", "causal_visible", "window_visible",
            "visible",
-           "key_span", "check_window", "keys_seen", "skipped_groups", "axi_bursts",
+           "key_span", "check_window", "keys_seen", "skipped_groups", "groups_seen_to",
+           "axi_bursts",
            "ENTRY_BYTES", "PAGE_ALIGN_LOG2", "PageWalk"]
 
 UNBOUNDED = -1     # a window side of -1 reaches the sequence's end (FlashAttention's window_size)
@@ -100,24 +101,41 @@ def key_span(row_lo: int, row_hi: int, diag: int, keys: int, causal: bool = Fals
     return first, max(0, end)
 
 
-def skips_row_groups(causal, one_head, one_key, groups):
-    """A tile skips row groups step by step (:func:`skipped_groups`) when it is causal, holds
-    one head (GQA packing shares no diagonal), takes one key a step and has more than one row
-    group: the schedule's tile loop and the compute core's command decode both ask this.
-    Integers and booleans, or Amaranth values."""
-    return causal & one_head & one_key & (groups > 1)
+def skips_row_groups(masked, one_head, one_key, groups):
+    """A tile skips row groups step by step when its mask hides something (``masked``: causal,
+    or a window's left edge), its rows' positions rise with the tile's row (one head, or
+    ``COMPUTE.head_pos``: GQA packing shares no diagonal otherwise), it takes one key a step
+    and has more than one row group: below a causal step's first row that sees it
+    (:func:`skipped_groups`), above a window step's last (:func:`groups_seen_to`). The
+    schedule's tile loop and the compute core's command decode both ask this. Integers and
+    booleans, or Amaranth values."""
+    return masked & one_head & one_key & (groups > 1)
 
 
 def skipped_groups(first_key: int, q_pos: int, diag: int, lines: int, groups: int) -> int:
-    """Row groups (of ``lines`` rows, from the tile's first) that see no key of a causal step
-    whose first key is ``first_key``: row ρ sees it only if ``ρ ≥ first_key − q_pos − diag``.
-    The last group is never skipped (a tile's keys stop at its last row's), nor is any at the
-    tile's first step (``first_key`` 0): it starts every row's softmax, so a group that sees
-    no key at all ends with its reset (or its sinks), not the last tile's m, ℓ and O; nor at
-    its second, whose Q Kᵀ follows the first's with no P V between (a group issued earlier in
-    it than in the first would read its m, ℓ before the first step's softmax wrote them)."""
+    """Row groups (of ``lines`` positions, from the tile's first) that see no key of a causal
+    step whose first key is ``first_key``: position ρ sees it only if ``ρ ≥ first_key − q_pos −
+    diag``. The last group is never skipped (a tile's keys stop at its last row's), nor is any
+    at the tile's first step (``first_key`` 0): it starts every row's softmax, so a group that
+    sees no key at all ends with its reset (or its sinks), not the last tile's m, ℓ and O; nor
+    at its second, whose Q Kᵀ follows the first's with no P V between (a group issued earlier
+    in it than in the first would read its m, ℓ before the first step's softmax wrote them)."""
     t = first_key - q_pos - diag
     return min(t // lines, groups - 1) if t > 0 and first_key > 1 else 0
+
+
+def groups_seen_to(last_key: int, first_key: int, q_pos: int, win_diag: int, lines: int,
+                   groups: int) -> int:
+    """One past the last row group (of ``lines`` positions) that sees a key of a window's step
+    whose keys are ``first_key … last_key``: position ρ sees key j only if ``j ≥ q_pos + ρ +
+    win_diag``, so the groups wholly above ``last_key − q_pos − win_diag`` skip it. At least
+    the first group stays (the caller keeps at least one past the causal skip's), and every
+    group at the tile's first two steps (as :func:`skipped_groups`: the first starts every
+    row's softmax)."""
+    u = last_key - q_pos - win_diag
+    if first_key <= 1:
+        return groups
+    return max(1, min(u // lines + 1, groups)) if u >= 0 else 1
 
 
 def keys_seen(row: int, diag: int, keys: int) -> int:

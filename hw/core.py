@@ -164,21 +164,25 @@ class ComputeCore(wiring.Component):
         # synthesis drops the chains and the routing between lines
         blog = Signal(range(lkmax + 1))
         m.d.comb += blog.eq(c.kps_log2)
-        # causal row-group skipping (one head, one key per step): step k·b's first key is seen
-        # by rows ≥ k·b + t0, t0 = −(q_pos + diag); the sequencer skips the groups below
+        # row-group skipping (positions rising with the row, one key per step): step k's key
+        # is seen by positions ≥ k + t0, t0 = −(q_pos + diag), when causal and ≤ k + tw0, tw0
+        # = −(q_pos + win_diag), under a window; the sequencer skips the groups outside
         skip = Signal()
         t0 = Signal(signed(26))
+        tw0 = Signal(signed(26))
         take = Signal()
         m.d.comb += take.eq(self.cmd.valid & self.cmd.ready)
         cm = self.cmd.payload
         g_new = ((cm.rows << cm.kps_log2) + (p - 1)) >> lp
         t0_new = -(cm.q_pos + cm.diag)
-        skip_new = skips_row_groups(cm.causal, (cm.head_rows == 0) | (cm.head_rows >= cm.rows),
+        skip_new = skips_row_groups(cm.causal | cm.window,
+                                    (cm.head_rows == 0) | (cm.head_rows >= cm.rows),
                                     cm.kps_log2 == 0, g_new)
         with m.If(take):
             m.d.sync += [c.eq(cm), groups.eq(g_new), words.eq((cm.d + (q - 1)) >> lq),
                          words_v.eq((cm.dv + (q - 1)) >> lq),
-                         self.busy.eq(1), t0.eq(t0_new), skip.eq(skip_new)]
+                         self.busy.eq(1), t0.eq(t0_new), skip.eq(skip_new),
+                         tw0.eq(-(cm.q_pos + cm.win_diag))]
         # ops follow one cycle later (the core is loading Q by then)
         m.d.sync += [ops.eq(groups * words), ops_v.eq(groups * words_v)]
 
@@ -190,7 +194,8 @@ class ComputeCore(wiring.Component):
         m.d.comb += [
             qbuf.core_busy.eq(self.busy), qbuf.q_free.eq(self.steps_done),
             seq.running.eq(running), seq.keys.eq(c.keys), seq.blog.eq(blog), seq.ops.eq(ops),
-            seq.skip.eq(skip), seq.groups.eq(groups), seq.t0.eq(t0),
+            seq.skip.eq(skip & c.causal), seq.groups.eq(groups), seq.t0.eq(t0),
+            seq.skip_hi.eq(skip & c.window), seq.tw0.eq(tw0), seq.hlog.eq(c.hlog),
             seq.words.eq(words), seq.ops_v.eq(ops_v), seq.words_v.eq(words_v),
             seq.k_written.eq(kvr.k_written),
             seq.v_written.eq(kvr.v_written), seq.exp_done.eq(smx.exp_done),
@@ -206,6 +211,7 @@ class ComputeCore(wiring.Component):
         for st in (score, pv):
             m.d.comb += [st.issue.eq(seq.issue), st.is_qk.eq(seq.is_qk), st.g.eq(seq.g),
                          st.w.eq(seq.w), st.st.eq(seq.st), st.blog.eq(blog)]
+        m.d.comb += [score.last_op.eq(seq.last_op), smx.step_last.eq(score.step_last)]
         m.d.comb += [
             score.words.eq(words), score.groups.eq(groups), score.running.eq(running),
             score.cmd.eq(c), score.k_data.eq(kvr.k_data), score.k_scale.eq(kvr.k_scale),

@@ -140,4 +140,7 @@ def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:
         "sinks": unsigned(1),
         # each logit less ALiBi's bias (the row's slope from its side words, cfg.alibi_unit)
         "alibi": unsigned(1),
+        # COMPUTE.head_pos: log2 of the rows of a position (its query heads; row ρ sits at
+        # position ρ >> hlog); 0 otherwise
+        "hlog": unsigned(max(1, (cfg.mac_lines.bit_length() - 1).bit_length())),
     })

@@ -50,7 +50,9 @@ class ScoreStage(wiring.Component):
     pe_qk, pe_k, pe_acc, pe_acc_first : the PE array's control and K operands (its Q operands
         come from the Q buffer directly).
     valid, group, step, visible : in c4 a group's scores are done (``PEArray.scores``): its
-        group, step and which lines see their key.
+        group, step and which lines see their key. last_op, step_last: the sequencer's last
+        issue of a step, and in c4 its group is the step's last (row groups a masked step
+        skips may include the tile's last).
     c_m, c_sh : each lane's multiplier in c4: the tile's ``c_m``, ``c_sh``, the row's own
         (``row_scales``), times the key's factor (``key_scales``: ``c_m·k_hi`` exactly and the
         shift ``min(c_sh + k_e + KEY_MANT_BITS, SCALE_SHIFT_MAX)``, ``model.numerics.scale``).
@@ -72,6 +74,7 @@ class ScoreStage(wiring.Component):
         copies = cfg.max_keys_per_step
         super().__init__({
             "issue": In(1), "is_qk": In(1), "g": In(range(gmax + 1)), "w": In(range(wmax + 1)),
+            "last_op": In(1), "step_last": Out(1),
             "st": In(keys), "words": In(range(wmax + 1)), "groups": In(range(gmax + 1)),
             "running": In(1), "blog": In(range(_log2(copies) + 1)), "cmd": In(cmd_layout(cfg)),
             "k_data": In(data.ArrayLayout(word_layout(cfg), copies)),
@@ -105,19 +108,22 @@ class ScoreStage(wiring.Component):
         g, st = self.g, self.st
         tags = [(Signal(name=f"qk_v{k}"), Signal.like(g, name=f"qk_g{k}"),
                  Signal.like(st, name=f"qk_st{k}"), Signal(name=f"qk_first{k}"),
-                 Signal(name=f"qk_last{k}")) for k in ("1", "1b", "2", "3")]
+                 Signal(name=f"qk_last{k}"), Signal(name=f"qk_glast{k}"))
+                for k in ("1", "1b", "2", "3")]
         m.d.sync += [a.eq(b) for a, b in zip(tags[0], (
-            self.issue & self.is_qk, g, st, self.w == 0, self.w == self.words - 1), strict=True)]
+            self.issue & self.is_qk, g, st, self.w == 0, self.w == self.words - 1,
+            self.last_op), strict=True)]
         for prev, nxt in zip(tags[:-1], tags[1:], strict=True):
             m.d.sync += [a.eq(b) for a, b in zip(nxt, prev, strict=True)]
-        (v1, *_), (_, g1b, *_), _, (v3, g3, k3, first3, last3) = tags
+        (v1, *_), (_, g1b, *_), _, (v3, g3, k3, first3, last3, glast3) = tags
         # one multiplier per MAC serves both steps, its operands chosen by pe_qk (c1)
         m.d.comb += [self.pe_qk.eq(v1), self.pe_acc.eq(v3), self.pe_acc_first.eq(first3),
                      self.ml_addr.eq(g3), self.sc_addr.eq(g1b)]
         wl = word_layout(cfg)
         for i in range(p):
             m.d.comb += self.pe_k[i].eq(lanes.copy(self.k_data, i, wl, "k"))
-        m.d.sync += [self.valid.eq(v3 & last3), self.group.eq(g3), self.step.eq(k3)]
+        m.d.sync += [self.valid.eq(v3 & last3), self.group.eq(g3), self.step.eq(k3),
+                     self.step_last.eq(v3 & glast3)]
         kf = [lanes.copy(self.k_scale, i, row_scale_layout(cfg), "kf_c0") for i in range(p)]
         for stage in ("c1", "c1b", "c2"):
             nxt = [Signal(row_scale_layout(cfg), name=f"kf_{stage}_{i}") for i in range(p)]
@@ -155,7 +161,9 @@ class ScoreStage(wiring.Component):
         m.d.sync += [qd.eq(c.q_pos + c.diag), qw.eq(c.q_pos + c.win_diag)]
         for i in range(p):
             tile_row = (self.group << lp) + i
-            row = Mux(blog == 0, Mux(multi, pos[i], tile_row), i >> blog)
+            # with head_pos (hlog > 0) a row's position is its tile row over the rows of a
+            # position (hlog = 0 otherwise)
+            row = Mux(blog == 0, Mux(multi, pos[i], tile_row), i >> blog) >> c.hlog
             key_i = (self.step << blog) + (i & bmask)
             seen = causal_visible(key_i, row, qd)
             inside = window_visible(key_i, row, qw)

@@ -49,12 +49,18 @@ class StepSequencer(wiring.Component):
             "ops": In(range(gmax * wmax + 1)), "words": In(range(wmax + 1)),
             "ops_v": In(range(gmax * wmax + 1)), "words_v": In(range(wmax + 1)),
             # causal row-group skipping: on, the tile's groups, and −(q_pos + diag) (a step's
-            # first key k is seen by rows ≥ k − q_pos − diag)
+            # first key k is seen by positions ≥ k − q_pos − diag); a window's (``skip_hi``),
+            # and −(q_pos + win_diag) (key k is seen by positions ≤ k − q_pos − win_diag);
+            # ``hlog``: a row group holds mac_lines >> hlog positions (COMPUTE.head_pos)
             "skip": In(1), "groups": In(range(gmax + 1)), "t0": In(signed(26)),
+            "skip_hi": In(1), "tw0": In(signed(26)),
+            "hlog": In(range(max(2, cfg.mac_lines.bit_length()))),
             "k_written": In(keys), "v_written": In(keys), "exp_done": In(keys),
             "is_qk": Out(1), "st": Out(keys), "kbase": Out(keys), "kend": Out(keys),
             "steps_left": Out(1), "active": Out(1), "issue": Out(1), "step_end": Out(1),
             "g": Out(range(gmax + 1)), "w": Out(range(wmax + 1)),
+            # the issue is the phase's last (its last group's last word)
+            "last_op": Out(1),
             **{n: Out(COUNTER_BITS) for n in ("pe_busy", "pe_wait_kv", "pe_wait_exp", "pe_pad")},
         })
 
@@ -98,13 +104,23 @@ class StepSequencer(wiring.Component):
         kb_ = n_st << blog
         m.d.sync += [n_kb.eq(kb_), n_ke.eq(key_end(kb_))]
 
+        sh = Signal(range(lp + 1))               # log2 of a row group's positions
+        m.d.sync += sh.eq(lp - self.hlog)
+
         def skipped(later, t, skip, groups):
-            """Row groups a causal step skips when its first key is seen from row t on
-            (t = first key − q_pos − diag): the groups wholly above t, never the last, none at
+            """Row groups a causal step skips when its first key is seen from position t on
+            (t = first key − q_pos − diag): the groups wholly below t, never the last, none at
             steps 0 and 1 (``later`` low: step 0 starts every row, step 1's Q Kᵀ follows it
             with no P V between; contract.rules.skipped_groups)."""
-            g_raw = t >> lp
+            g_raw = t >> sh
             return Mux(skip & (t > 0) & later, Mux(g_raw < groups - 1, g_raw, groups - 1), 0)
+
+        def seen_to(later, u, skip, groups):
+            """One past the last row group a window's step reaches when its key is seen up to
+            position u (u = key − q_pos − win_diag): at least one, every group at steps 0 and 1
+            (contract.rules.groups_seen_to)."""
+            g_raw = (u >> sh) + 1
+            return Mux(skip & later, Mux(u < 0, 1, Mux(g_raw < groups, g_raw, groups)), groups)
 
         def step_len(ops_):
             return Mux(ops_ > self.min_phase, ops_, self.min_phase)
@@ -123,13 +139,19 @@ class StepSequencer(wiring.Component):
         n_ops = Signal.like(ops)
         n_plen = Signal.like(plen)
         later = Signal()
-        m.d.sync += [t.eq(n_kb + self.t0), later.eq(n_kb > 1)]
-        m.d.sync += gm.eq(skipped(later, t, self.skip, self.groups))
+        u = Signal(signed(27))
+        gt = Signal(range(gmax + 1))
+        m.d.sync += [t.eq(n_kb + self.t0), u.eq(n_kb + self.tw0), later.eq(n_kb > 1)]
+        m.d.sync += [gm.eq(skipped(later, t, self.skip, self.groups)),
+                     gt.eq(seen_to(later, u, self.skip_hi, self.groups))]
+        # the groups past the window's reach (at least one group past the causal skip stays)
+        g_cut = Signal(range(gmax + 1))
+        m.d.comb += g_cut.eq(self.groups - Mux(gt > gm, gt, gm + 1))
         n_words = Signal.like(words)              # the next phase's words a row, its full ops
         n_full = Signal.like(ops)
         m.d.sync += [n_words.eq(Mux(n_qk, words, self.words_v)),
                      n_full.eq(Mux(n_qk, ops, self.ops_v))]
-        ops_c = n_full - gm * n_words
+        ops_c = n_full - (gm + g_cut) * n_words
         m.d.sync += [n_g0.eq(gm), n_ops.eq(ops_c), n_plen.eq(step_len(ops_c))]
         cur_ops = Signal.like(ops)
         cur_plen = Signal.like(plen)
@@ -158,7 +180,8 @@ class StepSequencer(wiring.Component):
         first = Signal()
         m.d.comb += first.eq(ph == 0)
         eff_ops = Mux(first, ops0, cur_ops)
-        m.d.comb += issue.eq(active & (cnt < eff_ops))
+        m.d.comb += [issue.eq(active & (cnt < eff_ops)),
+                     self.last_op.eq(issue & (cnt == eff_ops - 1))]
         w_last = Signal.like(words)               # the phase's last word of a row
         m.d.comb += w_last.eq(Mux(is_qk, words, self.words_v) - 1)
         with m.If(issue):

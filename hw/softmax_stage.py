@@ -62,6 +62,7 @@ class SoftmaxStage(wiring.Component):
         lkmax = cfg.max_keys_per_step.bit_length() - 1
         super().__init__({
             "valid": In(1), "group": In(range(gmax + 1)), "step": In(keys), "visible": In(p),
+            "step_last": In(1),
             "scores": In(data.ArrayLayout(signed(cfg.score_bits), p)),
             "c_m": In(data.ArrayLayout(unsigned(cfg.scale_factor_bits), p)),
             "c_sh": In(data.ArrayLayout(unsigned(6), p)),
@@ -101,12 +102,13 @@ class SoftmaxStage(wiring.Component):
                          sm.i.payload.s[i].eq(self.scores[i]), sm.i.payload.m[i].eq(src.m),
                          sm.i.payload.l[i].eq(src.l)]
         # the group and step tags through the softmax pipeline
-        tg, tk = self.group, self.step
+        tg, tk, tl = self.group, self.step, self.step_last
         for stage in range(sm.latency):
             ng = Signal.like(self.group, name=f"sm_g{stage}")
             nk = Signal.like(self.step, name=f"sm_k{stage}")
-            m.d.sync += [ng.eq(tg), nk.eq(tk)]
-            pg, pk, tg, tk = tg, tk, ng, nk
+            nl = Signal(name=f"sm_l{stage}")
+            m.d.sync += [ng.eq(tg), nk.eq(tk), nl.eq(tl)]
+            pg, pk, tg, tk, tl = tg, tk, ng, nk, nl
         with m.If(sm.i.valid):
             m.d.sync += self.exp_busy.eq(self.exp_busy + 1)
         sm_ml = []
@@ -131,6 +133,6 @@ class SoftmaxStage(wiring.Component):
                          self.pb_wr_data[i].shift.eq(sm.o.payload.shift[i])]
         with m.If(self.clear):
             m.d.sync += self.exp_done.eq(0)
-        with m.Elif(sm.o.valid & (tg == self.groups - 1)):
+        with m.Elif(sm.o.valid & tl):             # the step's last group (some may skip)
             m.d.sync += self.exp_done.eq(tk + 1)
         return m

@@ -86,6 +86,8 @@ class Tiling:
     (their rows are ``rows // heads_per_tile`` positions each). ``kv_block``: granularity at which
     causal skipping can drop keys. ``fixed_b``: every tile, the remainder included, uses
     ``keys_per_step`` (the paper's b = 1 rule); otherwise a short tile takes ``⌊P/rows⌋``.
+    ``head_pos``: the packed heads' rows interleave, a position's heads side by side
+    (``COMPUTE.head_pos``), so a window's or causal mask skips row groups in them too.
     """
 
     dataflow: str
@@ -95,6 +97,7 @@ class Tiling:
     kv_block: int = 1
     notes: str = ""
     fixed_b: bool = False  # every tile uses keys_per_step (else a short tile may take more)
+    head_pos: bool = False  # packed heads interleaved: row ρ is head ρ mod heads_per_tile
 
     @property
     def positions(self) -> int:
@@ -170,7 +173,10 @@ def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *
     if dataflow == "attenio":
         a = attenio_rows(hw, d)
         g = wl.group_size
-        # (a window's tiles are one head's: its rows' edges differ per position)
+        if pack and wl.windowed and 1 < g <= hw.mac_lines and g & (g - 1) == 0 and a >= g:
+            return _head_pos_tiling(hw, wl, a, g)
+        # (a window's tiles are one head's: its rows' edges differ per position, unless the
+        # heads interleave, above)
         heads = g if (pack and g > 1 and a >= g and not wl.windowed) else 1
         if heads > 1 and causal_mask(wl):
             # the core's mask of packed heads needs each head's rows in a tile to fill a row
@@ -210,6 +216,29 @@ def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *
                       notes=f"R={max(r, 1)}" + (" (a row of S spills off-chip)" if spill else ""))
     # standard: pebble-optimal tiles of each GEMM (reported for information)
     return Tiling("standard", rows=wl.seq_q, notes=f"GEMM tiles of about sqrt(M)={math.isqrt(m)}")
+
+
+# COMPUTE's heads field: the positions of a tile whose heads interleave (head_pos)
+HEAD_POS_MAX = 255
+
+
+def _head_pos_tiling(hw: HardwareConfig, wl: Workload, a: int, g: int) -> Tiling:
+    """A window's GQA group in one tile with its heads interleaved (``head_pos``): each row
+    group holds ``mac_lines/g`` positions of every head, so the window's edges skip whole row
+    groups, step by step, as one head's would. As many positions as the tile and the
+    instruction's heads field hold, in whole row groups: the K/V a tile reads (its positions
+    plus the window) is then shared by the most rows; the skipping keeps the compute near the
+    window's own."""
+    per_group = max(1, hw.mac_lines // g)
+    pos = min(a // g, HEAD_POS_MAX, wl.seq_q)
+    if pos >= per_group:
+        pos -= pos % per_group
+    cap = min(hw.ring_rows, hw.max_keys_per_step)
+    if wl.page_size:
+        cap = min(cap, wl.page_size)
+    b = keys_per_step(hw.mac_lines, pos * g, cap)
+    return Tiling("attenio", rows=pos * g, keys_per_step=b, heads_per_tile=g, kv_block=1,
+                  head_pos=True, notes=f"a={pos * g}, b={b}, {g} heads per tile interleaved")
 
 
 @dataclass(frozen=True)

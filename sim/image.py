@@ -46,11 +46,15 @@ class RunImage:
         padded lanes are 0)."""
         if self.o_row != self.row:
             raise bad("lse", True, "pack_output writes O alone (a workload without lse)")
-        return _pack(_pad_rows(np.asarray(o), self.row), self.ob)
+        return _order(_pack(_pad_rows(np.asarray(o), self.row), self.ob), np.shape(o)[:3],
+                      self.layout.token_major)
 
     def _o_rows(self, raw: bytes) -> np.ndarray:
-        shape = np.shape(self.inputs.q)[:-1]
-        return np.frombuffer(raw, dtype=np.uint8).reshape(*shape, self.o_row * self.ob)
+        b, h, s = np.shape(self.inputs.q)[:-1]
+        rows = np.frombuffer(raw, dtype=np.uint8)
+        if self.layout.token_major:         # [batch, seq_q, heads, row] in DRAM
+            return rows.reshape(b, s, h, self.o_row * self.ob).transpose(0, 2, 1, 3)
+        return rows.reshape(b, h, s, self.o_row * self.ob)
 
     def unpack_output(self, raw: bytes) -> np.ndarray:
         """The O the run wrote (``o_bytes`` read back at ``layout.o``), padding (and the
@@ -63,6 +67,16 @@ class RunImage:
         """The statistics words the run wrote after its O rows (``lse``), as bytes
         ``[batch, heads, seq_q, word bytes]`` (contract.formats.stats_of_words reads them)."""
         return self._o_rows(raw)[..., self.row * self.ob:]
+
+
+def _order(data: bytes, shape: tuple[int, ...], token_major: bool) -> bytes:
+    """Rows ``[batch, heads, seq_q]`` of ``data`` in the layout's order (Layout.token_major:
+    position by position, a position's heads side by side)."""
+    if not token_major:
+        return data
+    b, h, s = shape
+    x = np.frombuffer(data, dtype=np.uint8).reshape(b, h, s, -1)
+    return np.ascontiguousarray(x.transpose(0, 2, 1, 3)).tobytes()
 
 
 def _pack(x: np.ndarray, nbytes: int) -> bytes:
@@ -152,6 +166,8 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, block_table=N
                                      sink_l=sp.sink_l, alibi_m=sp.alibi_m,
                                      alibi_sh=sp.alibi_sh, alibi_pos=sp.alibi_pos))
             data = _with_words(data, words, shape, row * eb)
+        if base == lay.q:
+            data = _order(data, np.shape(x)[:3], lay.token_major)
         elif per_key and base == lay.k:
             data = _with_words(data, scale_word_bytes(hw, sp.k_m, sp.k_e, kv_shape), kv_shape,
                                row * eb)

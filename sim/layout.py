@@ -99,18 +99,25 @@ class Layout:
     end: int
     tables: int = 0
     paged: PagedCache | None = None
+    # Q and O rows position by position, a position's heads side by side ([batch, seq_q,
+    # heads, row], as FlashAttention's tensors lie); head by head otherwise ([batch, heads,
+    # seq_q, row]). Tiles whose heads interleave (COMPUTE.head_pos) then move a position's
+    # rows in one burst.
+    token_major: bool = False
 
     @classmethod
     def packed(cls, hw: HardwareConfig, wl: Workload, program_bytes: int,
                row_scales: bool = False, key_scales: bool = False,
-               block_table: BlockTable | None = None, sinks: bool = False) -> Layout:
+               block_table: BlockTable | None = None, sinks: bool = False,
+               token_major: bool = False) -> Layout:
         """Program, Q, K, V and O one after another, each region 4 KB aligned; with
         ``row_scales`` each Q row is followed by the word holding its multiplier (its side
         words with ``sinks``: :meth:`HardwareConfig.q_side_words`), with
         ``key_scales`` each K row by the word holding its factor. A paged workload
         (``page_size`` > 0) has page pools for K and V (:class:`PagedCache`, its pages as
         ``block_table`` places them: the caller's, or the seeded shuffle) and the block
-        tables after V."""
+        tables after V. ``token_major``: Q and O rows position by position (the field's
+        comment)."""
         eb = hw.element_bytes
         dp = hw.row_elements(wl.d_v)           # V rows padded to whole words
         qb = wl.batch * wl.heads * wl.seq_q * hw.q_row_elements(wl.head_dim, row_scales,
@@ -132,7 +139,8 @@ class Layout:
         if paged is not None:                   # the block tables, read like the inputs
             o = _up(tables + paged.table_bytes)
         end = _up(o + hw.o_bytes(wl))
-        return cls(program=p, q=q, k=k, v=v, o=o, end=end, tables=tables, paged=paged)
+        return cls(program=p, q=q, k=k, v=v, o=o, end=end, tables=tables, paged=paged,
+                   token_major=token_major)
 
     @cached_property
     def table_words(self) -> np.ndarray:

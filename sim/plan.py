@@ -160,8 +160,11 @@ class _Builder:
         hw, wl = self.hw, self.wl
         rs, ks = self.scale.per_row, self.scale.k_m is not None
         tiles = program_tiles(wl, tiling, self.scale.sink_m is not None)
+        # tiles whose heads interleave read and write a position's rows together: Q and O
+        # then lie position by position
+        tm = any(t.head_pos for t in (tiling if isinstance(tiling, list) else [tiling]))
         layout = Layout.packed(hw, wl, program_length(tiles) * INSTR_BYTES, rs, ks, self.table,
-                               sinks=self.scale.side_words)
+                               sinks=self.scale.side_words, token_major=tm)
         program = build_program(hw, wl, tiling, layout, self.scale, tiles)
         tilings = list(tiling) if isinstance(tiling, list) else None
         if tilings is not None:

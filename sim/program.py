@@ -146,7 +146,10 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
     page = wl.page_size
     prog: list[Instr] = []
     last = len(tiles) - 1
-    q_head, o_head = wl.seq_q * dq * eb, wl.seq_q * do * ob     # strides between heads
+    # strides between heads and between positions (rows), by the layout's order
+    tm = layout.token_major
+    q_head, o_head = (dq * eb, do * ob) if tm else (wl.seq_q * dq * eb, wl.seq_q * do * ob)
+    q_pos_st, o_pos_st = (wl.heads * dq * eb, wl.heads * do * ob) if tm else (dq * eb, do * ob)
     for t, (seg, hk, h0, p0, rows, keys, tl, causal, first) in enumerate(tiles):
         g = tl.heads_per_tile
         ring = hw.ring_rows if tl.dataflow == "attenio" else tl.keys_per_step
@@ -159,15 +162,22 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
         if page and kps > page:
             raise bad("page_size", page, f"the {tl.dataflow} tiling streams blocks of {kps} "
                       "keys: pages must hold at least one block")
-        q_row = (seg.batch * wl.heads + h0) * wl.seq_q + seg.q0 + p0
+        q_row = ((seg.batch * wl.seq_q + seg.q0 + p0) * wl.heads + h0 if tm
+                 else (seg.batch * wl.heads + h0) * wl.seq_q + seg.q0 + p0)
         q_addr = layout.q + q_row * dq * eb
         o_addr = layout.o + q_row * do * ob
         kv_off = ((seg.batch * wl.kv_heads + hk) * wl.seq_k + seg.k0 + first) * eb
+        q_strides = {"row_stride": q_pos_st, "head_stride": q_head}
+        o_strides = {"row_stride": o_pos_st, "head_stride": o_head}
+        hp = int(tl.head_pos)
+        if hp:      # heads interleaved: each position a "head" of its query heads' rows
+            rows, g = g, rows
+            q_strides = {"row_stride": q_head, "head_stride": q_pos_st}
+            o_strides = {"row_stride": o_head, "head_stride": o_pos_st}
         common = {"rows": rows, "heads": g, "d": d}
         out = {"rows": rows, "heads": g, "d": dv}            # the output rows: V's head dim
         prog.append(Instr(Op.LOAD_Q, {**common, "keys_per_step": kps, "addr": q_addr,
-                                      "row_stride": dq * eb,
-                                      "head_stride": q_head, "row_scales": rs,
+                                      **q_strides, "row_scales": rs,
                                       "sinks": sk, "alibi": al},
                           pop_next=t > 0, push_next=True))
         if keys > 0:
@@ -181,7 +191,7 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
                                            "keys_per_step": kps, **kv,
                                            "row_stride": dk * eb, "key_scales": ks}))
         prog.append(Instr(Op.COMPUTE, {**common, **dvf, "keys": keys, "keys_per_step": kps,
-                                       "q_pos": p0, "c_m": c_m, "c_sh": c_sh,
+                                       "q_pos": p0, "c_m": c_m, "c_sh": c_sh, "head_pos": hp,
                                        "row_scales": rs, "key_scales": ks, "lse": lse,
                                        "sinks": sk, "alibi": al, **cap,
                                        **_mask_fields(wl, seg, causal, first, bool(al))},
@@ -189,7 +199,6 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
         # the Q buffer is free once the tile's steps have issued (the core takes the next
         # tile's Q rows then); FINALIZE needs no token
         prog.append(Instr(Op.FINALIZE, {**out, "lse": lse}))
-        prog.append(Instr(Op.STORE_O, {**out, "addr": o_addr, "row_stride": do * ob,
-                                       "head_stride": o_head, "lse": lse}))
+        prog.append(Instr(Op.STORE_O, {**out, "addr": o_addr, **o_strides, "lse": lse}))
     prog.append(Instr(Op.END))
     return prog

@@ -10,6 +10,7 @@ from attenio.contract.program import Instr
 from attenio.contract.rules import (
     PAGE_ALIGN_LOG2,
     PageWalk,
+    groups_seen_to,
     kv_blocks_during,
     skipped_groups,
     skips_row_groups,
@@ -59,13 +60,20 @@ class TileLoop:
         self.words = {"QK": hw.words(comp.d), "PV": hw.words(self.d_v)}
         self.p = p = hw.mac_lines
         self.groups = cdiv(self.rows * b, p)
-        # causal row-group skipping (one head, one key per step): a step's first key k is seen
-        # only by rows ρ ≥ k − q_pos − diag, so the groups below skip its Q Kᵀ and P V
-        self.skip = ROW_GROUP_SKIP and bool(skips_row_groups(bool(comp.causal),
-                                                             comp.heads == 1, b == 1,
-                                                             self.groups))
+        # row-group skipping (positions rising with the row, one key per step): a causal
+        # step's key k is seen only by positions ρ ≥ k − q_pos − diag, a window's only by ρ ≤
+        # k − q_pos − win_diag, so the groups outside skip its Q Kᵀ and P V (a group holds
+        # mac_lines >> hlog positions: COMPUTE.head_pos puts a position's heads side by side)
+        head_pos = bool(comp.args.get("head_pos", 0))
+        window = bool(comp.args.get("window", 0))
+        self.skip = ROW_GROUP_SKIP and bool(skips_row_groups(bool(comp.causal) or window,
+                                                             comp.heads == 1 or head_pos,
+                                                             b == 1, self.groups))
+        self.lo, self.hi = self.skip and bool(comp.causal), self.skip and window
+        self.lines = p >> (comp.rows.bit_length() - 1 if head_pos else 0)
         self.q_pos, self.diag = comp.q_pos, comp.diag
-        self._gmin: dict[int, int] = {}
+        self.win_diag = comp.args.get("win_diag", 0)
+        self._gmin: dict[int, tuple[int, int]] = {}
         # rolling histories (times), indexed by step
         self.qk_end: dict[int, int] = {}
         self.pv_end: dict[int, int] = {}
@@ -99,32 +107,53 @@ class TileLoop:
             self.last_word_step = ((w.words - 1) * w.epb - w.e0) * w.page // self.b
 
     # ---- step geometry ----
-    def gmin(self, s: int) -> int:
+    def span(self, s: int) -> tuple[int, int]:
+        """Step s's row groups: the first it issues and one past its last (every group
+        without skipping)."""
         if not self.skip:
-            return 0
+            return 0, self.groups
         got = self._gmin.get(s)
         if got is None:
-            got = self._gmin[s] = skipped_groups(s * self.b, self.q_pos, self.diag, self.p,
-                                                 self.groups)
+            lo = (skipped_groups(s, self.q_pos, self.diag, self.lines, self.groups)
+                  if self.lo else 0)
+            hi = (groups_seen_to(s, s, self.q_pos, self.win_diag, self.lines, self.groups)
+                  if self.hi else self.groups)
+            got = self._gmin[s] = (lo, max(hi, lo + 1))
         return got
 
+    def gmin(self, s: int) -> int:
+        return self.span(s)[0]
+
     def next_change(self, s: int) -> int:
-        """The first step after s whose skipped groups differ (steps when none does)."""
-        if not self.skip or self.gmin(s) == self.groups - 1:
+        """The first step after s whose row groups may differ (steps when none does)."""
+        if not self.skip:
             return self.steps
-        c = self.comp
-        return max(s + 1, cdiv((self.gmin(s) + 1) * self.p + c.q_pos + c.diag, self.b))
+        lo, hi = self.span(s)
+        out = self.steps
+        if self.lo and lo < self.groups - 1:
+            out = max(s + 1, (lo + 1) * self.lines + self.q_pos + self.diag)
+        if self.hi and s < 2:
+            out = min(out, 2)
+        elif self.hi and hi < self.groups:
+            # the window's reach passes group hi at key hi·lines + q_pos + win_diag (one key
+            # a step); the raw reach may lie below the causal skip's (then later still)
+            out = min(out, max(s + 1, hi * self.lines + self.q_pos + self.win_diag))
+        return out
 
     def pe_ops(self, s: int, nk: int, kind: str = "QK") -> int:
         # row groups of mac_lines rows (nk keys side by side when rows < lines) × words of the
         # step's rows (d for Q Kᵀ, dv for P V)
-        return (cdiv(self.rows * nk, self.p) - self.gmin(s)) * self.words[kind]
+        if not self.skip:
+            return cdiv(self.rows * nk, self.p) * self.words[kind]
+        lo, hi = self.span(s)
+        return (hi - lo) * self.words[kind]
 
     def pe_cycles(self, s: int, nk: int, kind: str = "QK") -> int:
         return max(self.pe_ops(s, nk, kind), self.timing.min_phase)
 
     def exp_cycles(self, s: int, nk: int) -> int:
-        return cdiv((self.rows - self.gmin(s) * self.p) * nk, self.lanes)
+        lo, hi = self.span(s)
+        return cdiv((min(self.rows, hi * self.p) - lo * self.p) * nk, self.lanes)
 
     def step_keys(self, s: int) -> int:
         return min(self.b, self.keys - s * self.b)
@@ -247,7 +276,7 @@ class TileLoop:
                 self.exp_free - ref, self.rd.state(ref),
                 0 if self.no_4k else (kv.k_addr + (s + 1) * b * kv.row_stride) % 4096,
                 0 if self.no_4k else (kv.v_addr + s * b * self.v_stride) % 4096,
-                self.gmin(s - 1), self.gmin(s))
+                self.span(s - 1), self.span(s))
 
     def skip_periods(self, s: int, s0: int, ref0: int, snap: tuple) -> int:
         """Steps s0 … s−1 repeat from step s: skip the whole periods that fit before the
@@ -293,7 +322,8 @@ class TileLoop:
         step geometry."""
         c, kv = self.comp, self.kv
         return (self.state_key(s, self.pe_free), self.keys - s * self.b,
-                s * self.b - c.q_pos - c.diag, self.rows, self.b, self.groups, self.skip,
+                s * self.b - c.q_pos - c.diag, s * self.b - c.q_pos - self.win_diag if self.hi
+                else None, self.lines, self.rows, self.b, self.groups, self.lo, self.hi,
                 c.d, self.d_v, kv.row_stride, kv.args.get("key_scales", 0))
 
     def finish(self, starts: list, hit=None):
@@ -336,11 +366,11 @@ class TileLoop:
         starts: list = []       # suffixes this tile simulates (to remember at its end)
         s = 0
         skipped = False
-        segment = self.gmin(0)
+        segment = self.span(0)
         while s < steps:
-            if self.gmin(s) != segment:
+            if self.span(s) != segment:
                 # the skipped groups changed: a new steady state may follow (one skip each)
-                segment, skipped = self.gmin(s), False
+                segment, skipped = self.span(s), False
                 seen.clear()
                 # the rest of the tile as another tile had it from the same state
                 if self.suffix is not None and self.ck < s < steps - 1:
@@ -386,9 +416,9 @@ def tile_loop_memo(memo: dict, hw, timing, rd: Channel, stats: Stats, kv: Instr,
     same relative state (the tiles of one head, heads of one shape) repeats the first one's
     timeline and adds the same busy and stall cycles, exactly (``test_tile_memo_is_exact``)."""
     ref = pe_start
-    # the tile's position matters only under a causal mask (row-group skipping)
+    # the tile's position matters only under a mask (row-group skipping)
     cargs = {k: v for k, v in comp.args.items()
-             if comp.causal or k not in ("q_pos", "diag")}
+             if comp.causal or comp.args.get("window", 0) or k not in ("q_pos", "diag")}
     kargs = dict(kv.args)
     pages = ()
     if kargs.get("paged", 0):

@@ -344,8 +344,11 @@ def _visible_pairs(ins: Instr) -> int:
     row's keys from the window's left edge (``win_diag``) to the causal edge (``diag``)."""
     if not ins.causal and not ins.args.get("window", 0):
         return ins.rows * ins.heads * ins.keys
-    rows = np.arange(ins.rows, dtype=np.int64) + ins.q_pos
+    # with head_pos the tile's heads are its positions, each of ``rows`` rows (query heads)
+    positions, heads = ((ins.heads, ins.rows) if ins.args.get("head_pos", 0)
+                        else (ins.rows, ins.heads))
+    rows = np.arange(positions, dtype=np.int64) + ins.q_pos
     end = np.clip(rows + ins.diag + 1, 0, ins.keys) if ins.causal else ins.keys
     first = np.clip(rows + ins.args["win_diag"], 0, ins.keys) if ins.args.get("window", 0) \
         else 0
-    return int(np.maximum(0, end - first).sum()) * ins.heads
+    return int(np.maximum(0, end - first).sum()) * heads

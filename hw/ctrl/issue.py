@@ -51,7 +51,10 @@ class ComputeIssue(wiring.Component):
         c_pop_end = Signal()
         cmd = self.cmd.payload
         m.d.comb += [
-            cmd.rows.eq(chead.rh), cmd.head_rows.eq(comp.rows), cmd.d.eq(comp.d),
+            # with head_pos the tile's heads are positions: one "head" of rising positions
+            cmd.rows.eq(chead.rh), cmd.head_rows.eq(Mux(comp.head_pos, 0, comp.rows)),
+            cmd.hlog.eq(Mux(comp.head_pos, kps_log2_of(comp.rows, self.cfg.mac_lines), 0)),
+            cmd.d.eq(comp.d),
             cmd.dv.eq(Mux(comp.dv == 0, comp.d, comp.dv)),
             cmd.keys.eq(comp.keys), cmd.c_m.eq(comp.c_m), cmd.c_sh.eq(comp.c_sh),
             cmd.causal.eq(comp.causal), cmd.q_pos.eq(comp.q_pos), cmd.diag.eq(comp.diag),

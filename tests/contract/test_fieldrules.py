@@ -50,6 +50,8 @@ CASES = {
     "v_in_k_scales": (TINY, Op.LOAD_KV, {"v_in_k": 1, "key_scales": 1}),
     "packed_mask": (TINY, Op.COMPUTE, {"causal": 1, "heads": 2, "rows": 1,
                                        "keys_per_step": 1}),
+    "head_pos": (TINY, Op.COMPUTE, {"head_pos": 1, "rows": 3, "heads": 2,
+                                    "keys_per_step": 1}),
     "c_sh": (TINY, Op.COMPUTE, {"c_sh": 63}),
     "row_scales": (NARROW, Op.LOAD_Q, {"row_scales": 1}),
     "key_scales": (NARROW, Op.LOAD_KV, {"key_scales": 1}),
