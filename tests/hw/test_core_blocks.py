@@ -7,7 +7,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from attenio.base import config as C
-from attenio.contract.rules import kv_order, skipped_groups
+from attenio.contract.rules import groups_seen_to, kv_order, skipped_groups
 from attenio.contract.timing import TIMING
 from attenio.hw.kvring import KVRing
 from attenio.hw.qbuf import QBuffer
@@ -129,15 +129,20 @@ def rtl_phases(cfg, keys, kps_log2, ops, words, ops_v=None, words_v=None):
     return phases
 
 
-def rtl_skipping(cfg, keys, groups, words, t0):
-    """Per phase: (Q Kᵀ?, step, ops issued, first row group issued) with skipping on."""
+def rtl_skipping(cfg, keys, groups, words, t0, tw0=None, hlog=0):
+    """Per phase: (Q Kᵀ?, step, ops issued, first row group issued) with skipping on (and a
+    window's at its upper edge with ``tw0``; ``hlog``: a group of mac_lines >> hlog
+    positions)."""
     dut = StepSequencer(cfg)
     out = []
 
     async def tb(ctx):
         for sig, v in ((dut.keys, keys), (dut.blog, 0), (dut.ops, groups * words),
                        (dut.words, words), (dut.ops_v, groups * (words + 1)),
-                       (dut.words_v, words + 1), (dut.skip, 1), (dut.groups, groups), (dut.t0, t0),
+                       (dut.words_v, words + 1), (dut.skip, int(t0 is not None)),
+                       (dut.groups, groups), (dut.t0, t0 or 0),
+                       (dut.skip_hi, int(tw0 is not None)), (dut.tw0, tw0 or 0),
+                       (dut.hlog, hlog),
                        (dut.k_written, keys), (dut.v_written, keys), (dut.exp_done, keys)):
             ctx.set(sig, v)
         await ctx.tick().repeat(4)
@@ -168,6 +173,24 @@ def test_sequencer_skips_row_groups_causal_hides(keys, groups, words, t0):
             skipped_groups(st, -t0, 0, p, groups))
            for qk, st in ((which == "K", st) for which, st in kv_order(keys))]
     assert rtl_skipping(TINY, keys, groups, words, t0) == ref
+
+
+@pytest.mark.parametrize("keys, groups, words, t0, tw0, hlog", [
+    (30, 6, 2, None, -5, 0),        # a window alone: the groups its key has not reached skip
+    (40, 7, 1, 0, -3, 1),           # causal and a window, two positions a group (head_pos)
+    (24, 5, 2, -1, 2, 2),           # one position a group: at most the window's rows issue
+])
+def test_sequencer_skips_row_groups_past_a_window(keys, groups, words, t0, tw0, hlog):
+    # step st's key is seen by positions ≥ st + t0 (causal) and ≤ st + tw0 (the window)
+    lines = TINY.mac_lines >> hlog
+    ref = []
+    for which, st in kv_order(keys):
+        lo = skipped_groups(st, -t0, 0, lines, groups) if t0 is not None else 0
+        hi = max(lo + 1, groups_seen_to(st, st, -tw0, 0, lines, groups))
+        ref.append((which == "K", st, (hi - lo) * (words + (which != "K")), lo))
+    got = rtl_skipping(TINY, keys, groups, words, t0, tw0, hlog)
+    assert got == ref
+    assert any(n < groups * words for qk, _, n, _ in got if qk)     # something was skipped
 
 
 @pytest.mark.parametrize("keys, kps_log2, ops", [(1, 0, 4), (7, 0, 20), (9, 1, 3), (16, 2, 12)])

@@ -58,7 +58,7 @@ def rtl_score(cfg, cmd, step, rows_cm, key_f):
             ctx.set(dut.sc_data[i], {"c_m": c_m, "c_sh": c_sh})
         ctx.set(dut.k_scale[0], {"c_m": key_f[0], "c_sh": key_f[1]})
         for name, v in (("words", 1), ("groups", 1), ("running", 1), ("st", step),
-                        ("issue", 1), ("is_qk", 1)):
+                        ("issue", 1), ("is_qk", 1), ("last_op", 1)):
             ctx.set(getattr(dut, name), v)
         await ctx.tick()
         ctx.set(dut.issue, 0)
@@ -133,8 +133,10 @@ def rtl_softmax(cfg, scores, cm, sh, vis, m_old, l_old, first, group=0, step=2):
         ctx.set(dut.step, 0 if first else step)
         ctx.set(dut.group, group)
         ctx.set(dut.valid, 1)
+        ctx.set(dut.step_last, 1)           # the step's last group (here its only one)
         await ctx.tick()
         ctx.set(dut.valid, 0)
+        ctx.set(dut.step_last, 0)
         for _ in range(16):
             await ctx.tick()
             if ctx.get(dut.ml_wr_en) and "m" not in got:
