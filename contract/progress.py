@@ -252,9 +252,12 @@ def _spans(ins, hw, out_bytes: int):
         write = ins.op == Op.STORE_O
         last = (hw.row_elements(ins.d) * out_bytes if write       # a Q row with its multiplier
                 else q_row_elements_of(hw, ins) * eb)
-        span = (ins.rows - 1) * ins.row_stride + last
-        return [(write, ins.addr + h * ins.head_stride, ins.addr + h * ins.head_stride + span)
-                for h in range(ins.heads)]
+        a = ins.args
+        addr, hs = a["addr"], a["head_stride"]
+        span = (a["rows"] - 1) * a["row_stride"] + last
+        return [(write, lo, lo + span) for lo in range(addr, addr + a["heads"] * hs, hs)] \
+            if hs > 0 else [(write, addr + h * hs, addr + h * hs + span)
+                            for h in range(a["heads"])]
     return []
 
 

@@ -21,7 +21,12 @@ from attenio.model.numerics import ScaleParams, softmax_scale
 from attenio.model.variants import capped, check_alibi, check_sinks, with_alibi, with_sinks
 from attenio.sim.layout import Layout, block_table_for
 from attenio.sim.phases import phase_model
-from attenio.sim.program import build_program, program_length, program_tiles
+from attenio.sim.program import (
+    build_program,
+    program_length,
+    program_tiles,
+    tile_keys_per_step,
+)
 from attenio.sim.timeline import Schedule, simulate_program
 
 __all__ = ["RunPlan", "build_plan"]
@@ -152,6 +157,9 @@ class _Builder:
     scale: ScaleParams
     keep_spans: bool
     table: BlockTable | None
+    # what the timeline simulated, shared by every candidate's schedule (same hardware,
+    # timing and ring; the keys are relative, so a repeat is exact)
+    memos: dict = dataclasses.field(default_factory=dict, compare=False)
 
     def schedule(self, tiling: io.Tiling | list[io.Tiling], progress=None) -> Schedule:
         """The program of ``wl`` under ``tiling`` (or one tiling per sequence), validated, and
@@ -179,7 +187,8 @@ class _Builder:
             validate(program, _with_ring(hw, 2 * ring, rows), rtl=False)
         total, stats, rb, wb, spans = simulate_program(
             hw, wl, program, self.timing, ring, self.keep_spans, progress,
-            entries=layout.entries if layout.paged else None)
+            entries=layout.entries if layout.paged else None,
+            memos=self.memos.setdefault(ring, {}))
         return Schedule(hw, wl, self.dataflow, tiling, program, total, stats.busy,
                         stats.stalls, stats.useful_macs, rb, wb, spans, self.timing,
                         activity=stats.activity, tilings=tilings, requests=stats.requests,
@@ -204,13 +213,25 @@ def _best_of_packing(run: _Builder, progress=None) -> Schedule:
         # query head: where those bytes alone take longer at the read channel's rate than the
         # packed run takes whole, it cannot win, and is not timed (MLA's decode: 128 heads)
         alone = io.choose_tiling(run.hw, run.wl, run.dataflow, pack=False)
-        rate = min(run.hw.dram_bytes_per_cycle, run.hw.axi_data_bytes)
-        floor = io.workload_traffic(run.hw, run.wl, run.dataflow, alone).read_bytes // rate
-        if floor <= best.total_cycles:
+        if _floor(run, alone) <= best.total_cycles:
             mha = run.schedule(alone, part(1))
             if (mha.total_cycles, mha.read_bytes) < (best.total_cycles, best.read_bytes):
                 best = mha
     return best
+
+
+def _floor(run: _Builder, tiling: io.Tiling) -> int:
+    """A bound no schedule of ``tiling`` beats: its read bytes at the read channel's rate, or
+    its steps, each a Q Kᵀ and a P V phase of at least ``min_phase`` cycles one after another
+    on the PE array (a one-head tile of a short window is mostly that padding)."""
+    hw, wl = run.hw, run.wl
+    rate = min(hw.dram_bytes_per_cycle, hw.axi_data_bytes)
+    read = io.workload_traffic(hw, wl, run.dataflow, tiling).read_bytes // rate
+    if run.dataflow != "attenio":
+        return read
+    steps = sum(-(-t.keys // tile_keys_per_step(hw, wl, t))
+                for t in program_tiles(wl, tiling, run.scale.sink_m is not None))
+    return max(read, 2 * steps * run.timing.min_phase)
 
 
 def _sequence_tilings(run: _Builder) -> list[io.Tiling]:

@@ -15,7 +15,7 @@ from attenio.model import io_analysis as io
 from attenio.model.numerics import ScaleParams
 from attenio.sim.layout import Layout
 
-__all__ = ["build_program", "program_tiles", "program_length", "Tile"]
+__all__ = ["build_program", "program_tiles", "program_length", "Tile", "tile_keys_per_step"]
 
 
 def _keys_per_step(hw: HardwareConfig, rows: int, dataflow_b: int, ring_limit: int) -> int:
@@ -99,6 +99,21 @@ def _paged_fields(layout: Layout, seq: int, hk: int, first: int, page: int, k_ro
             "k_addr": hk * page * k_row, "v_addr": layout.v - layout.k + hk * page * v_row}
 
 
+def tile_keys_per_step(hw: HardwareConfig, wl: Workload | VarlenWorkload, t: Tile) -> int:
+    """The keys a step of tile ``t`` takes (its ``COMPUTE.keys_per_step``): the tiling's, or
+    for attenio as many as its rows leave lines for, within the ring (half of it with V in K's
+    rows: a K block waits for V slots freed two blocks back) and a page."""
+    tl = t.tiling
+    if tl.dataflow != "attenio" or tl.fixed_b:
+        return tl.keys_per_step
+    ring = hw.ring_rows
+    if wl.v_in_k:
+        ring = max(1, ring // 2)
+    if wl.page_size:
+        ring = min(ring, wl.page_size)
+    return _keys_per_step(hw, t.rows * tl.heads_per_tile, 1, ring)
+
+
 def program_length(tiles) -> int:
     """Instructions of the program of ``tiles`` (:func:`program_tiles`): five a tile, four for
     a tile with no keys (no ``LOAD_KV``), and ``END``. Counted before emission, so the layout
@@ -152,13 +167,7 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
     q_pos_st, o_pos_st = (wl.heads * dq * eb, wl.heads * do * ob) if tm else (dq * eb, do * ob)
     for t, (seg, hk, h0, p0, rows, keys, tl, causal, first) in enumerate(tiles):
         g = tl.heads_per_tile
-        ring = hw.ring_rows if tl.dataflow == "attenio" else tl.keys_per_step
-        if vk:                       # a K block waits for V slots freed two blocks back
-            ring = max(1, ring // 2)
-        if page:                     # a block never spans two pages
-            ring = min(ring, page)
-        kps = (_keys_per_step(hw, rows * g, 1, ring)
-               if tl.dataflow == "attenio" and not tl.fixed_b else tl.keys_per_step)
+        kps = tile_keys_per_step(hw, wl, tiles[t])
         if page and kps > page:
             raise bad("page_size", page, f"the {tl.dataflow} tiling streams blocks of {kps} "
                       "keys: pages must hold at least one block")

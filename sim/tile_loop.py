@@ -416,9 +416,14 @@ def tile_loop_memo(memo: dict, hw, timing, rd: Channel, stats: Stats, kv: Instr,
     same relative state (the tiles of one head, heads of one shape) repeats the first one's
     timeline and adds the same busy and stall cycles, exactly (``test_tile_memo_is_exact``)."""
     ref = pe_start
-    # the tile's position matters only under a mask (row-group skipping)
-    cargs = {k: v for k, v in comp.args.items()
-             if comp.causal or comp.args.get("window", 0) or k not in ("q_pos", "diag")}
+    # the tile's position matters only under a mask (row-group skipping), and there only as
+    # the edges' offsets q_pos + diag and q_pos + win_diag (every full tile of a sliding
+    # window has the same)
+    cargs = {k: v for k, v in comp.args.items() if k not in ("q_pos", "diag", "win_diag")}
+    if comp.causal:
+        cargs["qd"] = comp.q_pos + comp.diag
+    if comp.args.get("window", 0):
+        cargs["qw"] = comp.q_pos + comp.args["win_diag"]
     kargs = dict(kv.args)
     pages = ()
     if kargs.get("paged", 0):

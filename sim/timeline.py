@@ -177,10 +177,13 @@ class _Tokens:
 def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
                      timing: Timing | None = None, ring_rows: int | None = None,
                      keep_spans: bool = True, progress=None,
-                     entries=None) -> tuple[int, Stats, int, int, list[Span]]:
+                     entries=None, memos: dict | None = None
+                     ) -> tuple[int, Stats, int, int, list[Span]]:
     """Run the timing model over a program (``progress(fraction)`` about every 1% of its
-    instructions; ``entries(table, n)``: the block tables of a paged cache). Returns (total
-    cycles, stats, bytes read, bytes written, spans)."""
+    instructions; ``entries(table, n)``: the block tables of a paged cache; ``memos``: the
+    tiles and transfers already simulated, shared by the schedules of one plan, which run on
+    the same hardware, timing and ring). Returns (total cycles, stats, bytes read, bytes
+    written, spans)."""
     timing = timing or timing_for(hw)
     eb, ob = hw.element_bytes, hw.out_element_bytes
     ring = ring_rows if ring_rows is not None else hw.ring_rows
@@ -202,8 +205,10 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
     pending_fin: tuple[int, int, int, int, Instr] | None = None
     last_pe_end = 0
     core_idle = 0          # the previous tile's end: the core's ring credits are its own again
-    memo: dict = {}        # tiles already simulated, by everything their timeline depends on
-    suffix: dict = {}      # causal tiles' rests, likewise
+    memos = {} if memos is None else memos
+    # tiles already simulated, by everything their timeline depends on; Q loads and O stores
+    # likewise; masked tiles' rests likewise
+    memo, xfer_memo, suffix = (memos.setdefault(k, {}) for k in ("tile", "xfer", "suffix"))
     last_store_resp = 0
     pe_activity_end = 0
     tile = 0
@@ -233,7 +238,8 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
             qstarts[q].pop(0)
         args = {"tile": tile, **ins.args}
         if ins.op == Op.LOAD_Q:
-            issue_end, done = _tile_transfer(hw, rd, st + timing.request_delay, ins, eb)
+            issue_end, done = _tile_transfer(hw, rd, st + timing.request_delay, ins, eb,
+                                             xfer_memo)
             q_end[q] = issue_end + 1
             push(ins, q, done)
             if keep_spans:
@@ -292,7 +298,8 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
                 raise bad("program", f"instruction {k}", "STORE_O without FINALIZE")
             f_st, first, last, words, fin_ins = pending_fin
             pending_fin = None
-            _, done = _tile_transfer(hw, wr, max(st + timing.request_delay, first), ins, ob)
+            _, done = _tile_transfer(hw, wr, max(st + timing.request_delay, first), ins, ob,
+                                     xfer_memo)
             # data cannot leave before the finalize unit produced it (a word is several beats)
             data_end = max(wr.free, last + cdiv(hw.macs_per_line * ob, hw.axi_data_bytes))
             done = max(done, data_end + hw.dram_latency)
@@ -321,9 +328,37 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
 
 
 def _tile_transfer(hw: HardwareConfig, ch: Channel, ready: int, ins: Instr,
-                   elem_bytes: int) -> tuple[int, int]:
+                   elem_bytes: int, memo: dict | None = None) -> tuple[int, int]:
     """Move a tile's rows (``LOAD_Q`` or ``STORE_O``): one transfer per head when its rows are
-    contiguous, else one per row. Returns (last request, completion)."""
+    contiguous, else one per row. Returns (last request, completion). With ``memo`` (and no
+    activity kept) a transfer of the same shape, at the same places in 4 KB lines, from the
+    same channel state relative to ``ready`` repeats the first one's times and counts."""
+    key = None
+    if memo is not None and ch.activity is None:
+        key = (ins.op, ins.rows, ins.heads, ins.d, ins.addr % 4096, ins.row_stride % 4096,
+               ins.head_stride % 4096, ins.row_stride == ins.head_stride, ins.row_stride,
+               tuple(ins.args.get(k, 0) for k in ("row_scales", "sinks", "alibi", "lse")),
+               ch.state(ready))
+        hit = memo.get(key)
+        if hit is not None:
+            (last, end), (busy, nbytes, requests), (free, last_req, done) = hit
+            ch.busy += busy
+            ch.nbytes += nbytes
+            ch.requests += requests
+            ch.free, ch.last_req = ready + free, ready + last_req
+            ch.done = deque(ready + x for x in done)
+            return ready + last, ready + end
+        before = (ch.busy, ch.nbytes, ch.requests)
+    out = _transfer_rows(hw, ch, ready, ins, elem_bytes)
+    if key is not None:
+        memo[key] = ((out[0] - ready, out[1] - ready),
+                     (ch.busy - before[0], ch.nbytes - before[1], ch.requests - before[2]),
+                     ch.state(ready))
+    return out
+
+
+def _transfer_rows(hw: HardwareConfig, ch: Channel, ready: int, ins: Instr,
+                   elem_bytes: int) -> tuple[int, int]:
     out = (ready, ready)
     # whole words, as the DMA moves rows (a Q row with its multiplier's word, an O row with its
     # statistics' word)
