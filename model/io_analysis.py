@@ -132,29 +132,6 @@ def causal_mask(wl: Workload) -> bool:
     return wl.causal and wl.seq_q > 1
 
 
-# A window's left edge leaves a triangle of a·a/2 masked (row, key) pairs in every tile of a
-# rows (its last rows do not see its first keys; no row group is skipped there), against a·W
-# useful ones: tiles of at most 2·WINDOW_WASTE·W rows keep that share near WINDOW_WASTE.
-# 5% measured best on asplos26 at W = 4096 (docs/dataflows.md, "Sliding windows").
-WINDOW_WASTE = 0.05
-
-
-def window_rows(hw: HardwareConfig, wl: Workload) -> int:
-    """The most rows a tile takes under a window's left edge ``W`` (one that masks a key of
-    the sequence): ``2·WINDOW_WASTE·W`` in whole row groups, but never so few that loading
-    the tile's ``W + a`` keys outlasts its compute (twice the rows where they would tie);
-    unbounded otherwise. Smaller tiles read K/V more often; the array hides it while they
-    stay above that floor (docs/dataflows.md)."""
-    left, lines = wl.window_left, hw.mac_lines
-    if left < 0 or left >= wl.seq_k - 1:
-        return hw.tile_rows
-    row_bytes = hw.row_elements(wl.head_dim) * hw.element_bytes
-    rate = min(hw.dram_bytes_per_cycle, hw.axi_data_bytes)
-    floor = _cdiv(2 * row_bytes * lines, rate * hw.words(wl.head_dim))
-    cap = int(2 * WINDOW_WASTE * left)
-    return max(lines, _cdiv(floor, lines) * lines, cap // lines * lines)
-
-
 def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *,
                   pack: bool = True) -> Tiling:
     """The tiling a dataflow uses for ``wl`` on ``hw`` (see the module table).
@@ -185,7 +162,11 @@ def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *
             if min(r for _, r in query_tiles(wl.seq_q, pos, True)) < hw.mac_lines:
                 heads = 1
         rows_needed = wl.seq_q * heads
-        a = min(a, rows_needed, window_rows(hw, wl))
+        a = min(a, rows_needed)
+        if wl.windowed and a > hw.mac_lines:
+            # whole row groups: a window's steps skip groups, and a part-filled last group
+            # costs a whole group's step for each key it sees
+            a -= a % hw.mac_lines
         a -= a % heads  # whole positions per head
         # The array holds one row per MAC line (its MACs split the columns), so a tile with
         # fewer rows than lines takes several keys per step to keep the lines busy.

@@ -84,5 +84,5 @@ def test_gpt_oss_windows_interleaved_against_one_head_a_tile():
     alone = io.choose_tiling(ASP, wl, pack=False)
     one = S.schedule(ASP, wl, keep_spans=False, tiling=alone)
     assert packed.tiling.head_pos and not one.tiling.head_pos
-    assert packed.total_cycles * 3 < one.total_cycles       # 2.87 M against 19.5 M cycles
+    assert packed.total_cycles * 2 < one.total_cycles       # 2.87 M against 7.37 M cycles
     assert packed.pe_util_mac > 0.7
