@@ -6,8 +6,11 @@ the GPU's peak; and to its peak and bytes per FLOP). docs/gpu-comparison.md expl
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+
+import numpy as np
 
 from attenio.base.config import HardwareConfig, VarlenWorkload, Workload
 from attenio.base.errors import ConfigError, bad
@@ -15,7 +18,7 @@ from attenio.sim.gpu import H200_BANDWIDTH_TBS, H200_PEAK_TFLOPS, projection
 from attenio.sim.schedule import schedule
 
 __all__ = ["load_serving_json", "load_serving_jsons", "compare_serving", "PAGED_BACKENDS",
-           "candidates"]
+           "candidates", "VARIANTS"]
 
 # GPU paths that read K/V out of pages (the others read contiguous caches)
 PAGED_BACKENDS = ("sdpa-gathered-pages", "flex-paged", "flashinfer-decode", "flashinfer-decode-tc",
@@ -59,7 +62,10 @@ def load_serving_jsons(paths: list[str]) -> dict:
         if other["d"] != first["d"]:
             raise bad("gpu json", other["path"], f"d={other['d']} differs from {first['path']}'s "
                       f"d={first['d']}")
-    return {**first, "path": ", ".join(d["path"] for d in parts),
+    traces = {}                         # each file's traces (those they share agree)
+    for d in parts:
+        traces = {**d["traces"], **traces}
+    return {**first, "traces": traces, "path": ", ".join(d["path"] for d in parts),
             "provenance": first["provenance"],
             "sources": {Path(d["path"]).name: d["provenance"] for d in parts},
             "measurements": [m for d in parts for m in d["measurements"]]}
@@ -105,38 +111,98 @@ def _workload(hw: HardwareConfig, data: dict, name: str, heads: int):
                           kv_heads=dec["kv_heads"], page_size=dec["page_size"])
 
 
+# The model zoo's variant layers measured on the GPU (scripts/gpu/gpu_flashinfer.py; issue
+# #46): each against the fastest kernel measured for it, the whole layer (all its heads) on
+# both sides, on the accelerator with the unit it needs (``+softcap`` …) and, for MLA's
+# absorbed decode, head dims to 576 (configs/asplos26-576.toml).
+VARIANTS = ("softcap", "softcap-off", "alibi", "sinks-window", "sinks-full", "mla-decode")
+
+
+def _uniform(trace: dict) -> list[int]:
+    """A trace's lengths drawn uniformly from [low, high], seeded: what
+    scripts/gpu/serving_traces.py's ``uniform_lengths`` draws for the GPU."""
+    rng = np.random.default_rng(trace["seed"])
+    return [int(v) for v in rng.integers(trace["low"], trace["high"] + 1, trace["sequences"])]
+
+
+def _variant(hw: HardwareConfig, data: dict, name: str):
+    """(hardware, workload, scale) of a variant row: the trace the GPU ran, the unit it needs."""
+    from attenio.model.variants import alibi_slopes_standard
+    from attenio.sim.plan import default_scale
+
+    t = data["traces"]
+    if name == "mla-decode":
+        m = t["mla"]
+        hw = dataclasses.replace(hw, max_head_dim=max(hw.max_head_dim, m["d_ckv"] + m["d_kpe"]))
+        wl = VarlenWorkload(seqlens_q=[1] * m["sequences"], seqlens_k=_uniform(m),
+                            head_dim=m["d_ckv"] + m["d_kpe"], head_dim_v=m["d_ckv"],
+                            heads=m["heads"], kv_heads=1, page_size=m["page_size"], v_in_k=True)
+        return hw, wl, None
+    if name.startswith("sinks"):
+        c = t["sinks"]
+        hw = dataclasses.replace(hw, sinks_unit=True)
+        window = (c["window"] - 1, 0) if name == "sinks-window" else (-1, -1)
+        wl = Workload(seq_q=c["n"], seq_k=c["n"], head_dim=c["d"], heads=c["heads"],
+                      kv_heads=c["kv_heads"], causal=True, window_left=window[0],
+                      window_right=window[1])
+        return hw, wl, default_scale(hw, wl, sinks=[1.0] * c["heads"])
+    c = t["softcap"]
+    wl = Workload(seq_q=c["n"], seq_k=c["n"], head_dim=data["d"], heads=c["heads"],
+                  kv_heads=c["kv_heads"], causal=True)
+    if name == "softcap":
+        hw = dataclasses.replace(hw, softcap_unit=True)
+        return hw, wl, default_scale(hw, wl, softcap=c["cap"])
+    if name == "alibi":
+        hw = dataclasses.replace(hw, alibi_unit=True)
+        return hw, wl, default_scale(hw, wl, alibi_slopes=alibi_slopes_standard(c["heads"]))
+    return hw, wl, None
+
+
 def compare_serving(hw: HardwareConfig, data: dict, gpu_peak_tflops: float = H200_PEAK_TFLOPS,
                     gpu_bandwidth_tbs: float = H200_BANDWIDTH_TBS, progress=None,
-                    baselines: dict[str, str] | None = None) -> list[dict]:
+                    baselines: dict[str, str] | None = None,
+                    variants: bool = False, only: tuple[str, ...] | None = None) -> list[dict]:
     """One row per serving workload against the GPU's fastest measured kernel for it (per
     head for prefill and window, the decode batch whole, among the paths that read pages;
     ``baselines`` maps a workload to another backend), the accelerator's modeled cycles on the
     same workload, and the two projections. Each side is shown against its limits: the GPU's %
     of its peak and of its measured HBM read rate (where the file has one), the accelerator's
     % of its compute roof and of its DRAM bandwidth busy. Every candidate's time is kept in
-    ``gpu_candidates``. ``progress(fraction)`` after each schedule."""
-    acc_peak, scale, hw_bw, bw_bpc = projection(hw, gpu_peak_tflops, gpu_bandwidth_tbs)
+    ``gpu_candidates``. ``variants``: the variant layers (:data:`VARIANTS`) the file measured
+    too, each its whole layer; ``only``: just those rows. ``progress(fraction)`` after each
+    schedule."""
     ceilings = [v.get("hbm_read_tbs") for v in data.get("sources", {}).values()]
     read_ceiling = max((c for c in ceilings if c), default=data["provenance"].get("hbm_read_tbs"))
+    names = list(WORKLOADS)
+    if variants:
+        names += [n for n in VARIANTS if candidates(data, n)]
+    if only is not None:
+        names = [n for n in names if n in only]
     out = []
-    for i, name in enumerate(WORKLOADS):
+    for i, name in enumerate(names):
         gpu = _best(data, name, (baselines or {}).get(name))
         per_head = name in PER_HEAD
-        wl = _workload(hw, data, name, 1 if per_head else gpu["heads"])
-        sch = schedule(hw, wl, keep_spans=False)
+        if name in VARIANTS:
+            hw_v, wl, sp = _variant(hw, data, name)
+        else:
+            hw_v, sp = hw, None
+            wl = _workload(hw, data, name, 1 if per_head else gpu["heads"])
+        acc_peak, scale, hw_bw, bw_bpc = projection(hw_v, gpu_peak_tflops, gpu_bandwidth_tbs)
+        sch = schedule(hw_v, wl, keep_spans=False, scale=sp)
         if progress:
-            progress((2 * i + 1) / (2 * len(WORKLOADS)))
-        sch_bw = schedule(hw_bw, wl, keep_spans=False)
+            progress((2 * i + 1) / (2 * len(names)))
+        sch_bw = schedule(hw_bw, wl, keep_spans=False, scale=sp)
         if progress:
-            progress((2 * i + 2) / (2 * len(WORKLOADS)))
-        acc_s = sch.total_cycles / (hw.clock_mhz * 1e6)
+            progress((2 * i + 2) / (2 * len(names)))
+        acc_s = sch.total_cycles / (hw_v.clock_mhz * 1e6)
         unit = gpu["heads"] if per_head else 1
         gpu_s = gpu["time_ms"] * 1e-3 / unit
         flops = gpu["flops"] / unit
         proj_s = acc_s * scale
         proj_bw_s = sch_bw.total_cycles / (hw.clock_mhz * 1e6) * scale
         moved = sch.read_bytes + sch.write_bytes
-        row = {"workload": name, "compared": "one head" if per_head else "the batch",
+        row = {"workload": name, "compared": "one head" if per_head else (
+                   "the layer" if name in VARIANTS else "the batch"),
                "gpu_heads": gpu["heads"], "gpu_backend": gpu["backend"],
                "gpu_source": gpu.get("source"), "gpu_chosen": "named" if (baselines or {})
                .get(name) else "fastest measured",
@@ -150,8 +216,10 @@ def compare_serving(hw: HardwareConfig, data: dict, gpu_peak_tflops: float = H20
                "gpu_candidates": {c["backend"] + ("" if not per_head else f" ({c['heads']}h)"):
                                   c["unit_ms"] for c in candidates(data, name)},
                "acc_cycles": sch.total_cycles, "acc_ms": acc_s * 1e3,
+               "acc_units": [u for u in ("softcap_unit", "sinks_unit", "alibi_unit")
+                             if getattr(hw_v, u)], "acc_max_head_dim": hw_v.max_head_dim,
                "acc_pct_peak": 100 * flops / acc_s / 1e12 / acc_peak,
-               "acc_pct_dram_busy": 100 * moved / (sch.total_cycles * hw.dram_bytes_per_cycle),
+               "acc_pct_dram_busy": 100 * moved / (sch.total_cycles * hw_v.dram_bytes_per_cycle),
                "acc_read_bytes": sch.read_bytes,
                "proj_equal_peak_ms": proj_s * 1e3, "proj_equal_peak_speedup": gpu_s / proj_s,
                "proj_equal_peak_bw_ms": proj_bw_s * 1e3,

@@ -567,6 +567,32 @@ def test_the_bundled_serving_baseline_is_the_fastest_measured():
     assert SV._best(data, "decode")["backend"] == cands[0]["backend"]
 
 
+def test_variant_rows_against_the_bundled_flashinfer_runs():
+    """The variant layers (issue #46): soft cap on and off against the fastest FlashInfer
+    kernel for each, the whole layer on both sides, the accelerator with the soft-capping unit
+    for the capped one. The traces here are shortened (the GPU's times stay: only the
+    ratios' structure is checked): the cap costs the accelerator nothing, the GPU 17%."""
+    from attenio.base import config as C
+    from attenio.sim import gpu as G
+    from attenio.sim import serving as SV
+
+    data = SV.load_serving_jsons(G.resolve_gpu_files("h200-serving"))
+    data["traces"]["softcap"] = {**data["traces"]["softcap"], "n": 4096}
+    on, off = SV.compare_serving(C.asplos26(), data, variants=True,
+                                 only=("softcap", "softcap-off"))
+    assert (on["workload"], off["workload"]) == ("softcap", "softcap-off")
+    assert on["gpu_backend"] == off["gpu_backend"] == "flashinfer-single-fa3"
+    assert on["acc_units"] == ["softcap_unit"] and off["acc_units"] == []
+    assert on["gpu_ms"] > 1.1 * off["gpu_ms"]
+    assert on["acc_cycles"] <= 1.02 * off["acc_cycles"]
+    assert on["compared"] == "the layer"
+
+
+def test_compare_variants_needs_a_serving_json():
+    r = CliRunner().invoke(main, ["compare", "--gpu", "h200", "--variants"])
+    assert r.exit_code == 2 and "variants" in r.output and "serving" in r.output
+
+
 def test_compare_on_a_bad_serving_json_is_one_line(tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text("{}")

@@ -266,6 +266,10 @@ def dataflows_cmd(preset, config_file, ns, ds, causal, csv_path, bandwidth_sweep
 @click.option("--baseline", default=None, metavar="BACKEND|WORKLOAD=BACKEND,…",
               help="The GPU kernel to compare with (default: the fastest measured for each "
                    "row): one backend for every row, or per serving workload.")
+@click.option("--variants", is_flag=True,
+              help="With a serving JSON: also the variant layers it measured (soft cap on and "
+                   "off, ALiBi, gpt-oss's sinks with and without its window, MLA's absorbed "
+                   "decode), each whole layer on the accelerator with the unit it needs.")
 @click.option("--ns", default="1024,2048,4096,8192,16384,32768,65536,131072", show_default=True)
 @click.option("--ds", default="64,128", show_default=True)
 @click.option("--causal", type=click.Choice(["no", "yes", "both"]), default="both",
@@ -278,8 +282,8 @@ def dataflows_cmd(preset, config_file, ns, ds, causal, csv_path, bandwidth_sweep
 @click.option("--plot", "plot_path", default=None, metavar="FILE", help="Roofline PNG.")
 @json_option
 @_friendly
-def compare_cmd(preset, config_file, gpu_csv, baseline, ns, ds, causal, dtype, gpu_peak_tflops,
-                gpu_bandwidth_tbs, csv_path, plot_path, json_path):
+def compare_cmd(preset, config_file, gpu_csv, baseline, variants, ns, ds, causal, dtype,
+                gpu_peak_tflops, gpu_bandwidth_tbs, csv_path, plot_path, json_path):
     """Accelerator cycles (modeled) against GPU baselines (measured), with labeled projections."""
     from attenio.sim import gpu as G
 
@@ -291,8 +295,11 @@ def compare_cmd(preset, config_file, gpu_csv, baseline, ns, ds, causal, dtype, g
     files = G.resolve_gpu_files(gpu_csv)
     if files[0].endswith(".json"):
         _compare_serving(hw, files, gpu_peak_tflops, gpu_bandwidth_tbs, csv_path, json_path,
-                         plot_path, config_file or preset or "asplos26", baseline)
+                         plot_path, config_file or preset or "asplos26", baseline, variants)
         return
+    if variants:
+        raise ConfigError("variants is invalid with a CSV of attention shapes: the variant "
+                          "layers are in the serving JSONs (--gpu h200-serving)")
     if baseline and "=" in baseline:
         raise ConfigError(f"baseline={baseline!r} is invalid: WORKLOAD=BACKEND is for the "
                           "serving JSONs; give one backend for the attention shapes")
@@ -452,15 +459,15 @@ def _serving_baselines(baseline: str | None) -> dict[str, str] | None:
     out = {}
     for part in baseline.split(","):
         w, _, b = part.partition("=")
-        if w not in SV.WORKLOADS or not b:
+        if w not in SV.WORKLOADS + SV.VARIANTS or not b:
             raise ConfigError(f"baseline={part!r} is invalid: WORKLOAD=BACKEND with a workload "
-                              f"of {', '.join(SV.WORKLOADS)}")
+                              f"of {', '.join(SV.WORKLOADS + SV.VARIANTS)}")
         out[w] = b
     return out
 
 
 def _compare_serving(hw, paths, gpu_peak_tflops, gpu_bandwidth_tbs, csv_path, json_path,
-                     plot_path, name, baseline=None):
+                     plot_path, name, baseline=None, variants=False):
     """``attenio compare --gpu FILE.json[,FILE.json…]``: the serving workloads
     (sim/serving.py), each against the fastest kernel measured for it."""
     from attenio.sim import serving as SV
@@ -471,7 +478,7 @@ def _compare_serving(hw, paths, gpu_peak_tflops, gpu_bandwidth_tbs, csv_path, js
     data = SV.load_serving_jsons(paths)
     with _Bar("modeling the serving workloads") as bar:
         rows = SV.compare_serving(hw, data, gpu_peak_tflops, gpu_bandwidth_tbs, progress=bar,
-                                  baselines=_serving_baselines(baseline))
+                                  baselines=_serving_baselines(baseline), variants=variants)
     pv = data["provenance"]
     for src, p in data.get("sources", {"": pv}).items():
         extra = f", FlashInfer {p['flashinfer']}" if p.get("flashinfer") else ""
@@ -486,12 +493,12 @@ def _compare_serving(hw, paths, gpu_peak_tflops, gpu_bandwidth_tbs, csv_path, js
     acc_peak = 2 * hw.macs * hw.clock_mhz / 1e6
     click.echo(f"accelerator (modeled): {name}, {acc_peak:.3f} TFLOP/s peak, "
                f"{hw.dram_bytes_per_cycle} B/cycle; projections as for the CSV (--help)\n")
-    click.echo(f"{'workload':>8} {'compared':>9} | {'GPU backend':>28} {'ms':>8} {'%peak':>6} "
+    click.echo(f"{'workload':>12} {'compared':>9} | {'GPU backend':>28} {'ms':>8} {'%peak':>6} "
                f"{'%read':>6} | {'acc cycles':>13} {'%peak':>6} {'%DRAM':>6} | "
                f"{'[peak] ms':>9} {'speedup':>7} | {'[peak+bw] ms':>12} {'speedup':>7}")
     for r in rows:
         rd = r["gpu_pct_read_ceiling"]
-        click.echo(f"{r['workload']:>8} {r['compared']:>9} | {r['gpu_backend']:>28} "
+        click.echo(f"{r['workload']:>12} {r['compared']:>9} | {r['gpu_backend']:>28} "
                    f"{r['gpu_ms']:>8.3f} {r['gpu_pct_peak']:>5.1f}% "
                    f"{(f'{rd:5.1f}%' if rd is not None else '    - '):>6} | "
                    f"{r['acc_cycles']:>13,} {r['acc_pct_peak']:>5.1f}% "
@@ -508,6 +515,14 @@ def _compare_serving(hw, paths, gpu_peak_tflops, gpu_bandwidth_tbs, csv_path, js
         click.echo("decode, the other paged kernels measured (slower baselines): " + ", ".join(
             f"{b} {ms:.3f} ms" for b, ms in others) + ". It is memory-bound: [peak+bw] is the "
             "projection that applies.")
+    units = {r["workload"]: ", ".join(
+        [f"+{u.removesuffix('_unit')}" for u in r["acc_units"]]
+        + ([f"head dims to {r['acc_max_head_dim']}"] if r["acc_max_head_dim"]
+           != hw.max_head_dim else [])) for r in rows if r["compared"] == "the layer"}
+    if units:
+        click.echo("variant layers, whole (all heads) on both sides; the accelerator as "
+                   f"{name} with: " + "; ".join(f"{w} {u or 'nothing added'}"
+                                                for w, u in units.items()) + ".")
     if csv_path:
         _write_csv(csv_path, rows)
     if json_path:
