@@ -180,10 +180,9 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
                      entries=None, memos: dict | None = None
                      ) -> tuple[int, Stats, int, int, list[Span]]:
     """Run the timing model over a program (``progress(fraction)`` about every 1% of its
-    instructions; ``entries(table, n)``: the block tables of a paged cache; ``memos``: the
-    tiles and transfers already simulated, shared by the schedules of one plan, which run on
-    the same hardware, timing and ring). Returns (total cycles, stats, bytes read, bytes
-    written, spans)."""
+    instructions; ``entries(table, n)``: a paged cache's block tables; ``memos``: the tiles and
+    transfers simulated so far by the schedules of one plan, on the same hardware, timing and
+    ring). Returns (total cycles, stats, bytes read, bytes written, spans)."""
     timing = timing or timing_for(hw)
     eb, ob = hw.element_bytes, hw.out_element_bytes
     ring = ring_rows if ring_rows is not None else hw.ring_rows
