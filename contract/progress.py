@@ -255,9 +255,8 @@ def _spans(ins, hw, out_bytes: int):
         a = ins.args
         addr, hs = a["addr"], a["head_stride"]
         span = (a["rows"] - 1) * a["row_stride"] + last
-        return [(write, lo, lo + span) for lo in range(addr, addr + a["heads"] * hs, hs)] \
-            if hs > 0 else [(write, addr + h * hs, addr + h * hs + span)
-                            for h in range(a["heads"])]
+        # (the fields read once: a head_pos tile has a "head" a position, hundreds of them)
+        return [(write, addr + h * hs, addr + h * hs + span) for h in range(a["heads"])]
     return []
 
 

@@ -171,9 +171,7 @@ def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *
         # The array holds one row per MAC line (its MACs split the columns), so a tile with
         # fewer rows than lines takes several keys per step to keep the lines busy.
         lines = hw.mac_lines
-        cap = min(hw.ring_rows, hw.max_keys_per_step)
-        if wl.page_size:            # a block lies in one page of a paged cache
-            cap = min(cap, wl.page_size)
+        cap = _kps_cap(hw, wl)
         b = keys_per_step(lines, a, cap)
         if b > 1 and hw.sram_bytes is not None:
             a2 = min(a, attenio_rows_eq14(m, d, b))
@@ -199,6 +197,13 @@ def choose_tiling(hw: HardwareConfig, wl: Workload, dataflow: str = "attenio", *
     return Tiling("standard", rows=wl.seq_q, notes=f"GEMM tiles of about sqrt(M)={math.isqrt(m)}")
 
 
+def _kps_cap(hw: HardwareConfig, wl: Workload) -> int:
+    """The most keys a step may take: the ring's half, the array's chains and, from a paged
+    cache, a page (a block lies in one page)."""
+    cap = min(hw.ring_rows, hw.max_keys_per_step)
+    return min(cap, wl.page_size) if wl.page_size else cap
+
+
 # COMPUTE's heads field: the positions of a tile whose heads interleave (head_pos)
 HEAD_POS_MAX = 255
 
@@ -214,10 +219,7 @@ def _head_pos_tiling(hw: HardwareConfig, wl: Workload, a: int, g: int) -> Tiling
     pos = min(a // g, HEAD_POS_MAX, wl.seq_q)
     if pos >= per_group:
         pos -= pos % per_group
-    cap = min(hw.ring_rows, hw.max_keys_per_step)
-    if wl.page_size:
-        cap = min(cap, wl.page_size)
-    b = keys_per_step(hw.mac_lines, pos * g, cap)
+    b = keys_per_step(hw.mac_lines, pos * g, _kps_cap(hw, wl))
     return Tiling("attenio", rows=pos * g, keys_per_step=b, heads_per_tile=g, kv_block=1,
                   head_pos=True, notes=f"a={pos * g}, b={b}, {g} heads per tile interleaved")
 

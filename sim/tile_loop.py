@@ -73,7 +73,7 @@ class TileLoop:
         self.lines = p >> (comp.rows.bit_length() - 1 if head_pos else 0)
         self.q_pos, self.diag = comp.q_pos, comp.diag
         self.win_diag = comp.args.get("win_diag", 0)
-        self._gmin: dict[int, tuple[int, int]] = {}
+        self._spans: dict[int, tuple[int, int]] = {}
         # rolling histories (times), indexed by step
         self.qk_end: dict[int, int] = {}
         self.pv_end: dict[int, int] = {}
@@ -112,17 +112,14 @@ class TileLoop:
         without skipping)."""
         if not self.skip:
             return 0, self.groups
-        got = self._gmin.get(s)
+        got = self._spans.get(s)
         if got is None:
             lo = (skipped_groups(s, self.q_pos, self.diag, self.lines, self.groups)
                   if self.lo else 0)
             hi = (groups_seen_to(s, s, self.q_pos, self.win_diag, self.lines, self.groups)
                   if self.hi else self.groups)
-            got = self._gmin[s] = (lo, max(hi, lo + 1))
+            got = self._spans[s] = (lo, max(hi, lo + 1))
         return got
-
-    def gmin(self, s: int) -> int:
-        return self.span(s)[0]
 
     def next_change(self, s: int) -> int:
         """The first step after s whose row groups may differ (steps when none does)."""
