@@ -34,3 +34,4 @@ class ErrorCode(IntEnum):
     REGION_OVERLAP = 12
     NO_WRITE_WINDOW = 13
     NO_KV_WINDOW = 14
+    PART_ORDER = 15

@@ -146,6 +146,19 @@ FIELD_RULES: tuple[FieldRule, ...] = (
               lambda f, hw, rh: (f"head_pos=1 with rows={f.rows}: a power of two in [1, "
                                  f"{hw.mac_lines}] (mac_lines; a row group then holds whole "
                                  "positions)")),
+    FieldRule("select", ("select", "cont", "keys_per_step", "causal", "window", "head_pos"),
+              lambda f, hw, rh: (f.select != 0) & ((f.cont == 0) | (f.keys_per_step != 1)
+                                                   | (f.causal != 0) | (f.window != 0)
+                                                   | (f.head_pos != 0)),
+              lambda f, hw, rh: ("select=1 needs cont=1, keys_per_step=1 and no mask (causal, "
+                                 f"window, head_pos 0): cont={f.cont}, keys_per_step="
+                                 f"{f.keys_per_step}, causal={f.causal}, window={f.window}, "
+                                 f"head_pos={f.head_pos} (a selected part continues its "
+                                 "tile's rows, one row a line)")),
+    FieldRule("sel_row", ("select", "sel_row", "rows"),
+              lambda f, hw, rh: (f.select != 0) & (f.sel_row + f.rows > rh),
+              lambda f, hw, rh: (f"select=1 with sel_row={f.sel_row}: its rows [sel_row, "
+                                 f"sel_row + rows={f.rows}) must lie in the tile's {rh} rows")),
     FieldRule("c_sh", ("c_sh",), lambda f, hw, rh: f.c_sh > SCALE_SHIFT_MAX,
               lambda f, hw, rh: f"c_sh={f.c_sh} above {SCALE_SHIFT_MAX}"),
     _scales_rule("row_scales", "multiplier"),

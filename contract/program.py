@@ -83,7 +83,7 @@ def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True,
         al = ins.args.get("alibi", 0)
         if ins.op == Op.LOAD_Q:
             pending_q.append((rs, sk, al))
-        if ins.op == Op.COMPUTE and pending_q:
+        if ins.op == Op.COMPUTE and pending_q and not ins.args.get("cont", 0):
             q_rs, q_sk, q_al = pending_q.pop(0)
             if q_rs != rs:
                 fail(k, ErrorCode.FIELD_RANGE, f"COMPUTE row_scales={rs} differs from its "

@@ -48,8 +48,47 @@ from attenio.contract.timing import TIMING
 __all__ = ["check_progress", "check_regions", "row_bytes"]
 
 
+# what every COMPUTE of a tile (its parts: COMPUTE.cont, .more) shares with the first
+PART_FIELDS = ("rows", "heads", "d", "dv", "keys_per_step", "row_scales", "sinks", "alibi",
+               "lse", "head_pos")
+
+
+def tile_parts(body, fail) -> list[list[int]]:
+    """Each tile's ``COMPUTE`` instructions (its parts, in order): a ``COMPUTE`` with
+    ``cont=0`` opens a tile, one with ``more=1`` is followed in the compute queue by a
+    ``COMPUTE`` with ``cont=1`` of the same tile (same rows, heads, head dims, keys per step
+    and Q side words), the last part by its ``FINALIZE``."""
+    parts: list[list[int]] = []
+    want_cont = False
+    for i, ins in enumerate(body):
+        if ins.op == Op.FINALIZE and want_cont:
+            fail(i, ErrorCode.FIELD_RANGE, "FINALIZE after a COMPUTE with more=1: the tile's "
+                 "next part (a COMPUTE with cont=1) must come first")
+        if ins.op != Op.COMPUTE:
+            continue
+        cont = ins.args.get("cont", 0)
+        if cont != want_cont:
+            fail(i, ErrorCode.FIELD_RANGE, f"COMPUTE with cont={cont} "
+                 + ("after a COMPUTE with more=1 (the tile's next part continues it: cont=1)"
+                    if want_cont else "that opens a tile (cont=1 only after more=1)"))
+        if cont:
+            first = body[parts[-1][0]]
+            for f in PART_FIELDS:
+                if ins.args.get(f, 0) != first.args.get(f, 0):
+                    fail(i, ErrorCode.FIELD_RANGE, f"COMPUTE part has {f}="
+                         f"{ins.args.get(f, 0)}, its tile's first part {first.args.get(f, 0)}")
+            parts[-1].append(i)
+        else:
+            parts.append([i])
+        want_cont = bool(ins.args.get("more", 0))
+    if want_cont:
+        fail(parts[-1][-1], ErrorCode.FIELD_RANGE, "COMPUTE with more=1 and no part after it")
+    return parts
+
+
 def _check_tiles(body, by_op, fail) -> None:
-    """The tile structure the waits rest on (see :func:`check_progress`)."""
+    """The tile structure the waits rest on (see :func:`check_progress`); ``by_op[COMPUTE]``:
+    each tile's first part."""
     n = len(body)
     counts = {op.name: len(v) for op, v in by_op.items() if op != Op.LOAD_KV}
     tiles = len(by_op[Op.COMPUTE])
@@ -62,7 +101,8 @@ def _check_tiles(body, by_op, fail) -> None:
                  f"one each: the program has {counts} (tile {min(len(have), tiles)} has "
                  f"{'no' if len(have) < tiles else 'a second'} {op.name}); the core would "
                  "wait for it forever")
-    compute_q = [i for i in range(n) if body[i].op in (Op.COMPUTE, Op.FINALIZE)]
+    compute_q = [i for i in range(n) if body[i].op == Op.FINALIZE
+                 or (body[i].op == Op.COMPUTE and not body[i].args.get("cont", 0))]
     for k, i in enumerate(compute_q):
         want = Op.COMPUTE if k % 2 == 0 else Op.FINALIZE
         if body[i].op != want:
@@ -104,18 +144,25 @@ def check_progress(program, fail) -> None:
     n = len(body)
     by_op: dict[Op, list[int]] = {op: [] for op in (Op.LOAD_Q, Op.LOAD_KV, Op.COMPUTE,
                                                     Op.FINALIZE, Op.STORE_O)}
+    parts = tile_parts(body, fail)
     for i, ins in enumerate(body):
-        by_op[ins.op].append(i)
-    tiles = len(by_op[Op.COMPUTE])
+        if ins.op != Op.COMPUTE:
+            by_op[ins.op].append(i)
+    by_op[Op.COMPUTE] = [p[0] for p in parts]       # a tile's first part
+    tiles = len(parts)
     _check_tiles(body, by_op, fail)
     tile_of = {}
-    for op in (Op.LOAD_Q, Op.COMPUTE, Op.FINALIZE, Op.STORE_O):
+    for op in (Op.LOAD_Q, Op.FINALIZE, Op.STORE_O):
         for t, i in enumerate(by_op[op]):
             tile_of[i] = t
-    kv_tiles = [t for t, i in enumerate(by_op[Op.COMPUTE]) if body[i].keys > 0]
+    for t, p in enumerate(parts):
+        for i in p:
+            tile_of[i] = t
+    last_part = {t: p[-1] for t, p in enumerate(parts)}
+    kv_parts = [i for p in parts for i in p if body[i].keys > 0]
     for j, i in enumerate(by_op[Op.LOAD_KV]):
-        tile_of[i] = kv_tiles[j]          # validate() has matched them one to one
-    kv_of = {t: by_op[Op.LOAD_KV][j] for j, t in enumerate(kv_tiles)}
+        tile_of[i] = kv_parts[j]          # validate() has matched them one to one (a part)
+    kv_of = {c: by_op[Op.LOAD_KV][j] for j, c in enumerate(kv_parts)}
 
     # ---- the wait graph ----
     def D(i):
@@ -162,21 +209,26 @@ def check_progress(program, fail) -> None:
         for flag, other in (("push_prev", PREV[q]), ("push_next", NEXT[q])):
             if getattr(ins, flag):
                 pushes.setdefault((q, other), []).append(i)
-        t = tile_of[i]
+        t = tile_of[i] if ins.op != Op.LOAD_KV else tile_of[tile_of[i]]
         if ins.op == Op.LOAD_Q and t > 0:
-            wait(E(by_op[Op.COMPUTE][t - 1]), S(i))
-        if ins.op == Op.COMPUTE and t > 0:
+            wait(E(last_part[t - 1]), S(i))
+        if ins.op == Op.COMPUTE and t > 0 and not ins.args.get("cont", 0):
             wait(DONE(t - 1), S(i))
         if ins.op == Op.LOAD_Q:
             wait(E(i), RUN(t))
         elif ins.op == Op.COMPUTE:
-            wait(S(i), RUN(t))
+            # a later part runs once the part before it ended (queue order)
+            if not ins.args.get("cont", 0):
+                wait(S(i), RUN(t))
             wait(RUN(t), E(i))
-            wait(E(i), DONE(t))
-            if t in kv_of:
-                wait(E(kv_of[t]), E(i))
+            if i == last_part[t]:
+                wait(E(i), DONE(t))
+            if i in kv_of:
+                wait(E(kv_of[i]), E(i))
         elif ins.op == Op.LOAD_KV:
-            wait(RUN(t), E(i))
+            # ring space is freed by its part's run: after the part started
+            part = tile_of[i]
+            wait(RUN(t) if part == parts[t][0] else S(part), E(i))
         elif ins.op == Op.STORE_O:
             wait(S(i), DONE(t))
             wait(DONE(t), E(i))
@@ -209,12 +261,13 @@ def check_progress(program, fail) -> None:
         stuck = min(v // 3 for v in range(3 * n) if indeg[v] > 0)
         ins = body[stuck]
         hint = ""
-        if ins.op == Op.LOAD_KV and by_op[Op.LOAD_Q][tile_of[stuck]] > stuck:
+        tile = tile_of[stuck] if ins.op != Op.LOAD_KV else tile_of[tile_of[stuck]]
+        if ins.op == Op.LOAD_KV and by_op[Op.LOAD_Q][tile] > stuck:
             hint = ": it is ahead of its tile's LOAD_Q in the load queue"
         elif ins.op == Op.LOAD_KV:
             hint = ": its tile's run, which frees ring space, waits for it"
         fail(stuck, ErrorCode.TIMEOUT, f"the program can deadlock at {ins.op.name} of tile "
-             f"{tile_of[stuck]}{hint} (a cycle of waits: queue order, tokens, the core)")
+             f"{tile}{hint} (a cycle of waits: queue order, tokens, the core)")
     for t, i in enumerate(by_op[Op.COMPUTE]):
         if latest_q[S(i)] < t:
             fail(i, ErrorCode.TIMEOUT, f"COMPUTE of tile {t} may take the core before its "

@@ -23,7 +23,7 @@ is ``G = ⌈r/p⌉`` row groups; a row of d elements is ``Wd = ⌈d/q⌉`` words
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal, signed
+from amaranth import Cat, Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -73,7 +73,13 @@ class ComputeCore(wiring.Component):
         tile's last beat. Rows go into a K ring and a V ring of ``kv_ring_depth/2`` rows
         each; the stream is back-pressured when the row's ring is full, and closed from the
         tile's last beat until the tile ends.
-    steps_done : high once the tile's last ``P V`` step has issued, until it ends.
+    steps_done : high once the tile's (or its part's) last ``P V`` step has issued, until it
+        ends.
+    part_wait : the tile expects another part (its running or ended part has ``more``): the
+        next ``COMPUTE`` must have ``cont`` (ComputeIssue refuses any other with PART_ORDER).
+        A part with ``more`` ends ``pv_drain`` cycles after its last step (its rings, sequencer
+        and softmax steps cleared, the rows' m, ℓ and O kept, the Q buffer not freed); the
+        core then takes the ``cont`` command and starts it two cycles later.
     k_free, v_free : K and V rows of the tile the PE array is done with (the loader's ring
         credits: it requests K row j only when ``j < k_free + kv_ring_depth/2``).
     active : the PE array or the finalize unit issued work this cycle (for a watchdog).
@@ -106,6 +112,7 @@ class ComputeCore(wiring.Component):
             "o": Out(stream.Signature(out_word_layout(cfg))),
             "busy": Out(1),
             "steps_done": Out(1),
+            "part_wait": Out(1),
             "k_free": Out(range(cfg.max_seq_len + 1)),
             "v_free": Out(range(cfg.max_seq_len + 1)),
             "active": Out(1),
@@ -159,7 +166,8 @@ class ComputeCore(wiring.Component):
         words_v = Signal(range(wmax + 1))        # a V or O row's (P V steps, finalize)
         ops = Signal(range(gmax * wmax + 1))
         ops_v = Signal(range(gmax * wmax + 1))
-        m.d.comb += self.cmd.ready.eq(~self.busy)
+        held = Signal()          # a part with `more` ended: the core waits for the next part
+        m.d.comb += self.cmd.ready.eq(~self.busy | held)
         # log2(keys per step); a constant 0 when the config allows one key per step, so
         # synthesis drops the chains and the routing between lines
         blog = Signal(range(lkmax + 1))
@@ -178,6 +186,15 @@ class ComputeCore(wiring.Component):
         skip_new = skips_row_groups(cm.causal | cm.window,
                                     (cm.head_rows == 0) | (cm.head_rows >= cm.rows),
                                     cm.kps_log2 == 0, g_new)
+        # the rows a selected part computes lie in row groups [g_lo, g_hi) (every group else)
+        g_lo = Signal(range(gmax + 1))
+        g_hi = Signal(range(gmax + 1))
+        cont_go = Signal(2)      # a cont part starts two cycles after its command is taken
+        m.d.sync += cont_go.eq(Cat(take & cm.cont, cont_go[0]))
+        with m.If(take):
+            m.d.sync += [g_lo.eq(Mux(cm.select, cm.sel_row >> lp, 0)),
+                         g_hi.eq(Mux(cm.select, (cm.sel_row + cm.head_rows + (p - 1)) >> lp,
+                                     g_new)), held.eq(0)]
         with m.If(take):
             m.d.sync += [c.eq(cm), groups.eq(g_new), words.eq((cm.d + (q - 1)) >> lq),
                          words_v.eq((cm.dv + (q - 1)) >> lq),
@@ -192,7 +209,8 @@ class ComputeCore(wiring.Component):
         wiring.connect(m, wiring.flipped(self.kv), kvr.kv)
         running = Signal()
         m.d.comb += [
-            qbuf.core_busy.eq(self.busy), qbuf.q_free.eq(self.steps_done),
+            qbuf.core_busy.eq(self.busy), qbuf.q_free.eq(self.steps_done & ~c.more),
+            seq.g_lo.eq(g_lo), seq.g_hi.eq(g_hi),
             seq.running.eq(running), seq.keys.eq(c.keys), seq.blog.eq(blog), seq.ops.eq(ops),
             seq.skip.eq(skip & c.causal), seq.groups.eq(groups), seq.t0.eq(t0),
             seq.skip_hi.eq(skip & c.window), seq.tw0.eq(tw0), seq.hlog.eq(c.hlog),
@@ -225,12 +243,14 @@ class ComputeCore(wiring.Component):
             pv.pe_o_new.eq(pe.o_new), pv.v_data.eq(kvr.v_data),
             smx.valid.eq(score.valid), smx.group.eq(score.group), smx.step.eq(score.step),
             smx.visible.eq(score.visible), smx.c_m.eq(score.c_m), smx.c_sh.eq(score.c_sh),
-            smx.softcap.eq(c.softcap), smx.cap.eq(c.cap),
+            smx.softcap.eq(c.softcap), smx.cap.eq(c.cap), smx.cont.eq(c.cont),
+            pv.cont.eq(c.cont),
             *([smx.sinks.eq(c.sinks), smx.sink.eq(score.sink)] if cfg.sinks_unit else []),
             *([smx.alibi_on.eq(c.alibi), smx.alibi.eq(score.alibi), smx.rel.eq(score.rel)]
               if cfg.alibi_unit else []),
             smx.scores.eq(pe.scores), smx.blog.eq(blog), smx.groups.eq(groups),
-            fin.running.eq(running), fin.steps_left.eq(seq.steps_left), fin.words.eq(words_v),
+            fin.running.eq(running & ~c.more), fin.steps_left.eq(seq.steps_left),
+            fin.words.eq(words_v),
             fin.cmd.eq(c),
             self.exp_busy.eq(smx.exp_busy), self.fin_busy.eq(fin.fin_busy),
         ]
@@ -250,7 +270,7 @@ class ComputeCore(wiring.Component):
                 o_wr[i].data.eq(pv.o_wr_data[i]),
             ]
         wiring.connect(m, fin.o, wiring.flipped(self.o))
-        self._tile_control(m, running, seq, kvr, qbuf, smx, fin)
+        self._tile_control(m, running, seq, kvr, qbuf, smx, fin, c, held, cont_go[1])
         # internal state, for tests and debugging
         self.dbg = {"step": seq.st, "k_wr": kvr.k_written, "v_wr": kvr.v_written,
                     "k_free": kvr.k_free, "v_free": kvr.v_free, "exp_done": smx.exp_done,
@@ -260,21 +280,35 @@ class ComputeCore(wiring.Component):
                     "kv_closed": kvr.closed}
         return m
 
-    def _tile_control(self, m: Module, running, seq, kvr, qbuf, smx, fin) -> None:
+    def _tile_control(self, m: Module, running, seq, kvr, qbuf, smx, fin, c, held,
+                      cont_go) -> None:
         """A tile starts once its Q rows are in and ends when its last output word has left:
-        every unit returns to its idle state."""
+        every unit returns to its idle state. A part with ``more`` ends ``pv_drain`` cycles
+        after its last step (its last O writes done): the rings, the sequencer and the
+        softmax's step count return to idle, the rows' m, ℓ, O and the Q rows stay; the next
+        part (``cont``) starts two cycles after its command is taken."""
         m.d.comb += [self.steps_done.eq(running & ~seq.steps_left), self.k_free.eq(kvr.k_free),
                      self.v_free.eq(kvr.v_free), self.active.eq(seq.issue | fin.issue)]
         start = Signal()
-        m.d.comb += start.eq(qbuf.loaded & ~running & self.busy & ~fin.all_issued)
+        m.d.comb += start.eq(Mux(c.cont, cont_go, qbuf.loaded) & ~running & self.busy
+                             & ~held & ~fin.all_issued)
         with m.If(start):
             m.d.sync += running.eq(1)
         done = Signal()
         m.d.comb += done.eq(fin.all_issued & fin.drained)
+        pdrain = Signal(range(TIMING.pv_drain + 1))     # a `more` part's last O writes
+        part_end = Signal()
+        m.d.comb += part_end.eq(self.steps_done & c.more & (pdrain == TIMING.pv_drain))
+        with m.If(self.steps_done & c.more & ~part_end):
+            m.d.sync += pdrain.eq(pdrain + 1)
+        with m.If(part_end):
+            m.d.sync += [pdrain.eq(0), running.eq(0), held.eq(1)]
+        m.d.comb += self.part_wait.eq(held | (self.busy & c.more))
         # the Q buffer is free for the next tile's rows once this tile has taken them (its
         # reads end with the steps: QBuffer.q_free); the rings, the sequencer and the stages
-        # at the end
-        m.d.comb += [qbuf.clear.eq(start), kvr.clear.eq(done), seq.clear.eq(done),
-                     smx.clear.eq(done), fin.clear.eq(done)]
+        # at the end (of the tile, or of a part)
+        m.d.comb += [qbuf.clear.eq(start), kvr.clear.eq(done | part_end),
+                     seq.clear.eq(done | part_end), smx.clear.eq(done | part_end),
+                     fin.clear.eq(done)]
         with m.If(done):
             m.d.sync += [self.busy.eq(0), running.eq(0)]

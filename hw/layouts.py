@@ -143,4 +143,11 @@ def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:
         # COMPUTE.head_pos: log2 of the rows of a position (its query heads; row ρ sits at
         # position ρ >> hlog); 0 otherwise
         "hlog": unsigned(max(1, (cfg.mac_lines.bit_length() - 1).bit_length())),
+        # the tile's parts (COMPUTE.cont, .more): this part continues the rows' m, ℓ and O;
+        # another part follows (no finalize, the Q rows kept)
+        "cont": unsigned(1),
+        "more": unsigned(1),
+        # only tile rows [sel_row, sel_row + head_rows) see this part's keys (COMPUTE.select)
+        "select": unsigned(1),
+        "sel_row": unsigned((cfg.tile_rows).bit_length()),
     })

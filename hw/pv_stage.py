@@ -39,8 +39,8 @@ class PVStage(wiring.Component):
     v_data : the V ring's copies.
     o_rd_addr, o_data : the O read (c1) and the banks' words.
     pe_p, pe_shift, pe_v, pe_o_old, pe_head, pe_zero, pe_o_new : the PE array's P V operands
-        (line i's chain starts at ``i mod b == 0``; ``zero``: the first step starts from 0)
-        and its results.
+        (line i's chain starts at ``i mod b == 0``; ``zero``: the first step starts from 0,
+        not in a part that continues its tile, ``cont``) and its results.
     o_wr_addr, o_wr_en, o_wr_data : the write back (c4): with b > 1 only the banks of real
         rows (ρ < p/b).
     """
@@ -53,6 +53,7 @@ class PVStage(wiring.Component):
         super().__init__({
             "issue": In(1), "is_qk": In(1), "g": In(range(gmax + 1)), "w": In(range(wmax + 1)),
             "st": In(range(cfg.max_seq_len + 1)), "blog": In(range(copies.bit_length())),
+            "cont": In(1),
             "pb_rd_addr": Out(range(2 * gmax)),
             "pb_data": In(data.ArrayLayout(pbuf_layout(cfg), p)),
             "v_data": In(data.ArrayLayout(word_layout(cfg), copies)),
@@ -83,7 +84,7 @@ class PVStage(wiring.Component):
         addrs = [Signal.like(pv_addr, name=f"pv_addr{k}") for k in range(5)]
         zeros = [Signal(name=f"pv_zero{k}") for k in range(5)]
         m.d.comb += [pvs[0].eq(self.issue & ~self.is_qk), addrs[0].eq(pv_addr),
-                     zeros[0].eq(self.st == 0)]
+                     zeros[0].eq((self.st == 0) & ~self.cont)]
         for k in range(1, 5):
             m.d.sync += [pvs[k].eq(pvs[k - 1]), addrs[k].eq(addrs[k - 1]),
                          zeros[k].eq(zeros[k - 1])]

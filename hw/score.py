@@ -159,6 +159,10 @@ class ScoreStage(wiring.Component):
         qd = Signal(signed(len(c.diag) + 2), name="qk_qdiag")
         qw = Signal(signed(len(c.win_diag) + 2), name="qk_qwin")
         m.d.sync += [qd.eq(c.q_pos + c.diag), qw.eq(c.q_pos + c.win_diag)]
+        # a selected part (COMPUTE.select): tile rows [sel_row, sel_row + head_rows) alone
+        s_lo = Signal.like(c.sel_row, name="qk_sel_lo")
+        s_hi = Signal(len(c.sel_row) + 1, name="qk_sel_hi")
+        m.d.sync += [s_lo.eq(c.sel_row), s_hi.eq(c.sel_row + c.head_rows)]
         for i in range(p):
             tile_row = (self.group << lp) + i
             # with head_pos (hlog > 0) a row's position is its tile row over the rows of a
@@ -168,8 +172,10 @@ class ScoreStage(wiring.Component):
             seen = causal_visible(key_i, row, qd)
             inside = window_visible(key_i, row, qw)
             pad = multi & (tile_row >= c.rows)
+            chosen = ~c.select | ((tile_row >= s_lo) & (tile_row < s_hi))
             m.d.comb += self.visible[i].eq(
-                (key_i < c.keys) & (((~c.causal | seen) & (~c.window | inside)) | pad))
+                (key_i < c.keys) & chosen
+                & (((~c.causal | seen) & (~c.window | inside)) | pad))
             if cfg.alibi_unit:            # ALiBi's distance: the row's position, its key
                 dist = Signal(signed(len(c.q_pos) + 4), name=f"alibi_dist{i}")
                 m.d.comb += dist.eq(self.alibi[i].pos + c.diag - key_i)

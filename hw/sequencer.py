@@ -55,6 +55,9 @@ class StepSequencer(wiring.Component):
             "skip": In(1), "groups": In(range(gmax + 1)), "t0": In(signed(26)),
             "skip_hi": In(1), "tw0": In(signed(26)),
             "hlog": In(range(max(2, cfg.mac_lines.bit_length()))),
+            # a selected part's row groups [g_lo, g_hi) (COMPUTE.select; 0 and groups else):
+            # every phase issues those alone (no mask skips with it)
+            "g_lo": In(range(gmax + 1)), "g_hi": In(range(gmax + 1)),
             "k_written": In(keys), "v_written": In(keys), "exp_done": In(keys),
             "is_qk": Out(1), "st": Out(keys), "kbase": Out(keys), "kend": Out(keys),
             "steps_left": Out(1), "active": Out(1), "issue": Out(1), "step_end": Out(1),
@@ -120,7 +123,8 @@ class StepSequencer(wiring.Component):
             position u (u = key − q_pos − win_diag): at least one, every group at steps 0 and 1
             (contract.rules.groups_seen_to)."""
             g_raw = (u >> sh) + 1
-            return Mux(skip & later, Mux(u < 0, 1, Mux(g_raw < groups, g_raw, groups)), groups)
+            return Mux(skip & later, Mux(u < 0, 1, Mux(g_raw < groups, g_raw, groups)),
+                       self.g_hi)
 
         def step_len(ops_):
             return Mux(ops_ > self.min_phase, ops_, self.min_phase)
@@ -129,7 +133,7 @@ class StepSequencer(wiring.Component):
         # contract.rules.skipped_groups), its ops and length a cycle after the command is taken
         # (the core is loading Q by then).
         ops0 = Signal.like(ops)
-        ops0_c = self.groups * words
+        ops0_c = (self.g_hi - self.g_lo) * words
         m.d.sync += [ops0.eq(ops0_c), plen.eq(step_len(ops0_c))]
         # The next phase's shape (registers, three stages after n_kb; a phase lasts ≥
         # min_phase cycles): the row groups it skips, its first group, its ops and length.
@@ -142,7 +146,7 @@ class StepSequencer(wiring.Component):
         u = Signal(signed(27))
         gt = Signal(range(gmax + 1))
         m.d.sync += [t.eq(n_kb + self.t0), u.eq(n_kb + self.tw0), later.eq(n_kb > 1)]
-        m.d.sync += [gm.eq(skipped(later, t, self.skip, self.groups)),
+        m.d.sync += [gm.eq(skipped(later, t, self.skip, self.groups) + self.g_lo),
                      gt.eq(seen_to(later, u, self.skip_hi, self.groups))]
         # the groups past the window's reach (at least one group past the causal skip stays)
         g_cut = Signal(range(gmax + 1))
@@ -157,7 +161,7 @@ class StepSequencer(wiring.Component):
         cur_plen = Signal.like(plen)
         with m.If(~running):
             m.d.sync += [last_ph.eq(0), is_qk.eq(1), st.eq(0), kbase.eq(0),
-                         kend.eq(key_end(0)), more.eq(keys != 0), g.eq(0), w.eq(0)]
+                         kend.eq(key_end(0)), more.eq(keys != 0), g.eq(self.g_lo), w.eq(0)]
         with m.Elif(step_end):
             for f_, v in zip(fields, nfields, strict=True):
                 m.d.sync += f_.eq(v)

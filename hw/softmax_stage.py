@@ -38,6 +38,7 @@ class SoftmaxStage(wiring.Component):
         group, step, the lines that see their key and each lane's multiplier
         (:class:`attenio.hw.score.ScoreStage`, ``PEArray.scores``).
     softcap, cap : the tile's soft-cap (its COMPUTE's fields; ``cfg.softcap_unit`` only).
+    cont : the part continues its tile (COMPUTE.cont): its step 0 is not the rows' first.
     sinks, sink : the tile's rows start from their sinks, each lane's row's (the score
         stage's; ``cfg.sinks_unit`` only).
     alibi_on, alibi, rel : the tile's logits lose ALiBi's bias, each lane's row's slope word
@@ -66,7 +67,7 @@ class SoftmaxStage(wiring.Component):
             "scores": In(data.ArrayLayout(signed(cfg.score_bits), p)),
             "c_m": In(data.ArrayLayout(unsigned(cfg.scale_factor_bits), p)),
             "c_sh": In(data.ArrayLayout(unsigned(6), p)),
-            "softcap": In(1), "cap": In(unsigned(SOFTCAP_CAP_BITS)),
+            "softcap": In(1), "cap": In(unsigned(SOFTCAP_CAP_BITS)), "cont": In(1),
             **({"sinks": In(1), "sink": In(data.ArrayLayout(sink_layout(cfg), p))}
                if cfg.sinks_unit else {}),
             **({"alibi_on": In(1), "alibi": In(data.ArrayLayout(alibi_layout(cfg), p)),
@@ -90,7 +91,7 @@ class SoftmaxStage(wiring.Component):
         m.d.comb += [sm.chain_log2.eq(self.blog), sm.i.valid.eq(self.valid),
                      sm.softcap.eq(self.softcap), sm.cap.eq(self.cap),
                      sm.i.payload.visible.eq(self.visible),
-                     sm.i.payload.first.eq(self.step == 0)]
+                     sm.i.payload.first.eq((self.step == 0) & ~self.cont)]
         if cfg.sinks_unit:
             m.d.comb += [sm.sinks.eq(self.sinks), sm.sink.eq(self.sink)]
         if cfg.alibi_unit:

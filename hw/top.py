@@ -135,7 +135,8 @@ class _Engine(Elaboratable):
         wiring.connect(m, core.o, store.o)
         m.d.comb += [load.k_free.eq(core.k_free), load.v_free.eq(core.v_free),
                      load.credits_stale.eq(core.steps_done),
-                     issue.busy.eq(core.busy), issue.steps_done.eq(core.steps_done)]
+                     issue.busy.eq(core.busy), issue.steps_done.eq(core.steps_done),
+                     issue.part_wait.eq(core.part_wait)]
 
         # errors: the first one is kept; of several in one cycle the last unit here wins
         def fail(cond, code):

@@ -15,6 +15,9 @@ from attenio.model import io_analysis as io
 from attenio.model.numerics import ScaleParams
 from attenio.sim.layout import Layout
 
+# a tile of one COMPUTE: no parts (COMPUTE.cont, .more, .select: docs/isa.md)
+NO_PARTS = {"cont": 0, "more": 0, "select": 0, "sel_row": 0}
+
 __all__ = ["build_program", "program_tiles", "program_length", "Tile", "tile_keys_per_step"]
 
 
@@ -199,7 +202,8 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
             prog.append(Instr(Op.LOAD_KV, {"keys": keys, "d": d, **dvf, "v_in_k": vk,
                                            "keys_per_step": kps, **kv,
                                            "row_stride": dk * eb, "key_scales": ks}))
-        prog.append(Instr(Op.COMPUTE, {**common, **dvf, "keys": keys, "keys_per_step": kps,
+        prog.append(Instr(Op.COMPUTE, {**common, **dvf, **NO_PARTS, "keys": keys,
+                                       "keys_per_step": kps,
                                        "q_pos": p0, "c_m": c_m, "c_sh": c_sh, "head_pos": hp,
                                        "row_scales": rs, "key_scales": ks, "lse": lse,
                                        "sinks": sk, "alibi": al, **cap,

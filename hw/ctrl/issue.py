@@ -25,8 +25,11 @@ class ComputeIssue(wiring.Component):
     Ports
     -----
     queue : :func:`queue_signature` (``In``).
-    cmd : the core's command stream. busy, steps_done : the core's state.
-    fail, fail_code : ``TOKEN_UNDERFLOW``. ended : the queue reached ``END``.
+    cmd : the core's command stream. busy, steps_done, part_wait : the core's state (its
+        tile expects another part: ``ComputeCore.part_wait``).
+    fail, fail_code : ``TOKEN_UNDERFLOW``; ``PART_ORDER``: a ``COMPUTE`` whose ``cont``
+        disagrees with ``part_wait``, or a ``FINALIZE`` while the core expects a part (either
+        would wait for the core forever). ended : the queue reached ``END``.
     started : an instruction started.
     """
 
@@ -35,7 +38,7 @@ class ComputeIssue(wiring.Component):
         super().__init__({
             **engine_ports(),
             "cmd": Out(stream.Signature(cmd_layout(cfg))),
-            "busy": In(1), "steps_done": In(1),
+            "busy": In(1), "steps_done": In(1), "part_wait": In(1),
         })
 
     def elaborate(self, platform):
@@ -62,12 +65,17 @@ class ComputeIssue(wiring.Component):
             cmd.row_scales.eq(comp.row_scales), cmd.key_scales.eq(comp.key_scales),
             cmd.lse.eq(comp.lse), cmd.softcap.eq(comp.softcap), cmd.cap.eq(comp.cap),
             cmd.sinks.eq(comp.sinks), cmd.alibi.eq(comp.alibi),
+            cmd.cont.eq(comp.cont), cmd.more.eq(comp.more), cmd.select.eq(comp.select),
+            cmd.sel_row.eq(comp.sel_row),
             cmd.kps_log2.eq(kps_log2_of(comp.keys_per_step, self.cfg.max_keys_per_step)),
         ]
         with m.If(qp.head.valid & (c_state == 0) & ~comp_end & self.go & ~self.stop):
             with m.If(cop == int(Op.END)):
                 m.d.comb += c_pop_end.eq(1)
                 m.d.sync += comp_end.eq(1)
+            with m.Elif(Mux(cop == int(Op.COMPUTE), comp.cont != self.part_wait,
+                            self.part_wait)):
+                raise_error(m, self, ErrorCode.PART_ORDER)
             with m.Elif(qp.ok):
                 with m.If(cop == int(Op.COMPUTE)):
                     m.d.comb += self.cmd.valid.eq(1)

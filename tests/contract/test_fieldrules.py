@@ -52,6 +52,9 @@ CASES = {
                                        "keys_per_step": 1}),
     "head_pos": (TINY, Op.COMPUTE, {"head_pos": 1, "rows": 3, "heads": 2,
                                     "keys_per_step": 1}),
+    "select": (TINY, Op.COMPUTE, {"select": 1, "cont": 0, "keys_per_step": 1, "causal": 0}),
+    "sel_row": (TINY, Op.COMPUTE, {"select": 1, "cont": 1, "keys_per_step": 1, "causal": 0,
+                                   "sel_row": 2}),
     "c_sh": (TINY, Op.COMPUTE, {"c_sh": 63}),
     "row_scales": (NARROW, Op.LOAD_Q, {"row_scales": 1}),
     "key_scales": (NARROW, Op.LOAD_KV, {"key_scales": 1}),
@@ -95,8 +98,8 @@ def test_each_rule_violated_once_is_refused_by_both(rule):
         args[k] = args[k] + int(v) if isinstance(v, str) else v
     bad = Instr(op, args, base.pop_prev, base.pop_next, base.push_prev, base.push_next)
     text = field_error(op, args, hw)
-    first = next(r for r in rules_for(op.name, LAYOUTS[op]) if r.bad(
-        type("F", (), args)(), hw, args.get("rows", 0) * args.get("heads", 0)))
-    assert first.name == rule and text == first.why(type("F", (), args)(), hw,
-                                                    args.get("rows", 0) * args.get("heads", 0))
+    f = type("F", (), {**dict.fromkeys(LAYOUTS[op], 0), **args})()   # unset fields read 0
+    rh = args.get("rows", 0) * args.get("heads", 0)
+    first = next(r for r in rules_for(op.name, LAYOUTS[op]) if r.bad(f, hw, rh))
+    assert first.name == rule and text == first.why(f, hw, rh)
     assert rtl_decode(hw, bad) == ErrorCode.FIELD_RANGE

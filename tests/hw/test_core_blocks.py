@@ -106,6 +106,7 @@ def rtl_phases(cfg, keys, kps_log2, ops, words, ops_v=None, words_v=None):
         ctx.set(dut.ops_v, ops if ops_v is None else ops_v)
         ctx.set(dut.words_v, words if words_v is None else words_v)
         ctx.set(dut.groups, ops // words)
+        ctx.set(dut.g_hi, ops // words)
         await ctx.tick()
         # every row is in the rings and every softmax done: nothing stalls
         ctx.set(dut.k_written, keys)
@@ -129,10 +130,11 @@ def rtl_phases(cfg, keys, kps_log2, ops, words, ops_v=None, words_v=None):
     return phases
 
 
-def rtl_skipping(cfg, keys, groups, words, t0, tw0=None, hlog=0):
+def rtl_skipping(cfg, keys, groups, words, t0, tw0=None, hlog=0, g_range=None):
     """Per phase: (Q Kᵀ?, step, ops issued, first row group issued) with skipping on (and a
     window's at its upper edge with ``tw0``; ``hlog``: a group of mac_lines >> hlog
-    positions)."""
+    positions; ``g_range``: a selected part's groups [g_lo, g_hi))."""
+    g_lo, g_hi = g_range or (0, groups)
     dut = StepSequencer(cfg)
     out = []
 
@@ -142,7 +144,7 @@ def rtl_skipping(cfg, keys, groups, words, t0, tw0=None, hlog=0):
                        (dut.words_v, words + 1), (dut.skip, int(t0 is not None)),
                        (dut.groups, groups), (dut.t0, t0 or 0),
                        (dut.skip_hi, int(tw0 is not None)), (dut.tw0, tw0 or 0),
-                       (dut.hlog, hlog),
+                       (dut.hlog, hlog), (dut.g_lo, g_lo), (dut.g_hi, g_hi),
                        (dut.k_written, keys), (dut.v_written, keys), (dut.exp_done, keys)):
             ctx.set(sig, v)
         await ctx.tick().repeat(4)
@@ -197,6 +199,17 @@ def test_sequencer_skips_row_groups_past_a_window(keys, groups, words, t0, tw0, 
 def test_sequencer_order_and_length(keys, kps_log2, ops):
     words = 2 if ops % 2 == 0 else 1
     assert rtl_phases(TINY, keys, kps_log2, ops, words) == ref_phases(TINY, keys, kps_log2, ops)
+
+
+@pytest.mark.parametrize("keys, groups, words, g_lo, g_hi", [(6, 4, 2, 1, 2), (5, 5, 1, 2, 5),
+                                                            (3, 3, 3, 0, 1)])
+def test_sequencer_issues_a_selected_parts_groups_alone(keys, groups, words, g_lo, g_hi):
+    """A selected part (COMPUTE.select) issues its row groups [g_lo, g_hi) in every phase,
+    steps 0 and 1 included (the part continues its rows: none starts there)."""
+    got = rtl_skipping(TINY, keys, groups, words, None, None, 0, (g_lo, g_hi))
+    assert [(n, g) for _, _, n, g in got] == [
+        ((g_hi - g_lo) * (words + (not qk)), g_lo) for qk, _, _, _ in got]
+    assert len(got) == 2 * keys
 
 
 @pytest.mark.parametrize("groups, words, words_v", [(4, 1, 5), (3, 6, 2), (2, 3, 8)])
