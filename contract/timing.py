@@ -56,6 +56,13 @@ class Timing:
     # request of a K block whose page entry it holds
     entry_latency: int = 3
     done_latency: int = 3        # the last event → done (the run's end)
+    # a tile's parts (COMPUTE.more, .cont): a part's last step → the next part's first K/V
+    # request may go out (the part ends pv_drain cycles after its last step, its last O writes
+    # done and its rings cleared; the load engine sees fresh credits two cycles later; the
+    # core takes the next part's command a cycle before that); the cont COMPUTE taken → the
+    # PE array may issue its first step
+    part_drain: int = 7
+    cont_latency: int = 3
 
 
 TIMING = Timing()

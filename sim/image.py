@@ -135,7 +135,8 @@ def plan_for(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, block_table=No
 
 
 def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, block_table=None, *,
-              plan: RunPlan | None = None, checked: bool = False) -> RunImage:
+              plan: RunPlan | None = None, checked: bool = False,
+              share_prefix: bool | None = None) -> RunImage:
     """The program of ``plan`` (default :func:`plan_for` ``wl`` on ``inp``, with
     ``block_table``) and the DRAM image holding it and ``inp``'s Q, K and V. With one Q scale
     per row each Q row carries its own multiplier (``row_scales``), and with sinks its side
@@ -143,8 +144,9 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, block_table=N
     one K scale per key each K row carries its factor against twice the largest K scale
     (``key_scales``). A paged workload (``page_size``) has its K and V in pages where the
     plan's block table puts them (a pool of the caller's, ``inp.table``, as it lies) and the
-    table in the image."""
-    plan = plan if plan is not None else plan_for(hw, wl, inp, block_table, checked=checked)
+    table in the image. ``share_prefix`` as :func:`build_plan`'s."""
+    plan = plan if plan is not None else plan_for(hw, wl, inp, block_table, checked=checked,
+                                                  share_prefix=share_prefix)
     sp, lay = plan.scale, plan.layout
     per_row, per_key = sp.per_row, sp.k_m is not None
     program = plan.program_bytes

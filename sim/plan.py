@@ -21,6 +21,7 @@ from attenio.model.numerics import ScaleParams, softmax_scale
 from attenio.model.variants import capped, check_alibi, check_sinks, with_alibi, with_sinks
 from attenio.sim.layout import Layout, block_table_for
 from attenio.sim.phases import phase_model
+from attenio.sim.shared import can_share, shared_runs
 from attenio.sim.program import (
     build_program,
     program_length,
@@ -93,7 +94,8 @@ def default_scale(hw: HardwareConfig, wl, softcap: float | None = None,
 def build_plan(hw: HardwareConfig, wl: Workload | VarlenWorkload, dataflow: str = "attenio",
                *, timing: Timing | None = None, scale: ScaleParams | None = None,
                keep_spans: bool = False, tiling: io.Tiling | None = None, progress=None,
-               block_table=None, checked: bool = False) -> RunPlan:
+               block_table=None, checked: bool = False,
+               share_prefix: bool | None = None) -> RunPlan:
     """Tile ``wl`` for ``dataflow`` on ``hw``, lay it out, emit and validate the program and
     compute its timeline, once.
 
@@ -102,7 +104,10 @@ def build_plan(hw: HardwareConfig, wl: Workload | VarlenWorkload, dataflow: str 
     keys_per_step=1, fixed_b=True)``); ``block_table``: a paged cache's pages (a
     :class:`BlockTable`, or the caller's rows, checked here), a seeded shuffle without;
     ``checked``: the caller has checked ``wl`` against ``hw`` (else a varlen batch is checked
-    here, each sequence against the hardware).
+    here, each sequence against the hardware); ``share_prefix``: decode sequences whose block
+    tables begin with the same pages read them once (sim/shared.py) — ``None`` where it is
+    faster by the model (both schedules timed), ``True`` wherever the tables share (a
+    :class:`ConfigError` where the workload cannot), ``False`` never.
 
     A :class:`VarlenWorkload` runs as one program: its sequences one after another, each cut
     by the tiling it would have alone (no tile spans two sequences, none is padded), and the
@@ -137,13 +142,33 @@ def build_plan(hw: HardwareConfig, wl: Workload | VarlenWorkload, dataflow: str 
     scale = scale if scale is not None else default_scale(hw, wl)
     table = block_table_for(wl, block_table) if wl.page_size else None
     run = _Builder(hw, wl, dataflow, timing, scale, keep_spans, table)
+    runs = _runs(run, share_prefix)
     if tiling is not None:
-        sched = run.schedule([tiling] * wl.sequences if varlen else tiling, progress)
+        tilings = [tiling] * wl.sequences if varlen else tiling
     elif varlen:
-        sched = run.schedule(_sequence_tilings(run), progress)
+        tilings = _sequence_tilings(run)
     else:
-        sched = _best_of_packing(run, progress)
+        return RunPlan(hw, wl, dataflow, scale, _best_of_packing(run, progress))
+    sched = run.schedule(tilings, progress, runs) if share_prefix and runs else \
+        run.schedule(tilings, progress)
+    if share_prefix is None and runs:       # the shared reads where the model finds them faster
+        alt = run.schedule(tilings, None, runs)
+        if (alt.total_cycles, alt.read_bytes) < (sched.total_cycles, sched.read_bytes):
+            sched = alt
     return RunPlan(hw, wl, dataflow, scale, sched)
+
+
+def _runs(run: _Builder, share: bool | None) -> list:
+    """The runs of sequences that share their first pages (sim/shared.py) where ``share``
+    allows reading them once; a :class:`ConfigError` where it demands it and the workload
+    cannot."""
+    if share is False or run.table is None:
+        return []
+    why = can_share(run.wl, run.dataflow, run.scale.alibi_m is not None)
+    if why and share:
+        raise bad("share_prefix", share, f"shared prefixes are read once in paged decode "
+                  f"batches only: this run has {why}")
+    return [] if why else shared_runs(run.hw, run.wl, run.table)
 
 
 @dataclass(frozen=True)
@@ -161,13 +186,14 @@ class _Builder:
     # timing and ring; the keys are relative, so a repeat is exact)
     memos: dict = dataclasses.field(default_factory=dict, compare=False)
 
-    def schedule(self, tiling: io.Tiling | list[io.Tiling], progress=None) -> Schedule:
+    def schedule(self, tiling: io.Tiling | list[io.Tiling], progress=None,
+                 runs=()) -> Schedule:
         """The program of ``wl`` under ``tiling`` (or one tiling per sequence), validated, and
-        its timeline. The schedule reports the tiling of the longest sequence and keeps the
-        list."""
+        its timeline; ``runs``: sequences that read their shared pages once. The schedule
+        reports the tiling of the longest sequence and keeps the list."""
         hw, wl = self.hw, self.wl
         rs, ks = self.scale.per_row, self.scale.k_m is not None
-        tiles = program_tiles(wl, tiling, self.scale.sink_m is not None)
+        tiles = program_tiles(wl, tiling, self.scale.sink_m is not None, runs)
         # tiles whose heads interleave read and write a position's rows together: Q and O
         # then lie position by position
         tm = any(t.head_pos for t in (tiling if isinstance(tiling, list) else [tiling]))
@@ -192,7 +218,7 @@ class _Builder:
         return Schedule(hw, wl, self.dataflow, tiling, program, total, stats.busy,
                         stats.stalls, stats.useful_macs, rb, wb, spans, self.timing,
                         activity=stats.activity, tilings=tilings, requests=stats.requests,
-                        layout=layout)
+                        layout=layout, shared_runs=list(runs) or None)
 
 
 def _best_of_packing(run: _Builder, progress=None) -> Schedule:

@@ -14,6 +14,7 @@ from attenio.contract.rules import ENTRY_BYTES
 from attenio.model import io_analysis as io
 from attenio.model.numerics import ScaleParams
 from attenio.sim.layout import Layout
+from attenio.sim.shared import SharedTile
 
 # a tile of one COMPUTE: no parts (COMPUTE.cont, .more, .select: docs/isa.md)
 NO_PARTS = {"cont": 0, "more": 0, "select": 0, "sel_row": 0}
@@ -44,19 +45,29 @@ class Tile(NamedTuple):
 
 
 def program_tiles(wl: Workload | VarlenWorkload,
-                  tiling: io.Tiling | Sequence[io.Tiling], sinks: bool = False) -> list[Tile]:
+                  tiling: io.Tiling | Sequence[io.Tiling], sinks: bool = False,
+                  runs: Sequence[tuple[int, int, int]] = ()) -> list[Tile | SharedTile]:
     """The tiles of ``wl`` in program order: sequence by sequence (``wl.segments()``; a tile
     never spans two), then K/V head, query heads and query positions. ``tiling`` is one for
     every sequence or one per sequence. With ``sinks`` a tile whose rows see none of their
     sequence's keys streams one (masked) key all the same: its rows' softmax then starts
     from their sinks, as every row's does (their lse is the sink's, not −∞); a sequence with
-    no keys streams none."""
+    no keys streams none. ``runs``: decode sequences that share their first pages
+    (sim/shared.py, ``shared_runs``), one :class:`SharedTile` a K/V head in their place."""
     segments = wl.segments()
     tilings = list(tiling) if isinstance(tiling, (list, tuple)) else [tiling] * len(segments)
     if len(tilings) != len(segments):
         raise bad("tilings", f"{len(tilings)} tilings", f"one per sequence: {len(segments)}")
-    tiles = []
+    tiles: list[Tile | SharedTile] = []
+    in_run = {i: r for r in runs for i in range(r[0], r[0] + r[1])}
     for i, (seg, t) in enumerate(zip(segments, tilings, strict=True)):
+        if i in in_run:
+            first, n, pages = in_run[i]
+            keys = pages * wl.page_size
+            if i == first:
+                own = tuple(wl.seqlens_k[j] - keys for j in range(first, first + n))
+                tiles += [SharedTile(first, hk, keys, own) for hk in range(wl.kv_heads)]
+            continue
         if seg.seq_q == 0:           # an empty sequence without queries: no tile
             continue
         # (no keys: its tiles stream none, and their rows give 0, lse −∞)
@@ -119,9 +130,11 @@ def tile_keys_per_step(hw: HardwareConfig, wl: Workload | VarlenWorkload, t: Til
 
 def program_length(tiles) -> int:
     """Instructions of the program of ``tiles`` (:func:`program_tiles`): five a tile, four for
-    a tile with no keys (no ``LOAD_KV``), and ``END``. Counted before emission, so the layout
+    a tile with no keys (no ``LOAD_KV``), a shared tile's (``SharedTile.instructions``), and
+    ``END``. Counted before emission, so the layout
     that follows the program is known first."""
-    return sum(5 if t.keys > 0 else 4 for t in tiles) + 1
+    return sum(t.instructions if isinstance(t, SharedTile) else 5 if t.keys > 0 else 4
+               for t in tiles) + 1
 
 
 def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
@@ -168,7 +181,15 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
     tm = layout.token_major
     q_head, o_head = (dq * eb, do * ob) if tm else (wl.seq_q * dq * eb, wl.seq_q * do * ob)
     q_pos_st, o_pos_st = (wl.heads * dq * eb, wl.heads * do * ob) if tm else (dq * eb, do * ob)
-    for t, (seg, hk, h0, p0, rows, keys, tl, causal, first) in enumerate(tiles):
+    # what every COMPUTE of the program says alike
+    same = {"d": d, **dvf, "c_m": c_m, "c_sh": c_sh, "row_scales": rs, "key_scales": ks,
+            "lse": lse, "sinks": sk, "alibi": al, **cap}
+    for t, tile in enumerate(tiles):
+        if isinstance(tile, SharedTile):
+            prog += _shared_tile(hw, wl, layout, tile, same, t, last,
+                                 (dq * eb, do * ob, dk * eb, dp * eb))
+            continue
+        seg, hk, h0, p0, rows, keys, tl, causal, first = tile
         g = tl.heads_per_tile
         kps = tile_keys_per_step(hw, wl, tiles[t])
         if page and kps > page:
@@ -202,11 +223,8 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
             prog.append(Instr(Op.LOAD_KV, {"keys": keys, "d": d, **dvf, "v_in_k": vk,
                                            "keys_per_step": kps, **kv,
                                            "row_stride": dk * eb, "key_scales": ks}))
-        prog.append(Instr(Op.COMPUTE, {**common, **dvf, **NO_PARTS, "keys": keys,
-                                       "keys_per_step": kps,
-                                       "q_pos": p0, "c_m": c_m, "c_sh": c_sh, "head_pos": hp,
-                                       "row_scales": rs, "key_scales": ks, "lse": lse,
-                                       "sinks": sk, "alibi": al, **cap,
+        prog.append(Instr(Op.COMPUTE, {**common, **same, **NO_PARTS, "keys": keys,
+                                       "keys_per_step": kps, "q_pos": p0, "head_pos": hp,
                                        **_mask_fields(wl, seg, causal, first, bool(al))},
                           pop_prev=True, push_prev=t < last))
         # the Q buffer is free once the tile's steps have issued (the core takes the next
@@ -214,4 +232,47 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
         prog.append(Instr(Op.FINALIZE, {**out, "lse": lse}))
         prog.append(Instr(Op.STORE_O, {**out, "addr": o_addr, **o_strides, "lse": lse}))
     prog.append(Instr(Op.END))
+    return prog
+
+
+def _shared_tile(hw: HardwareConfig, wl: VarlenWorkload, layout: Layout, tile: SharedTile,
+                 same: dict, t: int, last: int, rows: tuple[int, int, int, int]) -> list[Instr]:
+    """A shared tile's instructions (sim/shared.py): its query rows (``rows`` = the tile's
+    query heads, ``heads`` = its sequences, each sequence's heads side by side), the shared
+    pages once to all of them, then each sequence's own pages to its rows alone
+    (``select``), every part continuing the rows' softmax (``cont``); one key a step. A part
+    after the first loads its K/V once the part before it has ended (a compute→load token:
+    the ring's credits are then its own). ``rows``: the bytes of a Q, O, K and V row."""
+    q_row, o_row, k_row, v_row = rows
+    g, n, keys, page = wl.group_size, tile.seqs, tile.keys, wl.page_size
+    seg = wl.segments()[tile.first]
+    q_at = (seg.batch * wl.heads + tile.hk * g) * wl.seq_q + seg.q0
+    geo = {"rows": g, "heads": n, "d": wl.d_qk}
+    q_st = {"row_stride": wl.seq_q * q_row, "head_stride": q_row}     # a head; a sequence
+    o_st = {"row_stride": wl.seq_q * o_row, "head_stride": o_row}
+    prog = [Instr(Op.LOAD_Q, {**geo, "keys_per_step": 1, "addr": layout.q + q_at * q_row,
+                              **q_st, "row_scales": same["row_scales"],
+                              "sinks": same["sinks"], "alibi": same["alibi"]},
+                  pop_next=t > 0, push_next=True)]
+    parts = [(tile.first, 0, keys, 0)] + [(tile.first + s, keys, own, 1)
+                                          for s, own in enumerate(tile.own) if own]
+    vk = int(wl.v_in_k)
+    for j, (seq, first, nk, sel) in enumerate(parts):
+        kv = _paged_fields(layout, seq, tile.hk, first, page, k_row, v_row)
+        if vk:
+            kv["v_addr"] = kv["k_addr"]
+        more = j < len(parts) - 1
+        prog.append(Instr(Op.LOAD_KV, {"keys": nk, "d": wl.d_qk, "dv": same["dv"],
+                                       "v_in_k": vk, "keys_per_step": 1, **kv,
+                                       "row_stride": k_row, "key_scales": same["key_scales"]},
+                          pop_next=j > 0))
+        prog.append(Instr(Op.COMPUTE, {
+            **geo, **same, "keys": nk, "keys_per_step": 1, "q_pos": 0, "head_pos": 0,
+            "causal": 0, "diag": 0, "window": 0, "win_diag": 0, "cont": int(j > 0),
+            "more": int(more), "select": sel, "sel_row": (seq - tile.first) * g * sel},
+            pop_prev=j == 0, push_prev=more or t < last))
+    out = {"rows": g, "heads": n, "d": wl.d_v}
+    prog.append(Instr(Op.FINALIZE, {**out, "lse": same["lse"]}))
+    prog.append(Instr(Op.STORE_O, {**out, "addr": layout.o + q_at * o_row, **o_st,
+                                   "lse": same["lse"]}))
     return prog

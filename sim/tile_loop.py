@@ -71,6 +71,12 @@ class TileLoop:
                                                              b == 1, self.groups))
         self.lo, self.hi = self.skip and bool(comp.causal), self.skip and window
         self.lines = p >> (comp.rows.bit_length() - 1 if head_pos else 0)
+        # a selected part (COMPUTE.select): the row groups of its rows alone, every step
+        self.sel = None
+        if comp.args.get("select", 0):
+            r0 = comp.args.get("sel_row", 0)
+            self.sel = (r0 // p, cdiv(r0 + comp.rows, p))
+            self.skip = True
         self.q_pos, self.diag = comp.q_pos, comp.diag
         self.win_diag = comp.args.get("win_diag", 0)
         self._spans: dict[int, tuple[int, int]] = {}
@@ -91,7 +97,8 @@ class TileLoop:
                       and kv.k_addr % kblk == 0 and kv.v_addr % vblk == 0)
         # the rests of causal tiles remembered across tiles (not with spans or a paged cache)
         self.suffix = (suffix if SUFFIX_MEMO and step_spans is None and stats.activity is None
-                       and self.skip and not kv.args.get("paged", 0) else None)
+                       and self.skip and self.sel is None and not kv.args.get("paged", 0)
+                       else None)
         # a paged cache: the block table's walk (contract.rules.PageWalk) and its pages
         self.walk = None
         if kv.args.get("paged", 0):
@@ -110,6 +117,8 @@ class TileLoop:
     def span(self, s: int) -> tuple[int, int]:
         """Step s's row groups: the first it issues and one past its last (every group
         without skipping)."""
+        if self.sel is not None:
+            return self.sel
         if not self.skip:
             return 0, self.groups
         got = self._spans.get(s)
@@ -123,7 +132,7 @@ class TileLoop:
 
     def next_change(self, s: int) -> int:
         """The first step after s whose row groups may differ (steps when none does)."""
-        if not self.skip:
+        if not self.skip or self.sel is not None:
             return self.steps
         lo, hi = self.span(s)
         out = self.steps

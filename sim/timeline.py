@@ -48,6 +48,9 @@ class Schedule:
     # where the program's tensors lie (sim/layout.py; None for the phase-level baselines):
     # a paged cache's block table with it
     layout: object | None = None
+    # decode sequences that read their shared first pages once (sim/shared.py): (first
+    # sequence, sequences, shared pages) a run
+    shared_runs: list | None = None
 
     @property
     def block_table(self):
@@ -107,7 +110,7 @@ class Schedule:
             "pe_util_mac": self.pe_util_mac, "stall_share": self.stall_share,
             "read_bytes": self.read_bytes, "write_bytes": self.write_bytes,
             "program_instructions": None if self.program is None else len(self.program),
-            "requests": self.requests,
+            "requests": self.requests, "shared_runs": self.shared_runs,
             # the table the program walked, as given, with the cache lengths and page size
             **(self.block_table.to_dict() if self.block_table else {}),
         }
@@ -259,21 +262,21 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
                 raise bad("program", f"instruction {k}", "COMPUTE without LOAD_KV")
             kv, kv_st, _ = pending_kv
             pending_kv = None
+            cont = ins.args.get("cont", 0)   # the core takes a part as the last one's ends
+            st = max(st, core_idle - 1) if cont else st
+            pe0 = st + (timing.cont_latency if cont else timing.cmd_latency)
             # a K/V block is requested only once the core counts credits for this tile
             kv_ready = max(kv_st + timing.request_delay, core_idle + timing.credit_delay)
-            pe0 = st + timing.cmd_latency
-            if keep_spans:
-                issue_end, kv_done, pe_end, exp_span = tile_loop(
-                    hw, timing, rd, stats, kv, ins, kv_ready, pe0, ring, eb,
-                    spans if len(spans) < STEP_SPAN_LIMIT else None, tile, entries)
-            else:
-                issue_end, kv_done, pe_end, exp_span = tile_loop_memo(
-                    memo, hw, timing, rd, stats, kv, ins, kv_ready, pe0, ring, eb, entries,
-                    suffix)
+            issue_end, kv_done, pe_end, exp_span = (
+                tile_loop(hw, timing, rd, stats, kv, ins, kv_ready, pe0, ring, eb,
+                          spans if len(spans) < STEP_SPAN_LIMIT else None, tile, entries)
+                if keep_spans else
+                tile_loop_memo(memo, hw, timing, rd, stats, kv, ins, kv_ready, pe0, ring, eb,
+                               entries, suffix))
             q_end["load"] = max(q_end["load"], issue_end + 1)
-            # the compute queue sees the last step end in cycle pe_end and moves on after it
-            q_end[q] = pe_end + 1
-            last_pe_end = pe_activity_end = pe_end
+            q_end[q] = pe_end + 1        # the compute queue sees the last step end, moves on
+            last_pe_end = pe_activity_end = pe_end   # (a part ends once its O writes are done)
+            core_idle = pe_end + timing.part_drain if ins.args.get("more", 0) else core_idle
             push(ins, q, pe_end + 1)
             stats.useful_macs += (ins.d + d_v_of(ins)) * _visible_pairs(ins)   # Q·K, then P·V
             if keep_spans:
@@ -376,6 +379,8 @@ def _transfer_rows(hw: HardwareConfig, ch: Channel, ready: int, ins: Instr,
 def _visible_pairs(ins: Instr) -> int:
     """(query row, key) pairs of a COMPUTE that its mask keeps (all of them without one): each
     row's keys from the window's left edge (``win_diag``) to the causal edge (``diag``)."""
+    if ins.args.get("select", 0):     # a selected part: one head's rows see its keys
+        return ins.rows * ins.keys
     if not ins.causal and not ins.args.get("window", 0):
         return ins.rows * ins.heads * ins.keys
     # with head_pos the tile's heads are its positions, each of ``rows`` rows (query heads)

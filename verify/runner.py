@@ -311,7 +311,7 @@ def prepare(hw: HardwareConfig, wl: Workload, *, dist: str = "gaussian",
             seed: int = 0, inputs: GoldenInputs | None = None, q_rows: bool = False,
             k_block: int | None = None, block_table=None, checked: bool = False,
             softmax_scale: float | None = None, softcap: float | None = None,
-            sinks=None, alibi_slopes=None) -> RunImage:
+            sinks=None, alibi_slopes=None, share_prefix: bool | None = None) -> RunImage:
     """Quantized random inputs (``dist``, ``seed``, Q per row with ``q_rows``, K per block of
     ``k_block`` keys, ``softmax_scale``, ``softcap``, ``sinks`` and ``alibi_slopes`` as
     ``quantized_inputs``';
@@ -320,7 +320,8 @@ def prepare(hw: HardwareConfig, wl: Workload, *, dist: str = "gaussian",
     the run's plan and its DRAM image. A paged
     workload's K/V lie where ``block_table`` says (the caller's rows: random pages of a pool
     of its size, one set of keys in a page that sequences share) or in a seeded shuffle.
-    ``checked``: ``wl`` was checked against ``hw`` already."""
+    ``checked``: ``wl`` was checked against ``hw`` already; ``share_prefix`` as
+    :func:`attenio.sim.plan.build_plan`'s."""
     if not checked:
         hw.check_workload(wl)
     table = None
@@ -332,7 +333,7 @@ def prepare(hw: HardwareConfig, wl: Workload, *, dist: str = "gaussian",
         inputs = quantized_inputs(hw, wl, dist, seed, q_rows=q_rows, k_block=k_block,
                                   table=table, checked=True, softmax_scale=softmax_scale,
                                   softcap=softcap, sinks=sinks, alibi_slopes=alibi_slopes)
-    return run_image(hw, wl, inputs, table, checked=True)
+    return run_image(hw, wl, inputs, table, checked=True, share_prefix=share_prefix)
 
 
 def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: int = 0,
@@ -350,7 +351,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
              patch: list[tuple[int, bytes]] | None = None, dram: str = "auto",
              workdir: Path | None = None, block_table=None,
              checked: bool = False, softmax_scale: float | None = None,
-             softcap: float | None = None, sinks=None, alibi_slopes=None) -> SimResult:
+             softcap: float | None = None, sinks=None, alibi_slopes=None,
+             share_prefix: bool | None = None) -> SimResult:
     """Run ``wl`` on the RTL of ``hw`` and compare with the models.
 
     ``inputs``: integer Q, K, V and their scales to run instead of random ones (a host
@@ -359,7 +361,9 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     caller's rows, or a :class:`attenio.base.blocktable.BlockTable`; a seeded shuffle without);
     ``softmax_scale``: logits ``softmax_scale · q·k`` instead of ``q·k/√d``; ``softcap``: the
     logits capped, ``c·tanh(logit/c)`` (a config with ``softcap_unit``); ``sinks``,
-    ``alibi_slopes``: one for all query heads or one each (``sinks_unit``, ``alibi_unit``).
+    ``alibi_slopes``: one for all query heads or one each (``sinks_unit``, ``alibi_unit``);
+    ``share_prefix``: decode sequences whose tables share their first pages read them once
+    (``True``), never (``False``), or where the model finds it faster (``None``).
     The workload is checked (unless ``checked``: the caller did), the inputs made and the
     run's plan built once (sim/plan.py), and everything after reads them; the result carries
     the schedule that ran and its own verdict (:meth:`SimResult.failures`).
@@ -390,7 +394,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
                      start_twice=start_twice, trace=trace)
     prep = prepare(hw, wl, dist=dist, seed=seed, inputs=inputs, q_rows=q_rows, k_block=k_block,
                    block_table=block_table, checked=checked, softmax_scale=softmax_scale,
-                   softcap=softcap, sinks=sinks, alibi_slopes=alibi_slopes)
+                   softcap=softcap, sinks=sinks, alibi_slopes=alibi_slopes,
+                   share_prefix=share_prefix)
     sched = prep.schedule
     lay = prep.layout
     image = bytearray(prep.image)

@@ -1,0 +1,94 @@
+"""Shared prefixes read once (issue #46): decode sequences whose block tables begin with the
+same pages (prefix caching) share one tile per K/V head. The tile holds every sharing
+sequence's query heads as its rows; its first part streams the shared pages once for all of
+them, then one part per sequence streams that sequence's own pages to its rows alone
+(``COMPUTE.select``), each continuing the rows' online softmax (``COMPUTE.cont``): one softmax
+over the shared and own keys, in the order the sequence's table lists them, so every row's
+result is the one its own decode gives (the integer datapath's result does not depend on how
+many keys a step takes). docs/dataflows.md, "Shared prefixes"."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from attenio.base.blocktable import BlockTable
+from attenio.base.config import HardwareConfig, VarlenWorkload
+
+__all__ = ["SharedTile", "shared_runs", "can_share"]
+
+HEADS_MAX = 255        # a tile's heads field (8 bits): the sequences one shared tile holds
+
+
+class SharedTile(NamedTuple):
+    """One shared tile: K/V head ``hk``, sequences ``first … first + len(own) − 1`` (their
+    query rows consecutive in Q and O), ``keys`` shared keys (whole pages), and each
+    sequence's own keys after them."""
+
+    first: int
+    hk: int
+    keys: int
+    own: tuple[int, ...]
+
+    @property
+    def seqs(self) -> int:
+        return len(self.own)
+
+    @property
+    def instructions(self) -> int:
+        """LOAD_Q, a LOAD_KV and COMPUTE for the shared keys and for each sequence with keys
+        of its own, FINALIZE, STORE_O."""
+        return 4 + 2 * (1 + sum(1 for k in self.own if k))
+
+
+def can_share(wl, dataflow: str, alibi: bool) -> str | None:
+    """Why ``wl`` cannot read shared prefixes once (``None``: it can): a paged varlen decode
+    (one query a sequence) on the attenio dataflow, no window, no ALiBi (whose distance a
+    shared part would measure from one sequence's position)."""
+    if dataflow != "attenio":
+        return f"the {dataflow} dataflow"
+    if not isinstance(wl, VarlenWorkload) or not wl.page_size:
+        return "not a paged varlen batch"
+    if any(q != 1 for q in wl.seqlens_q):
+        return "not a decode batch (one query a sequence)"
+    if wl.window_left >= 0 or wl.window_right >= 0:
+        return "a sliding window"
+    if alibi:
+        return "ALiBi"
+    return None
+
+
+def shared_runs(hw: HardwareConfig, wl: VarlenWorkload, table: BlockTable
+                ) -> list[tuple[int, int, int]]:
+    """Runs of consecutive sequences whose tables begin with the same pages: (first sequence,
+    sequences, shared pages), each run at least two sequences sharing at least one whole page
+    (a page every member fills: ``pages · page_size`` ≤ each one's keys), at most
+    :data:`HEADS_MAX` sequences and ``tile_rows`` query rows. Sequences in no run keep their
+    own tiles."""
+    page, g = wl.page_size, wl.group_size
+    cap = max(1, min(HEADS_MAX, hw.tile_rows // g))
+    out = []
+    i, n = 0, table.sequences
+    while i < n:
+        j, common = i + 1, None
+        while j < n and j - i < cap:
+            c = _common(table.used(i), table.used(j))
+            full = min(c, table.cache_lens[i] // page, table.cache_lens[j] // page)
+            nxt = full if common is None else min(common, full)
+            if nxt == 0:
+                break
+            common, j = nxt, j + 1
+        if common:
+            out.append((i, j - i, common))
+            i = j
+        else:
+            i += 1
+    return out
+
+
+def _common(a, b) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
