@@ -21,13 +21,13 @@ from attenio.model.numerics import ScaleParams, softmax_scale
 from attenio.model.variants import capped, check_alibi, check_sinks, with_alibi, with_sinks
 from attenio.sim.layout import Layout, block_table_for
 from attenio.sim.phases import phase_model
-from attenio.sim.shared import can_share, shared_runs
 from attenio.sim.program import (
     build_program,
     program_length,
     program_tiles,
     tile_keys_per_step,
 )
+from attenio.sim.shared import can_share, shared_runs
 from attenio.sim.timeline import Schedule, simulate_program
 
 __all__ = ["RunPlan", "build_plan"]

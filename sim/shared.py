@@ -87,7 +87,7 @@ def shared_runs(hw: HardwareConfig, wl: VarlenWorkload, table: BlockTable
 
 def _common(a, b) -> int:
     n = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
             break
         n += 1

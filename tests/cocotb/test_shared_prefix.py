@@ -7,7 +7,6 @@ backpressure, with sinks and statistics."""
 
 import pytest
 
-
 from attenio.base import config as C
 from attenio.contract.program import Op
 from attenio.verify.runner import simulate
