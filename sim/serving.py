@@ -24,6 +24,8 @@ __all__ = ["load_serving_json", "load_serving_jsons", "compare_serving", "PAGED_
 PAGED_BACKENDS = ("sdpa-gathered-pages", "flex-paged", "flashinfer-decode", "flashinfer-decode-tc",
                   "flashinfer-paged-fa3")
 WORKLOADS = ("prefill", "window", "decode")
+# decode batches whose sequences share a prefix's pages (issue #46), where the file has them
+SHARED = ("shared-4k", "shared-32k")
 PER_HEAD = ("prefill", "window")   # compared one head: the GPU's time over its heads
 
 
@@ -94,6 +96,25 @@ def _best(data: dict, workload: str, baseline: str | None = None) -> dict:
         raise bad("baseline", baseline, f"was not measured for {workload}; measured: "
                   + ", ".join(dict.fromkeys(r["backend"] for r in rows)))
     return named[0]
+
+
+def _shared(data: dict, name: str):
+    """A shared-prefix decode trace as the GPU ran it (scripts/gpu/serving_traces.py): every
+    sequence's table begins with the prefix's pages, its own suffix's pages after them (each
+    page its own). Returns (workload, block table)."""
+    t = data["traces"]
+    tr = next(x for x in t["shared"] if x["name"] == name)
+    dec, page = t["decode"], t["decode"]["page_size"]
+    own, pre = _uniform(tr), tr["prefix"] // page
+    rows, nxt = [], pre
+    for n in own:
+        k = -(-n // page)
+        rows.append(list(range(pre)) + list(range(nxt, nxt + k)))
+        nxt += k
+    lens = [tr["prefix"] + n for n in own]
+    wl = VarlenWorkload(seqlens_q=[1] * len(lens), seqlens_k=lens, head_dim=data["d"],
+                        heads=dec["heads"], kv_heads=dec["kv_heads"], page_size=page)
+    return wl, rows
 
 
 def _workload(hw: HardwareConfig, data: dict, name: str, heads: int):
@@ -173,7 +194,7 @@ def compare_serving(hw: HardwareConfig, data: dict, gpu_peak_tflops: float = H20
     schedule."""
     ceilings = [v.get("hbm_read_tbs") for v in data.get("sources", {}).values()]
     read_ceiling = max((c for c in ceilings if c), default=data["provenance"].get("hbm_read_tbs"))
-    names = list(WORKLOADS)
+    names = list(WORKLOADS) + [n for n in SHARED if candidates(data, n)]
     if variants:
         names += [n for n in VARIANTS if candidates(data, n)]
     if only is not None:
@@ -182,16 +203,19 @@ def compare_serving(hw: HardwareConfig, data: dict, gpu_peak_tflops: float = H20
     for i, name in enumerate(names):
         gpu = _best(data, name, (baselines or {}).get(name))
         per_head = name in PER_HEAD
+        table = None
         if name in VARIANTS:
             hw_v, wl, sp = _variant(hw, data, name)
+        elif name in SHARED:
+            (wl, table), hw_v, sp = _shared(data, name), hw, None
         else:
             hw_v, sp = hw, None
             wl = _workload(hw, data, name, 1 if per_head else gpu["heads"])
         acc_peak, scale, hw_bw, bw_bpc = projection(hw_v, gpu_peak_tflops, gpu_bandwidth_tbs)
-        sch = schedule(hw_v, wl, keep_spans=False, scale=sp)
+        sch = schedule(hw_v, wl, keep_spans=False, scale=sp, block_table=table)
         if progress:
             progress((2 * i + 1) / (2 * len(names)))
-        sch_bw = schedule(hw_bw, wl, keep_spans=False, scale=sp)
+        sch_bw = schedule(hw_bw, wl, keep_spans=False, scale=sp, block_table=table)
         if progress:
             progress((2 * i + 2) / (2 * len(names)))
         acc_s = sch.total_cycles / (hw_v.clock_mhz * 1e6)
@@ -221,6 +245,7 @@ def compare_serving(hw: HardwareConfig, data: dict, gpu_peak_tflops: float = H20
                "acc_pct_peak": 100 * flops / acc_s / 1e12 / acc_peak,
                "acc_pct_dram_busy": 100 * moved / (sch.total_cycles * hw_v.dram_bytes_per_cycle),
                "acc_read_bytes": sch.read_bytes,
+               "acc_shared_runs": sch.shared_runs, "acc_bw_shared_runs": sch_bw.shared_runs,
                "proj_equal_peak_ms": proj_s * 1e3, "proj_equal_peak_speedup": gpu_s / proj_s,
                "proj_equal_peak_bw_ms": proj_bw_s * 1e3,
                "proj_equal_peak_bw_speedup": gpu_s / proj_bw_s,

@@ -61,27 +61,37 @@ def shared_runs(hw: HardwareConfig, wl: VarlenWorkload, table: BlockTable
                 ) -> list[tuple[int, int, int]]:
     """Runs of consecutive sequences whose tables begin with the same pages: (first sequence,
     sequences, shared pages), each run at least two sequences sharing at least one whole page
-    (a page every member fills: ``pages · page_size`` ≤ each one's keys), at most
-    :data:`HEADS_MAX` sequences and ``tile_rows`` query rows. Sequences in no run keep their
+    (a page every member fills: ``pages · page_size`` ≤ each one's keys). A group longer than
+    a tile holds (:data:`HEADS_MAX` sequences, ``tile_rows`` query rows) is cut into runs of
+    near-equal length (each reads the prefix once, its shared part's compute hiding the
+    other's reads better than one full run and a short one). Sequences in no run keep their
     own tiles."""
-    page, g = wl.page_size, wl.group_size
-    cap = max(1, min(HEADS_MAX, hw.tile_rows // g))
+    cap = max(1, min(HEADS_MAX, hw.tile_rows // wl.group_size))
     out = []
     i, n = 0, table.sequences
     while i < n:
-        j, common = i + 1, None
-        while j < n and j - i < cap:
-            c = _common(table.used(i), table.used(j))
-            full = min(c, table.cache_lens[i] // page, table.cache_lens[j] // page)
-            nxt = full if common is None else min(common, full)
-            if nxt == 0:
-                break
-            common, j = nxt, j + 1
-        if common:
-            out.append((i, j - i, common))
-            i = j
-        else:
+        j = i + 1
+        while j < n and _shared_pages(wl, table, i, j, j + 1):
+            j += 1
+        if j - i < 2:
             i += 1
+            continue
+        k = -(-(j - i) // cap)
+        cuts = [i + (j - i) * c // k for c in range(k + 1)]
+        for a, b in zip(cuts, cuts[1:], strict=False):
+            if b - a >= 2:
+                out.append((a, b - a, _shared_pages(wl, table, a, a + 1, b)))
+        i = j
+    return out
+
+
+def _shared_pages(wl, table: BlockTable, first: int, lo: int, hi: int) -> int:
+    """Whole pages sequences ``lo … hi−1`` share with sequence ``first`` (and it with them),
+    each filled by every one of them."""
+    page = wl.page_size
+    out = table.cache_lens[first] // page
+    for j in range(lo, hi):
+        out = min(out, _common(table.used(first), table.used(j)), table.cache_lens[j] // page)
     return out
 
 

@@ -351,8 +351,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
              patch: list[tuple[int, bytes]] | None = None, dram: str = "auto",
              workdir: Path | None = None, block_table=None,
              checked: bool = False, softmax_scale: float | None = None,
-             softcap: float | None = None, sinks=None, alibi_slopes=None,
-             share_prefix: bool | None = None) -> SimResult:
+             softcap: float | None = None, sinks=None, alibi_slopes=None, share_prefix=None
+             ) -> SimResult:
     """Run ``wl`` on the RTL of ``hw`` and compare with the models.
 
     ``inputs``: integer Q, K, V and their scales to run instead of random ones (a host
@@ -362,15 +362,14 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     ``softmax_scale``: logits ``softmax_scale · q·k`` instead of ``q·k/√d``; ``softcap``: the
     logits capped, ``c·tanh(logit/c)`` (a config with ``softcap_unit``); ``sinks``,
     ``alibi_slopes``: one for all query heads or one each (``sinks_unit``, ``alibi_unit``);
-    ``share_prefix``: decode sequences whose tables share their first pages read them once
-    (``True``), never (``False``), or where the model finds it faster (``None``).
-    The workload is checked (unless ``checked``: the caller did), the inputs made and the
-    run's plan built once (sim/plan.py), and everything after reads them; the result carries
-    the schedule that ran and its own verdict (:meth:`SimResult.failures`).
+    ``share_prefix``: as :func:`attenio.sim.plan.build_plan`'s. The workload is checked
+    (unless ``checked``: the caller did), the inputs made and the run's plan built once
+    (sim/plan.py), and everything after reads them; the result carries the schedule that ran
+    and its own verdict (:meth:`SimResult.failures`).
 
     ``program`` replaces the generated program bytes and ``patch`` writes ``(address,
-    bytes)`` over the image (fault tests); ``errors`` are DRAM byte
-    ranges that answer SLVERR; ``window`` sets the DRAM window registers; ``reset_at`` resets
+    bytes)`` over the image (fault tests); ``errors`` are DRAM byte ranges that answer
+    SLVERR; ``window`` sets the DRAM window registers; ``reset_at`` resets
     the accelerator that many cycles into the run and then runs again; ``abort_at`` writes
     ``CTRL.ABORT``; ``progress(done_cycles, expected)`` is called while it runs;
     ``prog_offset`` places the program that many bytes later (``PROG_BASE`` with it) and
