@@ -363,9 +363,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     logits capped, ``c·tanh(logit/c)`` (a config with ``softcap_unit``); ``sinks``,
     ``alibi_slopes``: one for all query heads or one each (``sinks_unit``, ``alibi_unit``);
     ``share_prefix``: as :func:`attenio.sim.plan.build_plan`'s. The workload is checked
-    (unless ``checked``: the caller did), the inputs made and the run's plan built once
-    (sim/plan.py), and everything after reads them; the result carries the schedule that ran
-    and its own verdict (:meth:`SimResult.failures`).
+    (unless ``checked``), the inputs made and the run's plan built once (sim/plan.py); the
+    result carries the schedule that ran and its verdict (:meth:`SimResult.failures`).
 
     ``program`` replaces the generated program bytes and ``patch`` writes ``(address,
     bytes)`` over the image (fault tests); ``errors`` are DRAM byte ranges that answer
@@ -382,12 +381,10 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     in the same simulation (``SimResult.rerun``, with ``rerun["bit_exact"]``): recovery.
 
     ``dram``: ``"hdl"`` runs the fast path (the DRAM and the AXI4 checkers in SystemVerilog,
-    verify/fast_dram.sv: no Python work per cycle), ``"python"`` the cocotb model
-    (verify/dram.py: stalls, injected errors, resets, aborts, traces), ``"auto"`` the fast
-    path whenever the run needs none of those. Both keep the same timing rules.
-    ``workdir``: keep the run's files (case, image, output) there instead of a temporary
-    directory (scripts/bench_sim.py reruns the same image in a plain C++ loop).
-    """
+    verify/fast_dram.sv: no Python work per cycle), ``"python"`` the cocotb model (stalls,
+    injected errors, resets, aborts, traces), ``"auto"`` the fast path whenever the run needs
+    none of those; both keep the same timing rules. ``workdir``: keep the run's files there
+    (scripts/bench_sim.py reruns the same image in a plain C++ loop)."""
     fast = fast_path(dram, p_stall=p_stall > 0, errors=bool(errors), rerun=rerun,
                      reset_at=reset_at is not None, abort_at=abort_at is not None,
                      start_twice=start_twice, trace=trace)
