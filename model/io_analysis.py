@@ -392,7 +392,7 @@ def _standard(hw: HardwareConfig, nq: int, nk: int, d: int) -> Traffic:
 def workload_traffic(hw: HardwareConfig, wl, dataflow: str = "attenio",
                      tiling: Tiling | list[Tiling] | None = None,
                      table_starts: list[int] | None = None, sinks: bool = False,
-                     side: bool = False) -> Traffic:
+                     side: bool = False, skip=frozenset()) -> Traffic:
     """Traffic of a whole workload: every batch, every K/V head and its query heads; of a
     varlen batch (``VarlenWorkload``), the sum of its sequences', each under its own tiling
     (``tiling``: one per sequence, or one for all). A paged cache reads each sequence's table
@@ -400,7 +400,8 @@ def workload_traffic(hw: HardwareConfig, wl, dataflow: str = "attenio",
     exactly its pages: the seeded shuffle's layout). ``sinks``: each Q row carries its side
     words (its multiplier and its sink, ``HardwareConfig.q_side_words``) and a tile that sees
     no key reads one; ``side``: each Q row carries its side words without a sink (ALiBi's
-    slope rides there)."""
+    slope rides there). ``skip``: sequences left out (a shared-prefix run's, counted by
+    ``sim.shared.run_traffic``)."""
     tilings = tiling if isinstance(tiling, list) else [tiling] * wl.sequences
     if not isinstance(wl, Workload) or (wl.page_size and wl.batch > 1):
         # sequence by sequence (a paged cache: each with its own table row)
@@ -408,12 +409,15 @@ def workload_traffic(hw: HardwareConfig, wl, dataflow: str = "attenio",
         for i, t in enumerate(tilings):
             if table_starts is not None:
                 table0 = table_starts[i]
-            if wl.empty(i):
+            if i in skip:
+                pass
+            elif wl.empty(i):
                 total = total + _keyless_traffic(hw, wl, wl.seqlens_q[i], sinks or side)
                 continue
-            one = wl.sequence(i)
-            total = total + _sequence_traffic(hw, one, dataflow, t, table0, sinks, side)
-            table0 += _cdiv(one.seq_k, wl.page_size) if wl.page_size else 0
+            else:
+                total = total + _sequence_traffic(hw, wl.sequence(i), dataflow, t, table0,
+                                                  sinks, side)
+            table0 += _cdiv(wl.seqlens_k[i], wl.page_size) if wl.page_size else 0
         return total
     return _sequence_traffic(hw, wl, dataflow, tilings[0],
                              table_starts[0] if table_starts else 0, sinks, side)

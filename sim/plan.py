@@ -162,7 +162,7 @@ def _runs(run: _Builder, share: bool | None) -> list:
     """The runs of sequences that share their first pages (sim/shared.py) where ``share``
     allows reading them once; a :class:`ConfigError` where it demands it and the workload
     cannot."""
-    if share is False or run.table is None:
+    if share is False:
         return []
     why = can_share(run.wl, run.dataflow, run.scale.alibi_m is not None)
     if why and share:

@@ -13,8 +13,10 @@ from typing import NamedTuple
 
 from attenio.base.blocktable import BlockTable
 from attenio.base.config import HardwareConfig, VarlenWorkload
+from attenio.contract.rules import ENTRY_BYTES, PageWalk
+from attenio.model import io_analysis as io
 
-__all__ = ["SharedTile", "shared_runs", "can_share"]
+__all__ = ["SharedTile", "shared_runs", "can_share", "run_traffic"]
 
 HEADS_MAX = 255        # a tile's heads field (8 bits): the sequences one shared tile holds
 
@@ -102,3 +104,38 @@ def _common(a, b) -> int:
             break
         n += 1
     return n
+
+
+def run_traffic(hw: HardwareConfig, wl: VarlenWorkload, runs, table: BlockTable,
+                side: bool = False) -> io.Traffic:
+    """The closed form of the traffic of ``runs``' shared tiles: per K/V head, every
+    sequence's Q rows once and its O rows (with ``lse`` its statistics' words), the shared
+    keys' K and V rows once, each sequence's own keys' once, and the block-table words each
+    ``LOAD_KV`` reads (the shared walk from the first sequence's row, each own walk from its
+    row's entry past the shared pages; ``contract.rules.PageWalk``). ``side``: the Q rows
+    carry their side words (sinks)."""
+    page, g = wl.page_size, wl.group_size
+    q_side = hw.q_side_words(True, True) * hw.macs_per_line if side else 0
+    reads = {"Q": 0, "K": 0, "V": 0}
+    writes = {"O": 0, **({"LSE": 0} if wl.lse else {})}
+    words = 0
+
+    def walk(start: int, keys: int) -> int:
+        return PageWalk(ENTRY_BYTES * start, keys, page.bit_length() - 1,
+                        hw.axi_data_bytes).words
+
+    for first, n, pages in runs:
+        keys = pages * page + sum(wl.seqlens_k[i] - pages * page
+                                  for i in range(first, first + n))
+        reads["Q"] += n * g * (wl.head_dim + q_side)
+        reads["K"] += keys * wl.head_dim
+        reads["V"] += 0 if wl.v_in_k else keys * wl.d_v
+        writes["O"] += n * g * wl.d_v
+        if wl.lse:
+            writes["LSE"] += n * g * hw.macs_per_line
+        words += walk(table.table_start(first), pages * page) + sum(
+            walk(table.table_start(i) + pages, wl.seqlens_k[i] - pages * page)
+            for i in range(first, first + n) if wl.seqlens_k[i] > pages * page)
+    t = io._make(hw, reads, writes).scaled(wl.kv_heads)
+    return io.Traffic(t.reads, t.writes, t.read_bytes + wl.kv_heads * words * hw.axi_data_bytes,
+                      t.write_bytes)

@@ -64,11 +64,18 @@ class Schedule:
         (model/io_analysis.py; with sinks, the Q rows' side words and the tiles' masked keys
         as its program has them)."""
         table = self.block_table
-        return io.workload_traffic(self.hw, self.workload, self.dataflow,
-                                   self.tilings or self.tiling,
-                                   table_starts=None if table is None else
-                                   [table.table_start(i) for i in range(table.sequences)],
-                                   sinks=self.sinks, side=self.alibi)
+        runs = self.shared_runs or ()
+        out = io.workload_traffic(self.hw, self.workload, self.dataflow,
+                                  self.tilings or self.tiling,
+                                  table_starts=None if table is None else
+                                  [table.table_start(i) for i in range(table.sequences)],
+                                  sinks=self.sinks, side=self.alibi,
+                                  skip={i for f, n, _ in runs for i in range(f, f + n)})
+        if runs:                        # decode runs that read their shared pages once
+            from attenio.sim.shared import run_traffic
+            out = out + run_traffic(self.hw, self.workload, runs, table,
+                                    self.sinks or self.alibi)
+        return out
 
     @property
     def sinks(self) -> bool:
