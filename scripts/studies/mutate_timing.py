@@ -55,6 +55,7 @@ SUBSET = [
     "tests/cocotb/test_beyond.py::test_several_keys_per_step_for_small_tiles",
     "tests/cocotb/test_beyond.py::test_per_key_k_scales_run_bit_exact_and_cost_one_word_a_k_row",
     "tests/cocotb/test_top.py::test_fetch_stops_at_end",
+    "tests/cocotb/test_shared_prefix.py::test_shared_prefix_bit_exact_and_cycle_exact",
 ]
 
 

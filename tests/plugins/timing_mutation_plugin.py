@@ -14,14 +14,22 @@ def pytest_configure(config):
     if not spec:
         return
     name, delta = spec.split("=")
-    from attenio.contract.timing import Timing
-    from attenio.sim import schedule, timeline
+    from attenio.contract import timing as contract
+    from attenio.sim import plan, schedule, timeline
 
-    base = Timing()
+    base = contract.Timing()
     mutated = dataclasses.replace(base, **{name: getattr(base, name) + int(delta)})
 
     def model_timing():
         return mutated
 
+    def model_timing_for(hw):
+        # the config's own contract (its units' stages) with the one constant moved
+        real = contract.timing_for(hw)
+        return dataclasses.replace(real, **{name: getattr(real, name) + int(delta)})
+
     schedule.Timing = model_timing
     timeline.Timing = model_timing
+    # the schedule generator reads the contract through timing_for (the RTL keeps its own)
+    plan.timing_for = model_timing_for
+    timeline.timing_for = model_timing_for
