@@ -588,6 +588,29 @@ def test_variant_rows_against_the_bundled_flashinfer_runs():
     assert on["compared"] == "the layer"
 
 
+def test_shared_prefix_rows_read_the_prefix_once():
+    """The shared-prefix decode rows (issue #46) on a shortened 32K trace (8 sequences, the
+    GPU's times stay): the accelerator's table starts with the prefix's pages in every
+    sequence, it reads them once a K/V head (at the projected bandwidth), so its bytes are the
+    distinct pages', far below the same batch unshared; the baseline is the fastest of the
+    trace's kernels (FlashInfer's cascade among them)."""
+    from attenio.base import config as C
+    from attenio.sim import gpu as G
+    from attenio.sim import serving as SV
+
+    data = SV.load_serving_jsons(G.resolve_gpu_files("h200-serving"))
+    data["traces"]["shared"] = [{**t, "sequences": 8} if t["name"] == "shared-32k" else t
+                                for t in data["traces"]["shared"]]
+    (row,) = SV.compare_serving(C.asplos26(), data, only=("shared-32k",))
+    assert row["gpu_backend"] == min(row["gpu_candidates"], key=row["gpu_candidates"].get)
+    assert "flashinfer-cascade" in row["gpu_candidates"]
+    assert row["acc_bw_shared_seqs"] == 8
+    kv_row = 2 * 128 * 2 * 8                  # K and V of a token, 8 K/V heads, bf16
+    own = sum(SV._uniform({**data["traces"]["shared"][1], "sequences": 8}))
+    assert row["acc_read_bytes"] <= 1.05 * (32768 + own) * kv_row + 1e6   # + Q, O, tables
+    assert row["acc_read_bytes"] < 0.3 * (8 * 32768 + own) * kv_row
+
+
 def test_compare_variants_needs_a_serving_json():
     r = CliRunner().invoke(main, ["compare", "--gpu", "h200", "--variants"])
     assert r.exit_code == 2 and "variants" in r.output and "serving" in r.output

@@ -457,11 +457,12 @@ def _serving_baselines(baseline: str | None) -> dict[str, str] | None:
     if "=" not in baseline:
         return {w: baseline for w in SV.WORKLOADS}
     out = {}
+    known = SV.WORKLOADS + SV.SHARED + SV.VARIANTS
     for part in baseline.split(","):
         w, _, b = part.partition("=")
-        if w not in SV.WORKLOADS + SV.VARIANTS or not b:
+        if w not in known or not b:
             raise ConfigError(f"baseline={part!r} is invalid: WORKLOAD=BACKEND with a workload "
-                              f"of {', '.join(SV.WORKLOADS + SV.VARIANTS)}")
+                              f"of {', '.join(known)}")
         out[w] = b
     return out
 
@@ -515,6 +516,17 @@ def _compare_serving(hw, paths, gpu_peak_tflops, gpu_bandwidth_tbs, csv_path, js
         click.echo("decode, the other paged kernels measured (slower baselines): " + ", ".join(
             f"{b} {ms:.3f} ms" for b, ms in others) + ". It is memory-bound: [peak+bw] is the "
             "projection that applies.")
+    shared = [r for r in rows if r["workload"] in SV.SHARED]
+    if shared:
+        click.echo("shared-prefix decode (the batch): the accelerator reads each shared page "
+                   "once a K/V head where that is faster by the model (sequences so read, at "
+                   "its bandwidth / the projected one: " + ", ".join(
+                       f"{r['workload']} {r['acc_shared_seqs']}/{r['acc_bw_shared_seqs']}"
+                       for r in shared) + "); every GPU kernel of the trace in "
+                   "gpu_candidates (" + "; ".join(
+                       f"{r['workload']}: " + ", ".join(f"{b} {ms:.3f} ms" for b, ms in
+                                                        r["gpu_candidates"].items())
+                       for r in shared) + ").")
     units = {r["workload"]: ", ".join(
         [f"+{u.removesuffix('_unit')}" for u in r["acc_units"]]
         + ([f"head dims to {r['acc_max_head_dim']}"] if r["acc_max_head_dim"]
