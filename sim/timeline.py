@@ -62,19 +62,23 @@ class Schedule:
     def traffic(self) -> io.Traffic:
         """The closed form of this schedule's DRAM traffic under its tiling(s)
         (model/io_analysis.py; with sinks, the Q rows' side words and the tiles' masked keys
-        as its program has them)."""
+        as its program has them; shared prefixes read once a run)."""
+        return self.closed_form()
+
+    def closed_form(self, wl=None) -> io.Traffic:
+        """:attr:`traffic` for ``wl`` in place of the schedule's workload (the CLI's: the head
+        dim padded to whole words, as the program moves rows)."""
+        wl = wl or self.workload
         table = self.block_table
         runs = self.shared_runs or ()
-        out = io.workload_traffic(self.hw, self.workload, self.dataflow,
-                                  self.tilings or self.tiling,
+        out = io.workload_traffic(self.hw, wl, self.dataflow, self.tilings or self.tiling,
                                   table_starts=None if table is None else
                                   [table.table_start(i) for i in range(table.sequences)],
                                   sinks=self.sinks, side=self.alibi,
                                   skip={i for f, n, _ in runs for i in range(f, f + n)})
         if runs:                        # decode runs that read their shared pages once
             from attenio.sim.shared import run_traffic
-            out = out + run_traffic(self.hw, self.workload, runs, table,
-                                    self.sinks or self.alibi)
+            out = out + run_traffic(self.hw, wl, runs, table, self.sinks or self.alibi)
         return out
 
     @property

@@ -588,6 +588,16 @@ def test_variant_rows_against_the_bundled_flashinfer_runs():
     assert on["compared"] == "the layer"
 
 
+def test_schedule_reports_shared_prefixes_read_once(tmp_path):
+    table = tmp_path / "t.json"
+    table.write_text("[[0, 1, 2, 3], [0, 1, 4], [0, 1, 5]]")
+    r = run("schedule", "--preset", "tiny", "--decode", "--cache-lens", "13,9,11", "--d", "8",
+            "--heads", "4", "--kv-heads", "2", "--page-size", "4", "--block-table", str(table))
+    assert r.exit_code == 0, r.output
+    assert "shared prefixes      3 sequences in 1 run(s) read their first 2 page(s)" in r.output
+    assert "2 tiles" in r.output          # one a K/V head, whatever its parts
+
+
 def test_shared_prefix_rows_read_the_prefix_once():
     """The shared-prefix decode rows (issue #46) on a shortened 32K trace (8 sequences, the
     GPU's times stay): the accelerator's table starts with the prefix's pages in every

@@ -421,13 +421,24 @@ def _workload(hw, **opts):
     return workload_from_options(hw, **opts, flag=lambda f: "--" + f.replace("_", "-"))
 
 
-def _table_line(bt) -> str:
-    """A report's line on the block table a paged run walked (its JSON holds the table)."""
+def _table_line(sch) -> str:
+    """A report's lines on the block table a paged run walked (its JSON holds the table) and
+    the shared prefixes its program read once."""
+    bt = sch.block_table
     touched = sum(bt.need(i) for i in range(bt.sequences))
     who = "the caller's" if bt.source == "caller" else f"a seeded shuffle (seed {bt.seed})"
     shared = f", {bt.shared_pages} shared" if bt.shared_pages else ""
-    return (f"  block table          {who}: {bt.sequences} sequences, {touched:,} pages touched "
-            f"of a pool of {bt.pages:,}{shared}, {bt.page_size} keys a page")
+    out = (f"  block table          {who}: {bt.sequences} sequences, {touched:,} pages touched "
+           f"of a pool of {bt.pages:,}{shared}, {bt.page_size} keys a page")
+    runs = sch.shared_runs or ()
+    if runs:
+        out += (f"\n  shared prefixes      {sum(n for _, n, _ in runs)} sequences in {len(runs)} "
+                "run(s) read their first " + "/".join(str(p) for _, _, p in runs)
+                + " page(s) once a K/V head (COMPUTE parts; docs/dataflows.md)")
+    elif bt.shared_pages:
+        out += ("\n  shared prefixes      read by each sequence (the plain program was faster "
+                "by the model, or the pages are not a common first run)")
+    return out
 
 
 def _block_table(path, wl):

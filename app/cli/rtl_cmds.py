@@ -176,7 +176,7 @@ def simulate_cmd(preset, config_file, n, d, d_v, v_in_k, nk, heads, kv_heads, ba
                + ("; each Q row with its multiplier's word" if rows else "")
                + ("; each K row with its factor's word" if k_block else ""))
     if r.schedule.block_table is not None:
-        click.echo(_table_line(r.schedule.block_table))
+        click.echo(_table_line(r.schedule))
     click.echo(f"  AXI protocol         {r.axi_violations} violations (monitors on every port)"
                + (f": {r.axi_report[0]}" if r.axi_violations else ""))
     click.echo(f"  simulation           {r.sim_cycles:,} cycles in {r.wall_s:.1f} s = "

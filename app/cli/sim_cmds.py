@@ -113,12 +113,7 @@ def schedule_cmd(preset, config_file, n, d, d_v, v_in_k, nk, heads, kv_heads, ba
     # a program moves rows as whole words: its closed form is that of the padded head dim (the
     # phase models of flat and standard count d itself)
     padded = sch.program is not None and hw.row_elements(d) != d
-    bt = sch.block_table
-    traffic = io.workload_traffic(hw, C.replace(wl, head_dim=hw.row_elements(d)) if padded
-                                  else wl, dataflow, sch.tilings or sch.tiling,
-                                  table_starts=None if bt is None else
-                                  [bt.table_start(i) for i in range(bt.sequences)],
-                                  sinks=sch.sinks, side=sch.alibi)
+    traffic = sch.closed_form(C.replace(wl, head_dim=hw.row_elements(d)) if padded else wl)
     name = config_file or preset or "asplos26"
     click.echo(f"schedule: preset={name} dataflow={dataflow} {_describe(wl)}"
                + (f" softcap={softcap:g}" if softcap else "")
@@ -128,13 +123,13 @@ def schedule_cmd(preset, config_file, n, d, d_v, v_in_k, nk, heads, kv_heads, ba
     click.echo(f"  tiling               {t.notes}"
                + (" (the longest sequence's; each has its own)" if sch.tilings else ""))
     if sch.program is not None:
-        tiles = sum(1 for i in sch.program if i.op == prog.Op.COMPUTE)
+        tiles = sum(1 for i in sch.program if i.op == prog.Op.FINALIZE)
         click.echo(f"  program              {len(sch.program):,} instructions "
                    f"({len(sch.program) * prog.INSTR_BYTES:,} bytes), {tiles:,} tiles")
     else:
         click.echo("  program              none (phase-level model; no instruction stream)")
     if sch.block_table is not None:
-        click.echo(_table_line(sch.block_table))
+        click.echo(_table_line(sch))
     click.echo(f"  total cycles         {sch.total_cycles:,}  ({sch.time_us / 1000:,.3f} ms at "
                f"{hw.clock_mhz:g} MHz)")
     click.echo(f"  PE utilization       {sch.pe_util_time:.2%} by time, {sch.pe_util_mac:.2%} by "
