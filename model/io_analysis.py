@@ -406,6 +406,7 @@ def workload_traffic(hw: HardwareConfig, wl, dataflow: str = "attenio",
     if not isinstance(wl, Workload) or (wl.page_size and wl.batch > 1):
         # sequence by sequence (a paged cache: each with its own table row)
         total, table0 = Traffic(), 0
+        segments = wl.segments()
         for i, t in enumerate(tilings):
             if table_starts is not None:
                 table0 = table_starts[i]
@@ -417,7 +418,7 @@ def workload_traffic(hw: HardwareConfig, wl, dataflow: str = "attenio",
             else:
                 total = total + _sequence_traffic(hw, wl.sequence(i), dataflow, t, table0,
                                                   sinks, side)
-            table0 += _cdiv(wl.seqlens_k[i], wl.page_size) if wl.page_size else 0
+            table0 += _cdiv(segments[i].seq_k, wl.page_size) if wl.page_size else 0
         return total
     return _sequence_traffic(hw, wl, dataflow, tilings[0],
                              table_starts[0] if table_starts else 0, sinks, side)
