@@ -194,9 +194,8 @@ class ComputeCore(wiring.Component):
         with m.If(take):
             m.d.sync += [g_lo.eq(Mux(cm.select, cm.sel_row >> lp, 0)),
                          g_hi.eq(Mux(cm.select, (cm.sel_row + cm.head_rows + (p - 1)) >> lp,
-                                     g_new)), held.eq(0)]
-        with m.If(take):
-            m.d.sync += [c.eq(cm), groups.eq(g_new), words.eq((cm.d + (q - 1)) >> lq),
+                                     g_new)), held.eq(0),
+                         c.eq(cm), groups.eq(g_new), words.eq((cm.d + (q - 1)) >> lq),
                          words_v.eq((cm.dv + (q - 1)) >> lq),
                          self.busy.eq(1), t0.eq(t0_new), skip.eq(skip_new),
                          tw0.eq(-(cm.q_pos + cm.win_diag))]

@@ -169,9 +169,6 @@ class ScoreStage(wiring.Component):
         # with the compare in c4)
         chosen = Signal(p, name="qk_chosen")
         for i in range(p):
-            row3 = (self._g3 << lp) + i
-            m.d.sync += chosen[i].eq(~c.select | ((row3 >= s_lo) & (row3 < s_hi)))
-        for i in range(p):
             # the line's row in its tile, from the group in c3 and registered with it (the
             # adder and head_pos's shift off the path to `visible`): with head_pos (hlog > 0)
             # a row's position is its tile row over the rows of a position (hlog = 0
@@ -180,7 +177,8 @@ class ScoreStage(wiring.Component):
             row_r = Signal(range(cfg.tile_rows + p), name=f"qk_row{i}")
             past = Signal(name=f"qk_past{i}")         # a padding line past the tile's rows
             m.d.sync += [row_r.eq(Mux(blog == 0, row3, i >> blog) >> c.hlog),
-                         past.eq(row3 >= c.rows)]
+                         past.eq(row3 >= c.rows),
+                         chosen[i].eq(~c.select | ((row3 >= s_lo) & (row3 < s_hi)))]
             row = Mux(multi & (blog == 0), pos[i], row_r)
             key_i = (self.step << blog) + (i & bmask)
             seen = causal_visible(key_i, row, qd)

@@ -149,8 +149,7 @@ def build_plan(hw: HardwareConfig, wl: Workload | VarlenWorkload, dataflow: str 
         tilings = _sequence_tilings(run)
     else:
         return RunPlan(hw, wl, dataflow, scale, _best_of_packing(run, progress))
-    sched = run.schedule(tilings, progress, runs) if share_prefix and runs else \
-        run.schedule(tilings, progress)
+    sched = run.schedule(tilings, progress, runs if share_prefix else ())
     if share_prefix is None and runs:       # the shared reads where the model finds them faster
         alt = run.schedule(tilings, None, runs)
         if (alt.total_cycles, alt.read_bytes) < (sched.total_cycles, sched.read_bytes):

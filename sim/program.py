@@ -218,11 +218,7 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
                   "paged": 0, "page_log2": 0, "table": 0}
             if page:
                 kv = _paged_fields(layout, seq_of[seg], hk, first, page, dk * eb, dp * eb)
-            if vk:                   # no V rows of their own: V's address is K's (unread)
-                kv["v_addr"] = kv["k_addr"]
-            prog.append(Instr(Op.LOAD_KV, {"keys": keys, "d": d, **dvf, "v_in_k": vk,
-                                           "keys_per_step": kps, **kv,
-                                           "row_stride": dk * eb, "key_scales": ks}))
+            prog.append(_load_kv(kv, keys, kps, same, vk, dk * eb))
         prog.append(Instr(Op.COMPUTE, {**common, **same, **NO_PARTS, "keys": keys,
                                        "keys_per_step": kps, "q_pos": p0, "head_pos": hp,
                                        **_mask_fields(wl, seg, causal, first, bool(al))},
@@ -233,6 +229,16 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
         prog.append(Instr(Op.STORE_O, {**out, "addr": o_addr, **o_strides, "lse": lse}))
     prog.append(Instr(Op.END))
     return prog
+
+
+def _load_kv(kv: dict, keys: int, kps: int, same: dict, vk: int, k_row: int,
+             pop_next: bool = False) -> Instr:
+    """A ``LOAD_KV`` of ``keys`` keys from ``kv``'s addresses (contiguous or paged); with V in
+    K's rows (``vk``) V has no rows of its own: its address is K's (unread)."""
+    kv = {**kv, "v_addr": kv["k_addr"]} if vk else kv
+    return Instr(Op.LOAD_KV, {"keys": keys, "d": same["d"], "dv": same["dv"], "v_in_k": vk,
+                              "keys_per_step": kps, **kv, "row_stride": k_row,
+                              "key_scales": same["key_scales"]}, pop_next=pop_next)
 
 
 def _shared_tile(hw: HardwareConfig, wl: VarlenWorkload, layout: Layout, tile: SharedTile,
@@ -259,13 +265,8 @@ def _shared_tile(hw: HardwareConfig, wl: VarlenWorkload, layout: Layout, tile: S
     vk = int(wl.v_in_k)
     for j, (seq, first, nk, sel) in enumerate(parts):
         kv = _paged_fields(layout, seq, tile.hk, first, page, k_row, v_row)
-        if vk:
-            kv["v_addr"] = kv["k_addr"]
         more = j < len(parts) - 1
-        prog.append(Instr(Op.LOAD_KV, {"keys": nk, "d": wl.d_qk, "dv": same["dv"],
-                                       "v_in_k": vk, "keys_per_step": 1, **kv,
-                                       "row_stride": k_row, "key_scales": same["key_scales"]},
-                          pop_next=j > 0))
+        prog.append(_load_kv(kv, nk, 1, same, vk, k_row, pop_next=j > 0))
         prog.append(Instr(Op.COMPUTE, {
             **geo, **same, "keys": nk, "keys_per_step": 1, "q_pos": 0, "head_pos": 0,
             "causal": 0, "diag": 0, "window": 0, "win_diag": 0, "cont": int(j > 0),

@@ -115,7 +115,7 @@ def run_traffic(hw: HardwareConfig, wl: VarlenWorkload, runs, table: BlockTable,
     row's entry past the shared pages; ``contract.rules.PageWalk``). ``side``: the Q rows
     carry their side words (sinks)."""
     page, g = wl.page_size, wl.group_size
-    q_side = hw.q_side_words(True, True) * hw.macs_per_line if side else 0
+    q_side = io._q_side(hw, side)
     reads = {"Q": 0, "K": 0, "V": 0}
     writes = {"O": 0, **({"LSE": 0} if wl.lse else {})}
     words = 0
