@@ -50,6 +50,13 @@ class FieldRule:
     rtl: bool = False
 
 
+def _row_bytes(d, hw: HardwareConfig):
+    """Bytes of a row of ``d`` elements in whole words (``macs_per_line`` a power of two): a
+    shift and a constant product, for both sides."""
+    lq = hw.macs_per_line.bit_length() - 1
+    return ((d + hw.macs_per_line - 1) >> lq) * (hw.macs_per_line * hw.element_bytes)
+
+
 def _kps_lines_why(f, hw, rh):
     return (f"keys_per_step={f.keys_per_step} with {rh} rows needs rows·keys_per_step ≤ "
             f"mac_lines ({hw.mac_lines})")
@@ -163,6 +170,15 @@ FIELD_RULES: tuple[FieldRule, ...] = (
               lambda f, hw, rh: f"c_sh={f.c_sh} above {SCALE_SHIFT_MAX}"),
     _scales_rule("row_scales", "multiplier"),
     _scales_rule("key_scales", "K factor"),
+    FieldRule("page_factors", ("paged", "key_scales", "keys_per_step", "row_stride", "d"),
+              lambda f, hw, rh: ((f.paged != 0) & (f.key_scales != 0)
+                                 & ((f.keys_per_step > hw.factors_per_word)
+                                    | (f.row_stride != _row_bytes(f.d, hw)))),
+              lambda f, hw, rh: (f"paged LOAD_KV with key_scales=1, keys_per_step="
+                                 f"{f.keys_per_step} and row_stride={f.row_stride}: a page "
+                                 f"packs its K factors {hw.factors_per_word} to a word before "
+                                 "their rows, so a block takes at most that many keys and the "
+                                 f"rows lie packed ({_row_bytes(f.d, hw)} bytes)")),
     FieldRule("softcap", ("softcap",),
               lambda f, hw, rh: (f.softcap != 0) & (not hw.softcap_unit),
               lambda f, hw, rh: "softcap=1: this config has no soft-capping unit "

@@ -74,7 +74,9 @@ def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True,
                          f"the element size {eb}")
         rs = ins.args.get("row_scales", 0)
         # a host-side check the decoder has no field for: K rows and their words must fit
+        # (a paged cache packs them by page: contract/fieldrules.py, page_factors)
         if (ins.op == Op.LOAD_KV and ins.args.get("key_scales", 0)
+                and not ins.args.get("paged", 0)
                 and ins.row_stride < hw.k_row_elements(ins.d, True) * eb):
             fail(k, ErrorCode.FIELD_RANGE, f"row_stride={ins.row_stride} with key_scales: "
                  f"below a K row with its factor's word "

@@ -8,7 +8,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from attenio.base.config import HardwareConfig
+from attenio.base.config import FACTOR_SLOT_BITS, HardwareConfig
 from attenio.hw.layouts import kv_beat_layout, row_scale_layout, word_layout
 
 __all__ = ["KVRing"]
@@ -44,7 +44,9 @@ class KVRing(wiring.Component):
     K factors (``LOAD_KV.key_scales``): a K row's beat tagged ``sc`` (the word after its data)
     goes to a register of the row's slot instead of the ring, and ``k_scale[c]`` is key
     ``kbase + c``'s, in the same cycle (combinational from the registers; the row stays until
-    its step ends). V rows carry no factor.
+    its step ends). V rows carry no factor. From a paged cache they come packed: a beat
+    tagged ``pw`` (a word of factors, ``FACTOR_SLOT_BITS`` each) is kept in a register, and
+    each K row's last beat (``pk``) puts the word's next factor in the row's slot register.
     """
 
     def __init__(self, cfg: HardwareConfig):
@@ -110,7 +112,7 @@ class KVRing(wiring.Component):
         for wrs, slot, sel in ((k_wr, k_slot, write_k), (v_wr, v_slot, write_v)):
             for mem_wr in wrs:
                 m.d.comb += [mem_wr.addr.eq(slot * wmax + kvw),
-                             mem_wr.en.eq(take & sel & ~beat.sc)]
+                             mem_wr.en.eq(take & sel & ~beat.sc & ~beat.pw)]
                 for lane in range(q):
                     # lanes past d come in as zeros (the loader pads the row's last word);
                     # V's last word inside a K row: its lanes past d_v written as zeros
@@ -118,7 +120,7 @@ class KVRing(wiring.Component):
                     m.d.comb += mem_wr.data[lane].eq(Mux(cut, 0, beat.data[lane]))
         v_row_end = Signal()         # a V row completes: its last beat, or V's last word of a K row
         m.d.comb += v_row_end.eq(Mux(write_k, beat.vlast, beat.last))
-        with m.If(take):
+        with m.If(take & ~beat.pw):
             with m.If(beat.last):
                 m.d.sync += kvw.eq(0)
                 with m.If(write_k):
@@ -134,11 +136,23 @@ class KVRing(wiring.Component):
         if cfg.key_scales_supported:
             sl = row_scale_layout(cfg)
             regs = [Signal(sl, name=f"kscale{j}") for j in range(ring)]
-            with m.If(take & write_k & beat.sc):
+            # a paged cache's word of factors, and the next one's slot in it
+            fword = Signal(len(beat.data.as_value()), name="kf_word")
+            fidx = Signal(range(cfg.factors_per_word), name="kf_idx")
+            packed = Signal(sl)
+            m.d.comb += packed.eq(fword.word_select(fidx, FACTOR_SLOT_BITS)[:sl.size]
+                                  if cfg.factors_per_word > 1 else fword[:sl.size])
+            with m.If(take & beat.pw):
+                m.d.sync += [fword.eq(beat.data.as_value()), fidx.eq(0)]
+            if cfg.factors_per_word > 1:
+                with m.If(take & write_k & beat.pk):
+                    m.d.sync += fidx.eq(fidx + 1)
+            with m.If(take & write_k & (beat.sc | beat.pk)):
                 with m.Switch(k_slot):
                     for j in range(ring):
                         with m.Case(j):
-                            m.d.sync += regs[j].eq(beat.data.as_value()[:sl.size])
+                            m.d.sync += regs[j].eq(Mux(beat.sc, beat.data.as_value()[:sl.size],
+                                                       packed))
             for cpy in range(cfg.max_keys_per_step):
                 with m.Switch(slot_of(self.kbase + cpy)):
                     for j in range(ring):

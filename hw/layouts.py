@@ -100,9 +100,11 @@ def kv_beat_layout(cfg: HardwareConfig) -> data.StructLayout:
     unused), the last beat of the tile (the loader tags them, so the ring writer needs no
     command). A K beat of a row whose first words are V's row too (``LOAD_KV.v_in_k``) says
     so (``vw``: the V ring takes it as well; ``vlast``: V's row ends with it, its lanes past
-    ``vlanes`` written as zeros)."""
+    ``vlanes`` written as zeros). A paged cache's K factors come packed (``pw``: a word of
+    the next rows' factors, kept by the ring, not a row's; ``pk``: a K row's last beat, its
+    row takes the word's next factor)."""
     return data.StructLayout({"data": word_layout(cfg), "v": 1, "last": 1, "sc": 1,
-                              "end": 1, "vw": 1, "vlast": 1,
+                              "end": 1, "vw": 1, "vlast": 1, "pw": 1, "pk": 1,
                               "vlanes": unsigned((cfg.macs_per_line).bit_length())})
 
 

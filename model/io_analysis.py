@@ -317,13 +317,16 @@ def tile_span(p0: int, rows: int, seq_q: int, seq_k: int, causal: bool, kv_block
 
 def _kv_reads(seq_q: int, seq_k: int, positions: int, causal: bool,
               kv_block: int, window=(-1, -1), page: int = 0, table0: int = 0,
-              per_word: int = 1, sinks: bool = False) -> tuple[int, int]:
+              per_word: int = 1, sinks: bool = False,
+              group: int = 0) -> tuple[int, int, int]:
     """Keys (K rows, and as many V rows) read by a dataflow that streams K/V once per query
     tile, and from a paged cache the block-table words (of ``per_word`` entries) its walks
     read, the sequence's table starting ``table0`` entries into a word
     (``contract.rules.PageWalk``). With ``sinks`` a tile that sees no key reads one, masked
-    (sim.program.program_tiles: its rows' softmax starts from their sinks)."""
-    total = words = 0
+    (sim.program.program_tiles: its rows' softmax starts from their sinks). The third count:
+    K factor words read, with ``group`` > 0 (the keys a factor word serves: 1 for a word
+    after each K row, a page's factor group in a paged cache, whose spans start on a page)."""
+    total = words = factors = 0
     for p0, r in query_tiles(seq_q, positions, causal):
         first, end = tile_span(p0, r, seq_q, seq_k, causal, kv_block, window, page)
         if sinks and first == end and seq_k:
@@ -331,29 +334,44 @@ def _kv_reads(seq_q: int, seq_k: int, positions: int, causal: bool,
             first -= first % page if page else 0
             end = first + 1
         total += end - first
+        factors += _cdiv(end - first, group) if group else 0
         if page and end > first:        # the table words its walk reads (tables 4 KB aligned)
             words += PageWalk(ENTRY_BYTES * (table0 + first // page), end - first,
                               page.bit_length() - 1, per_word * ENTRY_BYTES).words
-    return total, words
+    return total, words, factors
+
+
+def factor_group(hw: HardwareConfig, wl, key_scales: bool) -> int:
+    """Keys one K factor word serves (0 without ``key_scales``): one (the word after each K
+    row) or, in a paged cache, a page's :meth:`~HardwareConfig.factor_group`."""
+    if not key_scales:
+        return 0
+    return hw.factor_group(wl.page_size) if wl.page_size else 1
 
 
 def head_traffic(hw: HardwareConfig, wl: Workload, tiling: Tiling, table0: int = 0,
-                 sinks: bool = False, side: bool = False) -> Traffic:
+                 sinks: bool = False, side: bool = False, key_scales: bool = False,
+                 row_scales: bool = False) -> Traffic:
     """Traffic of one K/V head's work: ``heads_per_tile`` query heads (1 without GQA sharing).
     A paged cache adds the block-table words each ``LOAD_KV`` reads (its sequence's table at
     entry ``table0`` of the tables, which start on a 4 KB line). ``sinks``: as
-    :func:`workload_traffic`; ``side``: the Q rows carry their side words (ALiBi's slope)."""
+    :func:`workload_traffic`; ``side``: the Q rows carry their side words (ALiBi's slope);
+    ``key_scales``: the K rows' factor words (``KF``, :func:`factor_group`); ``row_scales``:
+    each Q row's multiplier word (its side words, with ``sinks`` or ``side``)."""
     nq, nk, d = wl.seq_q, wl.seq_k, wl.head_dim
     dv = wl.d_v                     # V's and O's rows (contract/variant.py)
     h = tiling.heads_per_tile
     if tiling.dataflow == "standard":
         return _standard(hw, nq, nk, d).scaled(h)
     per_word = max(1, hw.axi_data_bytes // ENTRY_BYTES)
-    keys, words = _kv_reads(nq, nk, tiling.positions, causal_mask(wl), tiling.kv_block,
-                            wl.window, wl.page_size, table0, per_word, sinks)
+    keys, words, factors = _kv_reads(nq, nk, tiling.positions, causal_mask(wl),
+                                     tiling.kv_block, wl.window, wl.page_size, table0,
+                                     per_word, sinks, factor_group(hw, wl, key_scales))
     # V read from K's rows (LOAD_KV.v_in_k): none of its own
-    reads = {"Q": h * nq * (d + _q_side(hw, sinks or side)), "K": keys * d,
+    reads = {"Q": h * nq * (d + _q_side(hw, sinks or side, row_scales)), "K": keys * d,
              "V": 0 if wl.v_in_k else keys * dv}
+    if factors:
+        reads["KF"] = factors * hw.macs_per_line
     writes = {"O": h * nq * dv}
     if wl.lse:          # each row's statistics: one output word (docs/isa.md)
         writes["LSE"] = h * nq * hw.macs_per_line
@@ -392,7 +410,8 @@ def _standard(hw: HardwareConfig, nq: int, nk: int, d: int) -> Traffic:
 def workload_traffic(hw: HardwareConfig, wl, dataflow: str = "attenio",
                      tiling: Tiling | list[Tiling] | None = None,
                      table_starts: list[int] | None = None, sinks: bool = False,
-                     side: bool = False, skip=frozenset()) -> Traffic:
+                     side: bool = False, skip=frozenset(), key_scales: bool = False,
+                     row_scales: bool = False) -> Traffic:
     """Traffic of a whole workload: every batch, every K/V head and its query heads; of a
     varlen batch (``VarlenWorkload``), the sum of its sequences', each under its own tiling
     (``tiling``: one per sequence, or one for all). A paged cache reads each sequence's table
@@ -401,7 +420,8 @@ def workload_traffic(hw: HardwareConfig, wl, dataflow: str = "attenio",
     words (its multiplier and its sink, ``HardwareConfig.q_side_words``) and a tile that sees
     no key reads one; ``side``: each Q row carries its side words without a sink (ALiBi's
     slope rides there). ``skip``: sequences left out (a shared-prefix run's, counted by
-    ``sim.shared.run_traffic``)."""
+    ``sim.shared.run_traffic``); ``key_scales``, ``row_scales``: each key's K factor read
+    with it, each Q row's multiplier (:func:`head_traffic`)."""
     tilings = tiling if isinstance(tiling, list) else [tiling] * wl.sequences
     if not isinstance(wl, Workload) or (wl.page_size and wl.batch > 1):
         # sequence by sequence (a paged cache: each with its own table row)
@@ -413,23 +433,27 @@ def workload_traffic(hw: HardwareConfig, wl, dataflow: str = "attenio",
             if i in skip:
                 pass
             elif wl.empty(i):
-                total = total + _keyless_traffic(hw, wl, wl.seqlens_q[i], sinks or side)
+                total = total + _keyless_traffic(hw, wl, wl.seqlens_q[i], sinks or side,
+                                                 row_scales)
                 continue
             else:
                 total = total + _sequence_traffic(hw, wl.sequence(i), dataflow, t, table0,
-                                                  sinks, side)
+                                                  sinks, side, key_scales, row_scales)
             table0 += _cdiv(segments[i].seq_k, wl.page_size) if wl.page_size else 0
         return total
     return _sequence_traffic(hw, wl, dataflow, tilings[0],
-                             table_starts[0] if table_starts else 0, sinks, side)
+                             table_starts[0] if table_starts else 0, sinks, side, key_scales,
+                             row_scales)
 
 
-def _q_side(hw: HardwareConfig, sinks: bool) -> int:
-    """Elements a Q row carries after its data with sinks (its side words), else 0."""
-    return hw.q_side_words(True, True) * hw.macs_per_line if sinks else 0
+def _q_side(hw: HardwareConfig, sinks: bool, row_scales: bool = False) -> int:
+    """Elements a Q row carries after its data: with sinks its side words, with
+    ``row_scales`` alone its multiplier's word, else none."""
+    return hw.q_side_words(row_scales or sinks, sinks) * hw.macs_per_line
 
 
-def _keyless_traffic(hw: HardwareConfig, wl, rows: int, sinks: bool = False) -> Traffic:
+def _keyless_traffic(hw: HardwareConfig, wl, rows: int, sinks: bool = False,
+                     row_scales: bool = False) -> Traffic:
     """An empty sequence's traffic: none without queries; with queries but no keys, its Q rows
     read and its O rows written (0, and with ``lse`` their statistics words: m_init, ℓ = 0),
     no K, V or table word."""
@@ -438,14 +462,16 @@ def _keyless_traffic(hw: HardwareConfig, wl, rows: int, sinks: bool = False) -> 
     writes = {"O": wl.heads * rows * wl.d_v}
     if wl.lse:
         writes["LSE"] = wl.heads * rows * hw.macs_per_line
-    return _make(hw, {"Q": wl.heads * rows * (wl.head_dim + _q_side(hw, sinks))}, writes)
+    return _make(hw, {"Q": wl.heads * rows * (wl.head_dim + _q_side(hw, sinks, row_scales))},
+                 writes)
 
 
 def _sequence_traffic(hw, wl: Workload, dataflow: str, tiling, table0: int = 0,
-                      sinks: bool = False, side: bool = False) -> Traffic:
+                      sinks: bool = False, side: bool = False,
+                      key_scales: bool = False, row_scales: bool = False) -> Traffic:
     t = tiling or choose_tiling(hw, wl, dataflow)
     per_kv_head_units = wl.group_size // t.heads_per_tile
-    one = head_traffic(hw, wl, t, table0, sinks, side)
+    one = head_traffic(hw, wl, t, table0, sinks, side, key_scales, row_scales)
     return one.scaled(wl.batch * wl.kv_heads * per_kv_head_units)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from attenio.base.config import HardwareConfig, Workload
 from attenio.base.errors import bad
-from attenio.contract.formats import scale_word_bytes, side_word_bytes
+from attenio.contract.formats import scale_word, scale_word_bytes, side_word_bytes
 from attenio.model.golden import GoldenInputs, multipliers
 from attenio.sim.layout import Layout
 from attenio.sim.plan import RunPlan, build_plan
@@ -96,11 +96,13 @@ def _with_words(data: bytes, words: np.ndarray, shape: tuple[int, ...], row_byte
 
 
 def _place_pages(image: bytearray, lay: Layout, wl: Workload, k_rows: bytes,
-                 v_rows: bytes, pool: bool) -> None:
+                 v_rows: bytes, pool: bool, hw: HardwareConfig, factors=None) -> None:
     """A paged cache's bytes and its block table. ``pool``: K and V rows are the pool's
     (``[kv_heads, pages · page_size, row]`` packed: the caller's cache as it lies), each page
     copied to its slot; else the workload's own rows (``[batch, kv_heads, seq_k, row]``),
-    each sequence's copied page by page into the slots its table names."""
+    each sequence's copied page by page into the slots its table names. ``factors``: each
+    K row's factor word (``uint32``, shaped as the rows without their last axis), written a
+    factor group to a word before the group's rows (:meth:`HardwareConfig.k_page_elements`)."""
     pc, page = lay.paged, wl.page_size
     rows = {}
     kv = (("k", k_rows),) + ((("v", v_rows),) if v_rows is not None else ())
@@ -113,13 +115,24 @@ def _place_pages(image: bytearray, lay: Layout, wl: Workload, k_rows: bytes,
     else:
         spans = [(seg.batch, seg.k0 + g * page, seg.k0 + min((g + 1) * page, seg.seq_k), slot)
                  for i, seg in enumerate(wl.segments()) for g, slot in enumerate(pc.slots[i])]
+    wb = hw.macs_per_line * hw.element_bytes
+    grp = hw.factor_group(page)
     for b, lo, hi, slot in spans:
         for name, base in (("k", lay.k), ("v", lay.v))[:len(rows)]:
             r = rows[name][b, :, lo:hi]            # [kv_heads, keys, row]
             rb = r.shape[-1]
             for h in range(wl.kv_heads):
-                at = base + slot * pc.pitch + h * page * rb
-                image[at:at + (hi - lo) * rb] = r[h].tobytes()
+                at = base + slot * pc.pitch + h * (pc.k_head if name == "k" else pc.v_head)
+                if name == "v" or factors is None:
+                    image[at:at + (hi - lo) * rb] = r[h].tobytes()
+                    continue
+                for g0 in range(0, hi - lo, grp):       # [its factors' word][its rows]
+                    n = min(grp, hi - lo - g0)
+                    f = factors[b, h, lo + g0:lo + g0 + n].tobytes()
+                    image[at:at + len(f)] = f
+                    at += wb
+                    image[at:at + n * rb] = r[h, g0:g0 + n].tobytes()
+                    at += n * rb
     words = lay.table_words.tobytes()
     image[lay.tables:lay.tables + len(words)] = words
 
@@ -170,7 +183,7 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, block_table=N
             data = _with_words(data, words, shape, row * eb)
         if base == lay.q:
             data = _order(data, np.shape(x)[:3], lay.token_major)
-        elif per_key and base == lay.k:
+        elif per_key and base == lay.k and lay.paged is None:
             data = _with_words(data, scale_word_bytes(hw, sp.k_m, sp.k_e, kv_shape), kv_shape,
                                row * eb)
         if lay.paged is not None and base != lay.q:
@@ -178,6 +191,11 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, block_table=N
             continue
         image[base:base + len(data)] = data
     if lay.paged is not None:
-        _place_pages(image, lay, wl, rows[lay.k], rows.get(lay.v), inp.table is not None)
+        # a paged cache's K factors: FACTOR_SLOT_BITS each, packed a group to a word
+        slots = (None if not per_key else
+                 np.asarray(scale_word(hw, np.asarray(sp.k_m), np.asarray(sp.k_e)))
+                 .astype("<u4").reshape(kv_shape))
+        _place_pages(image, lay, wl, rows[lay.k], rows.get(lay.v), inp.table is not None,
+                     hw, slots)
     return RunImage(inp, plan, program, lay, bytes(image), hw.o_bytes(wl), ob, v_row,
                     hw.o_row_elements(wl.d_v, wl.lse))

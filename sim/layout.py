@@ -26,8 +26,9 @@ class PagedCache:
     table (:class:`attenio.base.blocktable.BlockTable`, the caller's or the seeded shuffle).
 
     A slot of the K pool holds one page of ``page_size`` keys of every K/V head, head by head
-    (head h's rows at ``h·page_size`` rows into the slot, so a head's rows in a page are
-    contiguous); the V pool, right after it, the same for V at the same slot. Sequence i's
+    (head h's rows at ``h·k_head`` bytes into the slot, so a head's rows in a page are
+    contiguous; with K factors each group of rows after the word of their factors); the V
+    pool, right after it, the same for V at the same slot. Sequence i's
     page g lies in slot ``slots[i][g]``; its table row (``table_start[i]`` entries into the
     tables region) holds each page's K address ``>> PAGE_ALIGN_LOG2`` (an unused entry,
     −1 in the caller's table, as all ones)."""
@@ -35,16 +36,21 @@ class PagedCache:
     page_size: int
     pitch: int                       # bytes of a slot (a multiple of 64 and of the AXI word)
     table: BlockTable
+    k_head: int = 0                  # bytes of a K/V head's K rows in a slot (and V's rows)
+    v_head: int = 0
 
     @classmethod
     def place(cls, hw: HardwareConfig, wl, table: BlockTable,
               key_scales: bool = False) -> PagedCache:
-        """The slots of ``wl``'s pages as ``table`` places them."""
+        """The slots of ``wl``'s pages as ``table`` places them. With ``key_scales`` a head's
+        K rows in a page are led, each :meth:`~HardwareConfig.factor_group` of them, by the
+        word of their factors (:meth:`~HardwareConfig.k_page_elements`)."""
         eb = hw.element_bytes
-        row = max(hw.k_row_elements(wl.head_dim, key_scales), hw.row_elements(wl.d_v)) * eb
-        pitch = _up(wl.kv_heads * wl.page_size * row,
+        k_head = hw.k_page_elements(wl.head_dim, wl.page_size, key_scales) * eb
+        v_head = wl.page_size * hw.row_elements(wl.d_v) * eb
+        pitch = _up(wl.kv_heads * max(k_head, v_head),
                     max(1 << PAGE_ALIGN_LOG2, hw.axi_data_bytes))
-        return cls(wl.page_size, pitch, table)
+        return cls(wl.page_size, pitch, table, k_head, v_head)
 
     @property
     def slots(self) -> tuple[tuple[int, ...], ...]:

@@ -254,7 +254,7 @@ def _floor(run: _Builder, tiling: io.Tiling) -> int:
     read = io.workload_traffic(hw, wl, run.dataflow, tiling).read_bytes // rate
     if run.dataflow != "attenio":
         return read
-    steps = sum(-(-t.keys // tile_keys_per_step(hw, wl, t))
+    steps = sum(-(-t.keys // tile_keys_per_step(hw, wl, t, run.scale.k_m is not None))
                 for t in program_tiles(wl, tiling, run.scale.sink_m is not None))
     return max(read, 2 * steps * run.timing.min_phase)
 

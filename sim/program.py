@@ -102,21 +102,22 @@ def _mask_fields(wl, seg: Segment, causal: bool, first: int,
             "win_diag": seg.diag - left - first if left >= 0 else 0}
 
 
-def _paged_fields(layout: Layout, seq: int, hk: int, first: int, page: int, k_row: int,
-                  v_row: int) -> dict[str, int]:
+def _paged_fields(layout: Layout, seq: int, hk: int, first: int, page: int) -> dict[str, int]:
     """A paged ``LOAD_KV``'s fields (docs/isa.md, "Paged K/V"): the table from the entry of
     the page holding key ``first`` of sequence ``seq``; ``k_addr``, ``v_addr``: K/V head
     ``hk``'s rows in a page slot, and V's pool's distance from K's (sim/layout.py)."""
     pc = layout.paged
     return {"paged": 1, "page_log2": page.bit_length() - 1,
             "table": layout.tables + ENTRY_BYTES * (pc.table_start[seq] + first // page),
-            "k_addr": hk * page * k_row, "v_addr": layout.v - layout.k + hk * page * v_row}
+            "k_addr": hk * pc.k_head, "v_addr": layout.v - layout.k + hk * pc.v_head}
 
 
-def tile_keys_per_step(hw: HardwareConfig, wl: Workload | VarlenWorkload, t: Tile) -> int:
+def tile_keys_per_step(hw: HardwareConfig, wl: Workload | VarlenWorkload, t: Tile,
+                       key_scales: bool = False) -> int:
     """The keys a step of tile ``t`` takes (its ``COMPUTE.keys_per_step``): the tiling's, or
     for attenio as many as its rows leave lines for, within the ring (half of it with V in K's
-    rows: a K block waits for V slots freed two blocks back) and a page."""
+    rows: a K block waits for V slots freed two blocks back) and a page (with K factors
+    (``key_scales``) a page's factor group: a block's factors lie in one word)."""
     tl = t.tiling
     if tl.dataflow != "attenio" or tl.fixed_b:
         return tl.keys_per_step
@@ -124,7 +125,7 @@ def tile_keys_per_step(hw: HardwareConfig, wl: Workload | VarlenWorkload, t: Til
     if wl.v_in_k:
         ring = max(1, ring // 2)
     if wl.page_size:
-        ring = min(ring, wl.page_size)
+        ring = min(ring, hw.factor_group(wl.page_size) if key_scales else wl.page_size)
     return _keys_per_step(hw, t.rows * tl.heads_per_tile, 1, ring)
 
 
@@ -171,7 +172,8 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
     cap = ({"softcap": 0, "cap": 0} if scale.cap is None
            else {"softcap": 1, "cap": int(scale.cap)})
     do = hw.o_row_elements(dv, bool(lse))    # an O row's pitch: with its statistics' word
-    dk = hw.k_row_elements(d, bool(ks))     # a K row's pitch: with its factor's word
+    # a K row's pitch: with its factor's word (a paged cache packs the factors by page)
+    dk = hw.k_row_elements(d, bool(ks) and not wl.page_size)
     tiles = program_tiles(wl, tiling, sk) if tiles is None else tiles
     seq_of = {seg: i for i, seg in enumerate(wl.segments())}
     page = wl.page_size
@@ -191,10 +193,14 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
             continue
         seg, hk, h0, p0, rows, keys, tl, causal, first = tile
         g = tl.heads_per_tile
-        kps = tile_keys_per_step(hw, wl, tiles[t])
+        kps = tile_keys_per_step(hw, wl, tiles[t], bool(ks))
         if page and kps > page:
             raise bad("page_size", page, f"the {tl.dataflow} tiling streams blocks of {kps} "
                       "keys: pages must hold at least one block")
+        if page and ks and kps > hw.factors_per_word:
+            raise bad("keys_per_step", kps, f"the {tl.dataflow} tiling streams blocks of "
+                      f"{kps} keys: with K factors in a paged cache a block's factors lie in "
+                      f"one word ({hw.factors_per_word} of them)")
         q_row = ((seg.batch * wl.seq_q + seg.q0 + p0) * wl.heads + h0 if tm
                  else (seg.batch * wl.heads + h0) * wl.seq_q + seg.q0 + p0)
         q_addr = layout.q + q_row * dq * eb
@@ -217,7 +223,7 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
             kv = {"k_addr": layout.k + kv_off * dk, "v_addr": layout.v + kv_off * dp,
                   "paged": 0, "page_log2": 0, "table": 0}
             if page:
-                kv = _paged_fields(layout, seq_of[seg], hk, first, page, dk * eb, dp * eb)
+                kv = _paged_fields(layout, seq_of[seg], hk, first, page)
             prog.append(_load_kv(kv, keys, kps, same, vk, dk * eb))
         prog.append(Instr(Op.COMPUTE, {**common, **same, **NO_PARTS, "keys": keys,
                                        "keys_per_step": kps, "q_pos": p0, "head_pos": hp,
@@ -264,7 +270,7 @@ def _shared_tile(hw: HardwareConfig, wl: VarlenWorkload, layout: Layout, tile: S
                                           for s, own in enumerate(tile.own) if own]
     vk = int(wl.v_in_k)
     for j, (seq, first, nk, sel) in enumerate(parts):
-        kv = _paged_fields(layout, seq, tile.hk, first, page, k_row, v_row)
+        kv = _paged_fields(layout, seq, tile.hk, first, page)
         more = j < len(parts) - 1
         prog.append(_load_kv(kv, nk, 1, same, vk, k_row, pop_next=j > 0))
         prog.append(Instr(Op.COMPUTE, {

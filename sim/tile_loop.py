@@ -48,7 +48,15 @@ class TileLoop:
         self.ck = max(1, ring_rows // b)
         # whole words, as the DMA moves rows (a K row with its factor's word; V rows then lie
         # a word closer: K and V are both contiguous or neither)
+        # (a paged cache packs its K factors: a word of them before each factor group of
+        # rows, read with the block that starts the group)
+        paged = bool(kv.args.get("paged", 0))
+        self.fgroup = self.fword = 0
         ks = bool(kv.args.get("key_scales", 0))
+        if ks and paged:
+            self.fgroup = hw.factor_group(1 << kv.page_log2)
+            self.fword = hw.macs_per_line * eb
+            ks = False
         self.k_bytes = hw.k_row_elements(comp.d, ks) * eb
         self.d_v = d_v_of(comp)
         self.v_bytes = hw.row_elements(self.d_v) * eb
@@ -93,7 +101,8 @@ class TileLoop:
         # K/V blocks that tile 4 KB lines exactly never cross one: where a block sits in its
         # line then changes nothing, and the steady state repeats every step, not every line
         kblk, vblk = b * self.k_bytes, b * self.v_bytes
-        self.no_4k = (self.contiguous and 4096 % kblk == 0 and 4096 % vblk == 0
+        self.no_4k = (self.contiguous and not self.fgroup and 4096 % kblk == 0
+                      and 4096 % vblk == 0
                       and kv.k_addr % kblk == 0 and kv.v_addr % vblk == 0)
         # the rests of causal tiles remembered across tiles (not with spans or a paged cache)
         self.suffix = (suffix if SUFFIX_MEMO and step_spans is None and stats.activity is None
@@ -178,13 +187,16 @@ class TileLoop:
             addr = base + s * self.b * stride
         else:
             ready, addr = self.paged_block(s, which, ready, base, stride)
+        extra = 0
+        if self.fgroup and which == "K" and (s * self.b) % self.fgroup == 0:
+            extra = self.fword          # the block starts a factor group: its word first
         if self.contiguous:
-            out = rd.transfer(ready, addr, nk * row_bytes)
+            out = rd.transfer(ready, addr, nk * row_bytes + extra)
         else:
             out = (ready, ready)
             for r in range(nk):
                 out = rd.transfer(ready, addr + r * stride, row_bytes)
-        data = cdiv(nk * row_bytes, rd.rate)
+        data = cdiv(nk * row_bytes + extra, rd.rate)
         self.step_span("dma_read", f"{which} {s}", out[1] - data, out[1])
         return out
 
@@ -203,7 +215,10 @@ class TileLoop:
                 ready = max(ready, rd.last_req + t.request_gap + 1,
                             self.word_arrival[j] + t.entry_latency)
         page = self.pages[first // w.page]
-        return ready, (page + base + (first % w.page) * stride) % (1 << 48)
+        r = first % w.page
+        # K factors: a word before each group of rows (the block that starts one reads it)
+        words = -(-r // self.fgroup) * self.fword if which == "K" and self.fgroup else 0
+        return ready, (page + base + r * stride + words) % (1 << 48)
 
     def pe_step(self, name: str, s: int, start: int) -> int:
         """A Q Kᵀ or P V step of step s on the PE array from ``start``; returns its end."""

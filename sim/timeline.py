@@ -75,11 +75,25 @@ class Schedule:
                                   table_starts=None if table is None else
                                   [table.table_start(i) for i in range(table.sequences)],
                                   sinks=self.sinks, side=self.alibi,
-                                  skip={i for f, n, _ in runs for i in range(f, f + n)})
+                                  skip={i for f, n, _ in runs for i in range(f, f + n)},
+                                  key_scales=self.key_scales, row_scales=self.row_scales)
         if runs:                        # decode runs that read their shared pages once
             from attenio.sim.shared import run_traffic
-            out = out + run_traffic(self.hw, wl, runs, table, self.sinks or self.alibi)
+            out = out + run_traffic(self.hw, wl, runs, table, self.sinks or self.alibi,
+                                    self.key_scales, self.row_scales)
         return out
+
+    @property
+    def row_scales(self) -> bool:
+        """The program's Q rows carry their multipliers (``LOAD_Q.row_scales``)."""
+        return any(i.args.get("row_scales", 0) for i in self.program or ()
+                   if i.op == Op.LOAD_Q)
+
+    @property
+    def key_scales(self) -> bool:
+        """The program's K rows carry factors (``LOAD_KV.key_scales``)."""
+        return any(i.args.get("key_scales", 0) for i in self.program or ()
+                   if i.op == Op.LOAD_KV)
 
     @property
     def sinks(self) -> bool:

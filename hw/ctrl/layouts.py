@@ -65,8 +65,10 @@ def load_tag_layout() -> data.StructLayout:
     last data word, whether each K/V row ends with a K factor's word (``sc``), whether each K
     row's first ``wv`` words are also a V row (``vk``, its last word's ``vlanes``), whether the
     burst ends the instruction and it pushes a token; a block-table word (``t``) and the
-    buffer ``slot`` it fills."""
+    buffer ``slot`` it fills. A paged cache's K factors: the burst starts with a word of
+    factors (``pf``), each K row takes the next (``pk``)."""
     return data.StructLayout({"kv": 1, "v": 1, "wd": 12, "lanes": 8, "sc": 1, "end": 1,
+                              "pf": 1, "pk": 1,
                               "push": 1, "t": 1, "slot": 1,
                               # K rows whose first wv words are V's row too (LOAD_KV.v_in_k),
                               # the lanes of V's last word

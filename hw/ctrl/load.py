@@ -54,6 +54,7 @@ class _LoadRegs:
         self.vbase = Signal(ADDR_BITS, name="l_vbase")
         self.on_v = Signal(name="l_on_v")        # the current unit is a V block
         self.wk = Signal(13, name="l_wk")        # words of a K row in DRAM (key_scales: one more)
+        self.k_fw = Signal(name="l_k_fw")        # the last K block starts with its factors' word
         # V's row stride: K's less the words a V row lacks (key_scales' word, d − dv's)
         self.vstride = Signal(32, name="l_vstride")
         # a paged cache (contract.rules.PageWalk): the block table's words in two slots
@@ -149,7 +150,7 @@ class LoadEngine(wiring.Component):
         kvr = view(lraw, Op.LOAD_KV)
         m.d.comb += [l_wd.eq(words_of(kvr.d)),
                      u.dv.eq(Mux(kvr.dv == 0, kvr.d, kvr.dv)), u.wv.eq(words_of(u.dv)),
-                     l_wk.eq(l_wd + kvr.key_scales),
+                     l_wk.eq(l_wd + (kvr.key_scales & ~kvr.paged)),
                      l_vstride.eq(l_stride - ((l_wk - u.wv) << lab))]
 
         lhead = self.queue.head.payload
@@ -186,12 +187,14 @@ class LoadEngine(wiring.Component):
         # is reserved there, so 0)
         wq_head = wd_head + q_side_words(cfg, view(lhead.insn, Op.LOAD_Q))
         # a K row with key_scales: one more word, its factor (V rows then lie one word closer:
-        # V's stride is row_stride minus a word, so K and V are both contiguous or neither)
-        wk_head = wd_head + view(lhead.insn, Op.LOAD_KV).key_scales
+        # V's stride is row_stride minus a word, so K and V are both contiguous or neither);
+        # a paged cache packs them: a word of factors leads each group of rows in a page
+        kv_head = view(lhead.insn, Op.LOAD_KV)
+        pf_head = kv_head.key_scales & kv_head.paged
+        wk_head = wd_head + (kv_head.key_scales & ~kv_head.paged)
         # keys of a K/V instruction's first block: at most keys_per_step ≤ max_keys_per_step
         # (decode refuses more), so the block's beat count is a narrow product, not a DSP
         nk0 = Signal(range(kps_max + 1))
-        kv_head = view(lhead.insn, Op.LOAD_KV)
         keys_h, kps_h = kv_head.keys, kv_head.keys_per_step
         m.d.comb += nk0.eq(Mux(keys_h < kps_h, keys_h, kps_h))
         with m.If(l_start):
@@ -210,8 +213,8 @@ class LoadEngine(wiring.Component):
                 stride = view(lhead.insn, Op.LOAD_KV).row_stride
                 keys, kps = keys_h, kps_h
                 contig = stride == (wk_head << lab)
-                k_beats = Mux(contig, nk0 * wk_head, wk_head)
-                m.d.sync += [l_is_kv.eq(1), l_kbase.eq(kaddr), lb.base.eq(kaddr),
+                k_beats = Mux(contig, nk0 * wk_head, wk_head) + pf_head
+                m.d.sync += [u.k_fw.eq(pf_head), l_is_kv.eq(1), l_kbase.eq(kaddr), lb.base.eq(kaddr),
                              l_vbase.eq(view(lhead.insn, Op.LOAD_KV).v_addr), l_b.eq(kps),
                              l_steps.eq((keys + kps - 1) >> kps_log2_of(kps, kps_max)),
                              l_rows.eq(nk0), l_contig.eq(contig), l_stride.eq(stride),
@@ -233,7 +236,7 @@ class LoadEngine(wiring.Component):
                            l_want)
         m.d.comb += lb.moved.eq(l_start | ar | base_set)
         instr_done = self._advance(m, u, lb, ar, is_t)
-        tag = _tag(cfg, m, u, instr_done, is_t)
+        tag = _tag(cfg, m, u, instr_done, is_t, lb.off)
         m.d.comb += [tags.i.valid.eq(ar), tags.i.payload.eq(tag)]
         r = _read_data(self, m, tags, fail, u)
         r_burst_end = r & self.rlast
@@ -282,12 +285,20 @@ class LoadEngine(wiring.Component):
         pshift = Signal(4)             # page_log2 ≥ log2(keys_per_step): the decoder's check
         m.d.comb += [pshift.eq(kv.page_log2 - kps_log2_of(kv.keys_per_step, kps_max)),
                      pmask.eq((Const(1, 16) << pshift) - 1)]
+        # K factors packed by page: blocks per factor group − 1 (a group of
+        # min(factors_per_word, page) rows; the block that starts one reads its word first)
+        flog = log2(self.cfg.factors_per_word)
+        gmask = Signal(16)
+        gshift = Signal(4)
+        m.d.comb += [gshift.eq(Mux(kv.page_log2 < flog, kv.page_log2, flog)
+                               - kps_log2_of(kv.keys_per_step, kps_max)),
+                     gmask.eq((Const(1, 16) << gshift) - 1)]
         v_page = kv.paged & ((nvs & pmask) == 0)
         m.d.sync += [
             p_row_last.eq(u.trow == u.rows - 1), p_nks.eq(nks), p_nvs.eq(nvs),
             p_next_v.eq(next_v), s1_ns.eq(Mux(next_v, nvs, nks)),
             p_q_last.eq(u.h == view(u.raw, Op.LOAD_Q).heads - 1),
-            p_kbase.eq(u.kbase + Mux(u.on_v, 0, step_bytes)),
+            p_kbase.eq(u.kbase + Mux(u.on_v, 0, step_bytes + Mux(u.k_fw, self.cfg.axi_data_bytes, 0))),
             p_vbase.eq(Mux(v_page, (u.kpage[nvs[0]] + kv.v_addr)[:ADDR_BITS],
                            u.vbase + Mux(u.on_v, step_bytes, 0))),
             p_hbase.eq(u.hbase + view(u.raw, Op.LOAD_Q).head_stride),
@@ -300,10 +311,14 @@ class LoadEngine(wiring.Component):
         m.d.comb += nk_left.eq(keys_l - s1_ns * u.b)
         nk_rows = Signal(range(kps_max + 1))   # ≤ keys per step
         m.d.comb += nk_rows.eq(Mux(nk_left < u.b, nk_left, u.b))
+        fw_next = Signal()         # the next unit is a K block that starts a factor group
+        p_fw = Signal()
+        m.d.comb += fw_next.eq(~p_next_v & kv.paged & kv.key_scales & ((p_nks & gmask) == 0))
         m.d.sync += [
             p_kv_last.eq(Mux(kv.v_in_k, p_nks >= u.steps, p_next_v & (p_nvs >= u.steps))),
             p_base.eq(Mux(p_next_v, p_vbase, p_kbase)),
-            p_rows.eq(nk_rows), p_beats.eq(Mux(u.contig, nk_rows * p_wn, p_wn)),
+            p_rows.eq(nk_rows), p_beats.eq(Mux(u.contig, nk_rows * p_wn, p_wn) + fw_next),
+            p_fw.eq(fw_next),
         ]
         unit_done = Signal()
         instr_done = Signal()
@@ -330,6 +345,8 @@ class LoadEngine(wiring.Component):
                                  u.kbase.eq(p_kbase), u.vbase.eq(p_vbase),
                                  lb.base.eq(p_base), u.rows.eq(p_rows),
                                  lb.beats.eq(p_beats), u.trow.eq(0), u.unit_first.eq(1)]
+                    with m.If(~p_next_v):
+                        m.d.sync += u.k_fw.eq(p_fw)
                     # a K block that starts a page: its table word first (the first page
                     # of a word), then its entry (_page_walk)
                     with m.If(kv.paged & ~p_next_v & ((p_nks & pmask) == 0)):
@@ -354,12 +371,13 @@ class LoadEngine(wiring.Component):
         return ok
 
 
-def _tag(cfg: HardwareConfig, m: Module, u: _LoadRegs, instr_done, is_t):
+def _tag(cfg: HardwareConfig, m: Module, u: _LoadRegs, instr_done, is_t, lb_off):
     """A burst's tag: where its beats go and what its last beat means. Words of a row (R
     beats count rows by it): a Q row with its multiplier or a K row with key_scales has
     one more, a V row has V's head dim's; ``lanes`` are those of the row's last data word. A
     block-table word (``is_t``) goes to the slot ``t_req mod 2``, one word a "row"."""
     lraw, l_is_kv, l_on_v, l_wd, l_wk, slot = u.raw, u.is_kv, u.on_v, u.wd, u.wk, u.t_req[0]
+    kv = view(lraw, Op.LOAD_KV)
     tag_in = Signal(load_tag_layout())
     lq = log2(cfg.macs_per_line)
     lastlanes = Mux(l_on_v, u.dv - ((u.wv - 1) << lq),
@@ -368,7 +386,10 @@ def _tag(cfg: HardwareConfig, m: Module, u: _LoadRegs, instr_done, is_t):
         tag_in.kv.eq(l_is_kv & ~is_t), tag_in.v.eq(l_on_v),
         tag_in.wd.eq(Mux(is_t, 1, Mux(l_is_kv, Mux(l_on_v, u.wv, l_wk),
                                       l_wd + q_side_words(cfg, view(lraw, Op.LOAD_Q))))),
-        tag_in.sc.eq(l_is_kv & ~l_on_v & view(lraw, Op.LOAD_KV).key_scales & ~is_t),
+        tag_in.sc.eq(l_is_kv & ~l_on_v & kv.key_scales & ~kv.paged & ~is_t),
+        # a paged cache's packed factors: the unit's first burst starts with their word
+        tag_in.pf.eq(l_is_kv & ~l_on_v & u.k_fw & (lb_off == 0) & ~is_t),
+        tag_in.pk.eq(l_is_kv & ~l_on_v & kv.key_scales & kv.paged & ~is_t),
         tag_in.vk.eq(l_is_kv & ~l_on_v & view(lraw, Op.LOAD_KV).v_in_k & ~is_t),
         tag_in.wv.eq(u.wv), tag_in.vlanes.eq(u.dv - ((u.wv - 1) << lq)),
         tag_in.t.eq(is_t), tag_in.slot.eq(slot),
@@ -388,13 +409,17 @@ def _read_data(eng: LoadEngine, m: Module, tags, fail, u: _LoadRegs):
     rw = Signal(12)
     row_last = Signal()
     data_last = Signal()       # the row's last data word (before a K/V row's factor word)
-    m.d.comb += [row_last.eq(rw == t_wd - 1), data_last.eq(rw == t_wd - 1 - t.sc)]
+    r_first = Signal(init=1)   # the next beat is its burst's first
+    pw = Signal()              # a word of a paged cache's K factors (a burst's first)
+    m.d.comb += [pw.eq(t.pf & r_first),
+                 row_last.eq((rw == t_wd - 1) & ~pw), data_last.eq((rw == t_wd - 1 - t.sc) & ~pw)]
     beat_ok = eng.rvalid & tags.o.valid
     m.d.comb += [
         eng.q.valid.eq(beat_ok & ~eng.stop & ~t_kv & ~t.t),
         eng.kv.valid.eq(beat_ok & ~eng.stop & t_kv),
         eng.kv.payload.v.eq(t_v), eng.kv.payload.last.eq(row_last),
         eng.kv.payload.sc.eq(t.sc & row_last),
+        eng.kv.payload.pw.eq(pw), eng.kv.payload.pk.eq(t.pk & row_last),
         eng.kv.payload.end.eq(t_end & eng.rlast),
         eng.kv.payload.vw.eq(t.vk & (rw < t.wv)),
         eng.kv.payload.vlast.eq(t.vk & (rw == t.wv - 1)),
@@ -411,7 +436,9 @@ def _read_data(eng: LoadEngine, m: Module, tags, fail, u: _LoadRegs):
     with m.If(r & t.t):                          # a block-table word
         m.d.sync += [u.slots[t.slot].eq(eng.rdata), u.slot_ok[t.slot].eq(1)]
     with m.If(r):
-        m.d.sync += rw.eq(Mux(row_last, 0, rw + 1))
+        m.d.sync += r_first.eq(eng.rlast)
+        with m.If(~pw):
+            m.d.sync += rw.eq(Mux(row_last, 0, rw + 1))
         with m.If(eng.rresp != 0):
             fail(ErrorCode.AXI_READ)
     return r
