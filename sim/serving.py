@@ -24,6 +24,9 @@ __all__ = ["load_serving_json", "load_serving_jsons", "compare_serving", "PAGED_
 PAGED_BACKENDS = ("sdpa-gathered-pages", "flex-paged", "flashinfer-decode", "flashinfer-decode-tc",
                   "flashinfer-paged-fa3")
 WORKLOADS = ("prefill", "window", "decode")
+# the decode trace from an 8-bit K/V cache (issue #46): against the GPU's FP8-K/V kernels, the
+# accelerator with 8-bit elements (:func:`kv8`), each key's K scale in its page
+FP8 = ("decode-fp8",)
 # decode batches whose sequences share a prefix's pages (issue #46), where the file has them
 SHARED = ("shared-4k", "shared-32k")
 PER_HEAD = ("prefill", "window")   # compared one head: the GPU's time over its heads
@@ -78,7 +81,7 @@ def candidates(data: dict, workload: str) -> list[dict]:
     head for prefill and window, the whole batch for decode), fastest first. Decode counts only
     the paths that read pages, as the accelerator does."""
     rows = [m for m in data["measurements"] if m["workload"] == workload and m["status"] == "ok"
-            and (workload != "decode" or m["backend"] in PAGED_BACKENDS)]
+            and (not workload.startswith("decode") or m["backend"] in PAGED_BACKENDS)]
     unit = (lambda m: m["time_ms"] / m["heads"]) if workload in PER_HEAD else \
         (lambda m: m["time_ms"])
     return sorted(({**m, "unit_ms": unit(m)} for m in rows), key=lambda m: m["unit_ms"])
@@ -88,7 +91,7 @@ def _best(data: dict, workload: str, baseline: str | None = None) -> dict:
     rows = candidates(data, workload)
     if not rows:
         raise ConfigError(f"gpu json={data['path']!r} is invalid: no measured {workload} row"
-                          + (" that reads pages" if workload == "decode" else ""))
+                          + (" that reads pages" if workload.startswith("decode") else ""))
     if baseline is None:
         return rows[0]
     named = [r for r in rows if r["backend"] == baseline]
@@ -115,6 +118,13 @@ def _shared(data: dict, name: str):
     wl = VarlenWorkload(seqlens_q=[1] * len(lens), seqlens_k=lens, head_dim=data["d"],
                         heads=dec["heads"], kv_heads=dec["kv_heads"], page_size=page)
     return wl, rows
+
+
+def kv8(hw: HardwareConfig) -> HardwareConfig:
+    """``hw`` with 8-bit elements (Q, K and V; an 8-bit K/V cache's decode): the same array,
+    buffers and bus, each word holding twice the elements (configs/asplos26-kv8.toml is
+    asplos26's)."""
+    return dataclasses.replace(hw, data_bits=8)
 
 
 def _workload(hw: HardwareConfig, data: dict, name: str, heads: int):
@@ -194,7 +204,7 @@ def compare_serving(hw: HardwareConfig, data: dict, gpu_peak_tflops: float = H20
     schedule."""
     ceilings = [v.get("hbm_read_tbs") for v in data.get("sources", {}).values()]
     read_ceiling = max((c for c in ceilings if c), default=data["provenance"].get("hbm_read_tbs"))
-    names = list(WORKLOADS) + [n for n in SHARED if candidates(data, n)]
+    names = list(WORKLOADS) + [n for n in FP8 + SHARED if candidates(data, n)]
     if variants:
         names += [n for n in VARIANTS if candidates(data, n)]
     if only is not None:
@@ -208,6 +218,12 @@ def compare_serving(hw: HardwareConfig, data: dict, gpu_peak_tflops: float = H20
             hw_v, wl, sp = _variant(hw, data, name)
         elif name in SHARED:
             (wl, table), hw_v, sp = _shared(data, name), hw, None
+        elif name in FP8:           # per-row Q scales, each key's K factor with it
+            from attenio.sim.plan import default_scale
+
+            hw_v = kv8(hw)
+            wl = _workload(hw_v, data, "decode", gpu["heads"])
+            sp = default_scale(hw_v, wl, q_rows=True, key_scales=True)
         else:
             hw_v, sp = hw, None
             wl = _workload(hw, data, name, 1 if per_head else gpu["heads"])
@@ -253,6 +269,8 @@ def compare_serving(hw: HardwareConfig, data: dict, gpu_peak_tflops: float = H20
                "proj_equal_peak_bw_ms": proj_bw_s * 1e3,
                "proj_equal_peak_bw_speedup": gpu_s / proj_bw_s,
                "proj_bw_bytes_per_cycle": bw_bpc}
+        if name in FP8:
+            row["acc_data_bits"] = hw_v.data_bits
         if name == "decode":
             flat = [m for m in data["measurements"] if m["workload"] == "decode"
                     and m["status"] == "ok" and m["backend"] not in PAGED_BACKENDS]

@@ -453,7 +453,7 @@ def _serving_baselines(baseline: str | None) -> dict[str, str] | None:
     if "=" not in baseline:
         return {w: baseline for w in SV.WORKLOADS}
     out = {}
-    known = SV.WORKLOADS + SV.SHARED + SV.VARIANTS
+    known = SV.WORKLOADS + SV.FP8 + SV.SHARED + SV.VARIANTS
     for part in baseline.split(","):
         w, _, b = part.partition("=")
         if w not in known or not b:
