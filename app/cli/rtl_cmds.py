@@ -80,8 +80,9 @@ def verilog_cmd(preset, config_file, output, sv):
               show_default=True, help="Q quantized with one scale, or one per row (each row "
               "carries its multiplier: LOAD_Q.row_scales, one more word a row).")
 @click.option("--k-block", "k_block", type=int, default=None,
-              help="K quantized with one scale per block of this many keys (each K row carries "
-                   "its factor: LOAD_KV.key_scales, one more word a K row).")
+              help="K quantized with one scale per block of this many keys (each key carries "
+                   "its factor, LOAD_KV.key_scales: one more word a K row, or in a paged cache "
+                   "a word of factors before each group of rows).")
 @softmax_scale_option
 @softcap_option
 @sinks_option

@@ -57,6 +57,14 @@ from attenio.model.variants import check_sinks
               help="Write a PNG Gantt and utilization plot.")
 @click.option("--program", "program_path", default=None, metavar="FILE",
               help="Write the binary program the controller fetches.")
+@click.option("--q-scales", "q_scales", type=click.Choice(["tensor", "row"]), default="tensor",
+              show_default=True, help="Q with one scale, or one per row (each row carries its "
+              "multiplier: LOAD_Q.row_scales).")
+@click.option("--k-block", "k_block", type=click.IntRange(min=1), default=None,
+              help="K with one scale per block of this many keys (each key carries its factor, "
+                   "LOAD_KV.key_scales: a word after each K row, or in a paged cache a word of "
+                   "factors before each group of rows; an 8-bit K/V cache, "
+                   "configs/asplos26-kv8.toml).")
 @json_option
 @csv_option
 @_friendly
@@ -64,7 +72,7 @@ def schedule_cmd(preset, config_file, n, d, d_v, v_in_k, nk, heads, kv_heads, ba
                  seqlens,
                  seqlens_k, decode, cache_lens, page_size, lse, block_table, window, softcap,
                  sinks, alibi, alibi_slopes, dataflow, trace_path, plot_path, program_path,
-                 json_path, csv_path):
+                 q_scales, k_block, json_path, csv_path):
     """Tile a workload, emit its program and print the predicted timeline.
 
     Exits 1 if the schedule's DRAM bytes differ from the closed form (docs/dataflows.md).
@@ -87,8 +95,16 @@ def schedule_cmd(preset, config_file, n, d, d_v, v_in_k, nk, heads, kv_heads, ba
     check_softcap(hw, softcap)
     check_sinks(hw, sinks, wl.heads)
     slopes = alibi_of(hw, alibi, alibi_slopes, wl.heads)
+    name = config_file or preset or "asplos26"
+    for flag, on, ok in (("q_scales", q_scales == "row", hw.row_scales_supported),
+                         ("k_block", k_block is not None, hw.key_scales_supported)):
+        if on and not ok:
+            raise ConfigError(f"{flag}={q_scales if flag == 'q_scales' else k_block} is "
+                              f"invalid for {name}: its word of {hw.macs_per_line} elements "
+                              f"cannot hold a {hw.scale_word_bits}-bit scale")
     for flag, on in (("--softcap", softcap is not None), ("--sinks", sinks is not None),
-                     ("--alibi", slopes is not None)):
+                     ("--alibi", slopes is not None), ("--q-scales row", q_scales == "row"),
+                     ("--k-block", k_block is not None)):
         if on and dataflow in ("flat", "standard"):
             raise ConfigError(f"dataflow={dataflow!r} is invalid with {flag}: the phase models "
                               "have no score pipeline (use attenio, fa2, fa2-uncapped)")
@@ -108,13 +124,15 @@ def schedule_cmd(preset, config_file, n, d, d_v, v_in_k, nk, heads, kv_heads, ba
     t0 = time.perf_counter()
     with _Bar("scheduling") as bar:
         sch = schedule(hw, wl, dataflow, keep_spans=bool(trace_path or plot_path), progress=bar,
-                       block_table=table, scale=default_scale(hw, wl, softcap, sinks, slopes))
+                       block_table=table,
+                       scale=default_scale(hw, wl, softcap, sinks, slopes,
+                                           q_rows=q_scales == "row",
+                                           key_scales=k_block is not None))
     elapsed = time.perf_counter() - t0
     # a program moves rows as whole words: its closed form is that of the padded head dim (the
     # phase models of flat and standard count d itself)
     padded = sch.program is not None and hw.row_elements(d) != d
     traffic = sch.closed_form(C.replace(wl, head_dim=hw.row_elements(d)) if padded else wl)
-    name = config_file or preset or "asplos26"
     click.echo(f"schedule: preset={name} dataflow={dataflow} {_describe(wl)}"
                + (f" softcap={softcap:g}" if softcap else "")
                + (f" sinks={','.join(f'{x:g}' for x in sinks)}" if sinks else "")
@@ -130,6 +148,11 @@ def schedule_cmd(preset, config_file, n, d, d_v, v_in_k, nk, heads, kv_heads, ba
         click.echo("  program              none (phase-level model; no instruction stream)")
     if sch.block_table is not None:
         click.echo(_table_line(sch))
+    if k_block is not None and sch.program is not None:
+        kf = traffic.reads.get("KF", 0) * hw.element_bytes
+        how = (f"{hw.factor_group(wl.page_size)} a word before each group of rows in a page"
+               if wl.page_size else "a word after each K row")
+        click.echo(f"  K factors            one a key, {how}: {_fmt_bytes(kf)} ({kf:,} B)")
     click.echo(f"  total cycles         {sch.total_cycles:,}  ({sch.time_us / 1000:,.3f} ms at "
                f"{hw.clock_mhz:g} MHz)")
     click.echo(f"  PE utilization       {sch.pe_util_time:.2%} by time, {sch.pe_util_mac:.2%} by "
