@@ -214,7 +214,8 @@ class LoadEngine(wiring.Component):
                 keys, kps = keys_h, kps_h
                 contig = stride == (wk_head << lab)
                 k_beats = Mux(contig, nk0 * wk_head, wk_head) + pf_head
-                m.d.sync += [u.k_fw.eq(pf_head), l_is_kv.eq(1), l_kbase.eq(kaddr), lb.base.eq(kaddr),
+                m.d.sync += [u.k_fw.eq(pf_head), l_is_kv.eq(1), l_kbase.eq(kaddr),
+                             lb.base.eq(kaddr),
                              l_vbase.eq(view(lhead.insn, Op.LOAD_KV).v_addr), l_b.eq(kps),
                              l_steps.eq((keys + kps - 1) >> kps_log2_of(kps, kps_max)),
                              l_rows.eq(nk0), l_contig.eq(contig), l_stride.eq(stride),
@@ -256,6 +257,7 @@ class LoadEngine(wiring.Component):
         request that ends a unit (next row, next head, next K/V block, or the instruction's
         end). Returns ``instr_done``: the request ends the instruction."""
         kps_max = self.cfg.max_keys_per_step
+        ab = self.cfg.axi_data_bytes
         # What follows the current unit, as registers: the unit changes only with a request or
         # the instruction's start, and the next request is three cycles later (lb.ready).
         # K/V: K(ks) if ks < steps and ks ≤ vs + 1, else V(vs).
@@ -298,7 +300,7 @@ class LoadEngine(wiring.Component):
             p_row_last.eq(u.trow == u.rows - 1), p_nks.eq(nks), p_nvs.eq(nvs),
             p_next_v.eq(next_v), s1_ns.eq(Mux(next_v, nvs, nks)),
             p_q_last.eq(u.h == view(u.raw, Op.LOAD_Q).heads - 1),
-            p_kbase.eq(u.kbase + Mux(u.on_v, 0, step_bytes + Mux(u.k_fw, self.cfg.axi_data_bytes, 0))),
+            p_kbase.eq(u.kbase + Mux(u.on_v, 0, step_bytes + Mux(u.k_fw, ab, 0))),
             p_vbase.eq(Mux(v_page, (u.kpage[nvs[0]] + kv.v_addr)[:ADDR_BITS],
                            u.vbase + Mux(u.on_v, step_bytes, 0))),
             p_hbase.eq(u.hbase + view(u.raw, Op.LOAD_Q).head_stride),
@@ -327,7 +329,6 @@ class LoadEngine(wiring.Component):
         with m.If(ar):
             m.d.sync += [lb.off.eq(lb.off + lb.len), u.unit_first.eq(0)]
             with m.If(is_t):                         # a table word: into slot t_req mod 2
-                ab = self.cfg.axi_data_bytes
                 m.d.sync += [lb.off.eq(0), u.t_req.eq(u.t_req + 1), u.t_pre.eq(u.t_pre - 1),
                              u.t_addr.eq(u.t_addr + ab), lb.base.eq(u.t_addr + ab),
                              u.slot_ok[u.t_req[0]].eq(0)]
