@@ -266,8 +266,8 @@ class LoadEngine(wiring.Component):
         p_next_v = Signal()
         p_kv_last = Signal()        # the next unit would be past the instruction's end
         p_q_last = Signal()         # the current head is the last
-        p_kbase, p_vbase, p_base = (Signal(ADDR_BITS, name=f"ld_next_{x}")
-                                    for x in ("kbase", "vbase", "base"))
+        p_kbase, p_kbase2, p_vbase, p_base = (Signal(ADDR_BITS, name=f"ld_next_{x}")
+                                              for x in ("kbase", "kbase2", "vbase", "base"))
         p_rows = Signal(range(kps_max + 1))
         p_beats = Signal.like(lb.beats)
         p_hbase = Signal(ADDR_BITS)
@@ -300,7 +300,7 @@ class LoadEngine(wiring.Component):
             p_row_last.eq(u.trow == u.rows - 1), p_nks.eq(nks), p_nvs.eq(nvs),
             p_next_v.eq(next_v), s1_ns.eq(Mux(next_v, nvs, nks)),
             p_q_last.eq(u.h == view(u.raw, Op.LOAD_Q).heads - 1),
-            p_kbase.eq(u.kbase + Mux(u.on_v, 0, step_bytes + Mux(u.k_fw, ab, 0))),
+            p_kbase.eq(u.kbase + Mux(u.on_v, 0, step_bytes)),
             p_vbase.eq(Mux(v_page, (u.kpage[nvs[0]] + kv.v_addr)[:ADDR_BITS],
                            u.vbase + Mux(u.on_v, step_bytes, 0))),
             p_hbase.eq(u.hbase + view(u.raw, Op.LOAD_Q).head_stride),
@@ -318,7 +318,10 @@ class LoadEngine(wiring.Component):
         m.d.comb += fw_next.eq(~p_next_v & kv.paged & kv.key_scales & ((p_nks & gmask) == 0))
         m.d.sync += [
             p_kv_last.eq(Mux(kv.v_in_k, p_nks >= u.steps, p_next_v & (p_nvs >= u.steps))),
-            p_base.eq(Mux(p_next_v, p_vbase, p_kbase)),
+            # (a K block that read its factors' word: the next one lies a word further, added
+            # here, off the stride product's path)
+            p_kbase2.eq(p_kbase + Mux(u.k_fw & ~u.on_v, ab, 0)),
+            p_base.eq(Mux(p_next_v, p_vbase, p_kbase + Mux(u.k_fw & ~u.on_v, ab, 0))),
             p_rows.eq(nk_rows), p_beats.eq(Mux(u.contig, nk_rows * p_wn, p_wn) + fw_next),
             p_fw.eq(fw_next),
         ]
@@ -343,7 +346,7 @@ class LoadEngine(wiring.Component):
                                  u.trow.eq(0), u.unit_first.eq(1)]
                 with m.Else():                       # next K/V block
                     m.d.sync += [u.ks.eq(p_nks), u.vs.eq(p_nvs), u.on_v.eq(p_next_v),
-                                 u.kbase.eq(p_kbase), u.vbase.eq(p_vbase),
+                                 u.kbase.eq(p_kbase2), u.vbase.eq(p_vbase),
                                  lb.base.eq(p_base), u.rows.eq(p_rows),
                                  lb.beats.eq(p_beats), u.trow.eq(0), u.unit_first.eq(1)]
                     with m.If(~p_next_v):
