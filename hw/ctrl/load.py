@@ -150,8 +150,10 @@ class LoadEngine(wiring.Component):
         kvr = view(lraw, Op.LOAD_KV)
         m.d.comb += [l_wd.eq(words_of(kvr.d)),
                      u.dv.eq(Mux(kvr.dv == 0, kvr.d, kvr.dv)), u.wv.eq(words_of(u.dv)),
-                     l_wk.eq(l_wd + (kvr.key_scales & ~kvr.paged)),
-                     l_vstride.eq(l_stride - ((l_wk - u.wv) << lab))]
+                     l_wk.eq(l_wd + (kvr.key_scales & ~kvr.paged))]
+        # V's stride a register (off the fields → head dims → words → product path): it is
+        # read once a V block is the unit, at least three cycles after the instruction starts
+        m.d.sync += l_vstride.eq(l_stride - ((l_wk - u.wv) << lab))
 
         lhead = self.queue.head.payload
         lop = view(lhead.insn).opcode
