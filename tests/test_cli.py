@@ -487,7 +487,8 @@ def _serving_json(tmp_path):
                 m("prefill", "a", 1, 0.5, 1e6), m("prefill", "b", 4, 0.8, 4e6),
                 m("window", "a", 4, 0.4, 4e6), m("window", "c", 4, 0.1, 4e6, "error-x"),
                 m("decode", "sdpa-gathered-attention-only", 4, 0.01, 1e5),
-                m("decode", "sdpa-gathered-pages", 4, 0.03, 1e5)]}
+                m("decode", "sdpa-gathered-pages", 4, 0.03, 1e5),
+                m("decode-fp8", "flashinfer-decode-tc", 4, 0.02, 1e5)]}
     p = tmp_path / "serving.json"
     p.write_text(json.dumps(data))
     return p
@@ -509,6 +510,11 @@ def test_compare_on_the_serving_workloads(tmp_path):
     for x in rows.values():
         assert x["proj_equal_peak_speedup"] == pytest.approx(x["gpu_ms"] / x["proj_equal_peak_ms"])
     assert "sdpa-gathered-pages" in r.output
+    # the 8-bit K/V row: the FP8 kernel, each key's K factor read with the 8-bit cache
+    assert rows["decode-fp8"]["gpu_backend"] == "flashinfer-decode-tc"
+    assert rows["decode-fp8"]["acc_data_bits"] == 8
+    assert rows["decode-fp8"]["acc_read_bytes"] > rows["decode"]["acc_read_bytes"]   # tiny: 8 bits
+    assert "decode-fp8: the decode trace from an 8-bit K/V cache" in r.output
 
 
 def test_compare_reads_several_serving_jsons_and_names_the_fastest(tmp_path):
