@@ -55,6 +55,7 @@ class _LoadRegs:
         self.on_v = Signal(name="l_on_v")        # the current unit is a V block
         self.wk = Signal(13, name="l_wk")        # words of a K row in DRAM (key_scales: one more)
         self.k_fw = Signal(name="l_k_fw")        # the last K block starts with its factors' word
+        self.k_fw_add = Signal(name="l_k_fw_add")  # the first block's count still lacks it
         # V's row stride: K's less the words a V row lacks (key_scales' word, d − dv's)
         self.vstride = Signal(32, name="l_vstride")
         # a paged cache (contract.rules.PageWalk): the block table's words in two slots
@@ -215,14 +216,18 @@ class LoadEngine(wiring.Component):
                 stride = view(lhead.insn, Op.LOAD_KV).row_stride
                 keys, kps = keys_h, kps_h
                 contig = stride == (wk_head << lab)
-                k_beats = Mux(contig, nk0 * wk_head, wk_head) + pf_head
-                m.d.sync += [u.k_fw.eq(pf_head), l_is_kv.eq(1), l_kbase.eq(kaddr),
-                             lb.base.eq(kaddr),
+                k_beats = Mux(contig, nk0 * wk_head, wk_head)
+                # (a paged first block's factor word: one more beat, added the cycle after,
+                # off the start path; its page's entry comes a DRAM round trip later)
+                m.d.sync += [u.k_fw.eq(pf_head), u.k_fw_add.eq(pf_head), l_is_kv.eq(1),
+                             l_kbase.eq(kaddr), lb.base.eq(kaddr),
                              l_vbase.eq(view(lhead.insn, Op.LOAD_KV).v_addr), l_b.eq(kps),
                              l_steps.eq((keys + kps - 1) >> kps_log2_of(kps, kps_max)),
                              l_rows.eq(nk0), l_contig.eq(contig), l_stride.eq(stride),
                              lb.beats.eq(k_beats)]
                 page_start(cfg, m, u, lb, kv_head, k_beats)
+        with m.If(u.k_fw_add):
+            m.d.sync += [u.k_beats.eq(u.k_beats + 1), u.k_fw_add.eq(0)]
         credit = Signal()
         m.d.comb += credit.eq(~l_is_kv | ~l_unit_first
                               | self._ring_credit(m, Mux(l_on_v, l_vs, l_ks), l_b, l_on_v, ring,
