@@ -122,6 +122,25 @@ class TileLoop:
             self.page_skip = len({a % 4096 for a in self.pages}) == 1
             self.last_word_step = ((w.words - 1) * w.epb - w.e0) * w.page // self.b
 
+    def arrival(self, j: int, ref: int):
+        """Table word j's arrival relative to ``ref``; ``True`` once it can no longer hold a
+        page's K block back (a block waits for ``arrival + entry_latency`` and for the read
+        channel's last request, which only grows: once the first is not later, it never
+        binds again); ``None`` before it is requested."""
+        a = self.word_arrival.get(j)
+        if a is None:
+            return None
+        return True if a + self.timing.entry_latency <= self.rd.last_req else a - ref
+
+    def word_start(self, s: int) -> bool:
+        """Step s loads (as its next K block) the first page of a table word: a paged walk's
+        state holds the block's place in its page and word, so it can repeat only where that
+        place is the same; looking there alone finds the same periods, at most one word
+        later, for a state built once a word instead of once a step."""
+        w = self.walk
+        first = (s + 1) * self.b
+        return first % w.page == 0 and w.entry(first // w.page)[1] == 0
+
     # ---- step geometry ----
     def span(self, s: int) -> tuple[int, int]:
         """Step s's row groups: the first it issues and one past its last (every group
@@ -288,9 +307,11 @@ class TileLoop:
             w = self.walk
             g = (s + 1) * b // w.page
             j, i = w.entry(g)
-            arr = tuple(None if x not in self.word_arrival else self.word_arrival[x] - ref
-                        for x in (j, j + 1))
-            paged = ((s + 1) * b % w.page, i, arr)
+            # past the last table word's first page no word is requested: the entry's place
+            # in its word no longer matters
+            tail = s >= self.last_word_step
+            paged = ((s + 1) * b % w.page, None if tail else i,
+                     tuple(self.arrival(x, ref) for x in (j, j + 1)))
         return paged + (tuple(self.qk_end[i] - ref for i in range(s - ck, s) if i >= 0),
                 tuple(self.pv_end[i] - ref for i in range(s - 1 - ck, s - 1) if i >= 0),
                 self.arr_k[s] - ref, self.arr_v[s - 1] - ref, self.p_ready[s - 1] - ref,
@@ -306,7 +327,8 @@ class TileLoop:
         period, dt = s - s0, ref - ref0
         # step steps−2 loads the last K block, which may be short: simulate it, never skip it
         end = min(self.steps - 1, self.next_change(s))
-        if self.walk is not None:       # ... and the K block of the last table word's first
+        walking = self.walk is not None and s < self.last_word_step
+        if walking:                     # ... and the K block of the last table word's first
             end = min(end, self.last_word_step)    # page (step − 1 loads it) comes after
         k = (end - 1 - s) // period
         if k <= 0:
@@ -327,7 +349,7 @@ class TileLoop:
         shift, di = k * dt, k * period
         for name in ("qk_end", "pv_end", "arr_k", "arr_v", "p_ready"):
             setattr(self, name, {i + di: t + shift for i, t in getattr(self, name).items()})
-        if self.walk is not None:       # whole table words went by (the key's phase)
+        if walking:                     # whole table words went by (the key's phase)
             dw = di * self.b // (self.walk.page * self.walk.epb)
             self.word_arrival = {j + dw: t + shift for j, t in self.word_arrival.items()}
         self.step_span("pe", f"steady state: steps {s}-{s + di - 1}", ref, ref + shift)
@@ -400,8 +422,14 @@ class TileLoop:
                         return self.finish(starts, self.suffix[key])
                     starts.append((key, self.pe_free, self.counts()))
             # steady-state detection: skip whole periods once the relative state repeats
+            tail = self.walk is not None and s >= self.last_word_step
+            if tail and s == self.last_word_step:
+                # no table word follows: a steady state of its own (one skip)
+                skipped = False
+                seen.clear()
             if (STEADY_STATE_SKIP and not skipped and 1 <= s < steps - 1
-                    and (self.walk is None or self.page_skip)):
+                    and (self.walk is None
+                         or (self.page_skip and (tail or self.word_start(s))))):
                 key = self.state_key(s, self.pe_free)
                 if key in seen:
                     s = self.skip_periods(s, *seen[key])
