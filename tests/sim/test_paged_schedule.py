@@ -124,16 +124,22 @@ def test_closed_form_of_a_paged_batch():
     assert s.read_bytes == s.traffic.read_bytes
 
 
-@pytest.mark.parametrize("lens, page", [((3000, 1500, 40), 16), ((5000, 700), 64)])
-def test_steady_state_skip_is_exact_for_paged_tiles(monkeypatch, lens, page):
+@pytest.mark.parametrize("lens, page, bits", [((3000, 1500, 40), 16, 16),
+                                               ((5000, 700), 64, 16),
+                                               # many table words, the tail past the last
+                                               # one's first page; 8-bit, K factors packed
+                                               ((9000, 6100, 513), 16, 8)])
+def test_steady_state_skip_is_exact_for_paged_tiles(monkeypatch, lens, page, bits):
     from attenio.sim import tile_loop
+    from attenio.sim.plan import default_scale
 
-    hw = C.asplos26()        # 32 KiB page slots: every page alike in its 4 KB line
+    hw = C.replace(C.asplos26(), data_bits=bits)   # page slots alike in their 4 KB lines
     wl = C.VarlenWorkload.from_options(hw, seqlens=[1] * len(lens), nk=list(lens), d=128,
                                        heads=8, kv_heads=2, page_size=page)
-    fast = schedule(hw, wl)
+    sp = default_scale(hw, wl, q_rows=bits == 8, key_scales=bits == 8)
+    fast = schedule(hw, wl, scale=sp)
     monkeypatch.setattr(tile_loop, "STEADY_STATE_SKIP", False)
-    slow = schedule(hw, wl)
+    slow = schedule(hw, wl, scale=sp)
     assert (fast.total_cycles, fast.read_bytes, fast.busy, fast.stalls) == \
         (slow.total_cycles, slow.read_bytes, slow.busy, slow.stalls)
 
