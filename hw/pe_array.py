@@ -112,9 +112,13 @@ class PEArray(wiring.Component):
             for lane in range(q):
                 m.d.sync += [o_sh3[i][lane].eq(Mux(self.zero, 0, o_old[i][lane]) >> sh2[i]),
                              o_pv3[i][lane].eq(o_pv[i][lane])]
+        # a chain is one step's keys of a row: at most max_keys_per_step lines (the decoder's
+        # kps_max), so a line at a multiple of it always heads one, and no chain runs across it
+        # (on a config of one key a step, no chain at all)
+        kps_max = cfg.max_keys_per_step
         for i in range(p):
             for lane in range(q):
-                src = (o_sh3[i][lane] if i == 0
+                src = (o_sh3[i][lane] if i % kps_max == 0
                        else Mux(self.head[i], o_sh3[i][lane], self.o_new[i - 1][lane] >> sh3[i]))
                 m.d.comb += self.o_new[i][lane].eq(src + o_pv3[i][lane])
         return m

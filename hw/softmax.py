@@ -185,8 +185,10 @@ class SoftmaxUnit(wiring.Component):
         # (registering them would keep the chains alive in synthesis when chain_log2 is 0)
         heads = Signal(p)
         vis3 = Signal(p)
+        # a chain is at most max_keys_per_step lanes (the decoder's kps_max): a lane at a
+        # multiple of it always heads one (on a config of one key a step, no chain at all)
         chain_mask = Signal(range(p + 1))
-        m.d.comb += chain_mask.eq((1 << self.chain_log2) - 1)
+        m.d.comb += chain_mask.eq(((1 << self.chain_log2) - 1) & (cfg.max_keys_per_step - 1))
         m.d.sync += [v3.eq(v2), vis3.eq(vis)]
         prev_m = None
         for k in range(p):
