@@ -53,8 +53,7 @@ TABLE_RAMS = ("lut", "block")     # HardwareConfig.table_ram
 # large logits, issue #33). Five bits keep the product off the DSPs (a 4-bit piece and the
 # implicit leading one).
 KEY_MANT_BITS = 5
-# A paged cache keeps its K factors packed: each in a slot of this many bits of a factor word
-# (HardwareConfig.factors_per_word; docs/isa.md, "Paged K/V")
+# bits of a K factor's slot in a paged cache's factor word (docs/isa.md, "Paged K/V")
 FACTOR_SLOT_BITS = 32
 # An attention sink's running-max start m0 = floor(sink·log2(e)) in a Q row's side word:
 # signed, so sinks of |sink| < 2**(SINK_M_BITS-1)·ln 2 ≈ 354 nats (docs/numerics.md, "Sinks").
@@ -349,23 +348,12 @@ class HardwareConfig(Serializable):
 
     @property
     def factors_per_word(self) -> int:
-        """K factors one word holds in a paged cache (a paged ``LOAD_KV.key_scales``): one a
-        :data:`FACTOR_SLOT_BITS`-bit slot, at least one."""
+        """K factors a word holds in a paged cache: a FACTOR_SLOT_BITS slot each, at least 1."""
         return max(1, self.macs_per_line * self.data_bits // FACTOR_SLOT_BITS)
 
     def factor_group(self, page_size: int) -> int:
-        """K rows of a paged cache whose factors share one word: :attr:`factors_per_word`, at
-        most a page (the word lies before them, in the page)."""
+        """K rows whose factors share a word in a paged cache: at most a page (it lies in it)."""
         return min(self.factors_per_word, page_size)
-
-    def k_page_elements(self, d: int, page_size: int, key_scales: bool = False) -> int:
-        """Elements of one K/V head's K rows in a page slot: ``page_size`` rows of
-        :meth:`row_elements`, with ``key_scales`` a word of factors before each
-        :meth:`factor_group` of them."""
-        rows = page_size * self.row_elements(d)
-        if not key_scales:
-            return rows
-        return rows + page_size // self.factor_group(page_size) * self.macs_per_line
 
     def k_row_elements(self, d: int, key_scales: bool = False) -> int:
         """Elements a K row occupies in DRAM: :meth:`row_elements`, plus one word holding the

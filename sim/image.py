@@ -102,7 +102,7 @@ def _place_pages(image: bytearray, lay: Layout, wl: Workload, k_rows: bytes,
     copied to its slot; else the workload's own rows (``[batch, kv_heads, seq_k, row]``),
     each sequence's copied page by page into the slots its table names. ``factors``: each
     K row's factor word (``uint32``, shaped as the rows without their last axis), written a
-    factor group to a word before the group's rows (:meth:`HardwareConfig.k_page_elements`)."""
+    factor group to a word before the group's rows (`sim.layout.k_page_elements`)."""
     pc, page = lay.paged, wl.page_size
     rows = {}
     kv = (("k", k_rows),) + ((("v", v_rows),) if v_rows is not None else ())

@@ -13,7 +13,7 @@ from attenio.base.config import HardwareConfig, Workload
 from attenio.base.errors import bad
 from attenio.contract.rules import ENTRY_BYTES, PAGE_ALIGN_LOG2
 
-__all__ = ["Layout", "PagedCache", "block_table_for"]
+__all__ = ["Layout", "PagedCache", "block_table_for", "k_page_elements"]
 
 
 def _up(x: int, to: int = 4096) -> int:
@@ -44,9 +44,9 @@ class PagedCache:
               key_scales: bool = False) -> PagedCache:
         """The slots of ``wl``'s pages as ``table`` places them. With ``key_scales`` a head's
         K rows in a page are led, each :meth:`~HardwareConfig.factor_group` of them, by the
-        word of their factors (:meth:`~HardwareConfig.k_page_elements`)."""
+        word of their factors (:func:`k_page_elements`)."""
         eb = hw.element_bytes
-        k_head = hw.k_page_elements(wl.head_dim, wl.page_size, key_scales) * eb
+        k_head = k_page_elements(hw, wl.head_dim, wl.page_size, key_scales) * eb
         v_head = wl.page_size * hw.row_elements(wl.d_v) * eb
         pitch = _up(wl.kv_heads * max(k_head, v_head),
                     max(1 << PAGE_ALIGN_LOG2, hw.axi_data_bytes))
@@ -74,6 +74,16 @@ class PagedCache:
     @property
     def table_bytes(self) -> int:
         return ENTRY_BYTES * self.table.entries
+
+
+def k_page_elements(hw: HardwareConfig, d: int, page_size: int, key_scales: bool = False) -> int:
+    """Elements of one K/V head's K rows in a page slot: ``page_size`` rows of
+    :meth:`~HardwareConfig.row_elements`, with ``key_scales`` a word of factors before each
+    :meth:`~HardwareConfig.factor_group` of them."""
+    rows = page_size * hw.row_elements(d)
+    if not key_scales:
+        return rows
+    return rows + page_size // hw.factor_group(page_size) * hw.macs_per_line
 
 
 def block_table_for(wl, block_table=None, seed: int = 0) -> BlockTable:

@@ -17,7 +17,7 @@ from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address
 from attenio.hw.ctrl.decode import kps_log2_of
 from attenio.hw.ctrl.dispatch import engine_ports
 from attenio.hw.ctrl.layouts import load_tag_layout, raise_error, view
-from attenio.hw.ctrl.pagewalk import page_start, page_walk
+from attenio.hw.ctrl.pagewalk import first_factor_beat, group_mask, page_start, page_walk
 from attenio.hw.layouts import kv_beat_layout, q_side_words, qcmd_layout, word_layout
 from attenio.hw.streamfifo import StreamFIFO
 
@@ -226,8 +226,7 @@ class LoadEngine(wiring.Component):
                              l_rows.eq(nk0), l_contig.eq(contig), l_stride.eq(stride),
                              lb.beats.eq(k_beats)]
                 page_start(cfg, m, u, lb, kv_head, k_beats)
-        with m.If(u.k_fw_add):
-            m.d.sync += [u.k_beats.eq(u.k_beats + 1), u.k_fw_add.eq(0)]
+        first_factor_beat(m, u)
         credit = Signal()
         m.d.comb += credit.eq(~l_is_kv | ~l_unit_first
                               | self._ring_credit(m, Mux(l_on_v, l_vs, l_ks), l_b, l_on_v, ring,
@@ -294,14 +293,7 @@ class LoadEngine(wiring.Component):
         pshift = Signal(4)             # page_log2 ≥ log2(keys_per_step): the decoder's check
         m.d.comb += [pshift.eq(kv.page_log2 - kps_log2_of(kv.keys_per_step, kps_max)),
                      pmask.eq((Const(1, 16) << pshift) - 1)]
-        # K factors packed by page: blocks per factor group − 1 (a group of
-        # min(factors_per_word, page) rows; the block that starts one reads its word first)
-        flog = log2(self.cfg.factors_per_word)
-        gmask = Signal(16)
-        gshift = Signal(4)
-        m.d.comb += [gshift.eq(Mux(kv.page_log2 < flog, kv.page_log2, flog)
-                               - kps_log2_of(kv.keys_per_step, kps_max)),
-                     gmask.eq((Const(1, 16) << gshift) - 1)]
+        gmask = group_mask(self.cfg, m, kv)
         v_page = kv.paged & ((nvs & pmask) == 0)
         m.d.sync += [
             p_row_last.eq(u.trow == u.rows - 1), p_nks.eq(nks), p_nvs.eq(nvs),

@@ -13,9 +13,10 @@ from attenio.contract.program import Op
 from attenio.contract.rules import PAGE_ALIGN_LOG2
 from attenio.hw.ctrl.axi import ADDR_BITS, log2
 from attenio.hw.ctrl.bursts import BurstRegs
+from attenio.hw.ctrl.decode import kps_log2_of
 from attenio.hw.ctrl.layouts import view
 
-__all__ = ["page_start", "page_walk"]
+__all__ = ["page_start", "page_walk", "group_mask", "first_factor_beat"]
 
 
 def page_start(cfg: HardwareConfig, m: Module, u, lb: BurstRegs, kv_head,
@@ -74,3 +75,26 @@ def page_walk(cfg: HardwareConfig, m: Module, u, lb: BurstRegs, fail, stop):
             with m.If(entry[:lab - PAGE_ALIGN_LOG2] != 0):
                 fail(ErrorCode.ADDRESS_RANGE)
     return is_t, base_set
+
+
+def group_mask(cfg: HardwareConfig, m: Module, kv) -> Signal:
+    """A paged cache's K factors (``key_scales``): K blocks per factor group − 1 (a group of
+    ``min(factors_per_word, page)`` rows, led by their word, which the block that starts the
+    group reads first: block s does where ``s & mask`` is 0). ``keys_per_step`` is at most the
+    group (the decoder's ``page_factors``)."""
+    flog = log2(cfg.factors_per_word)
+    gshift = Signal(4)
+    kps_log2 = kps_log2_of(kv.keys_per_step, cfg.max_keys_per_step)
+    grp_log2 = Mux(kv.page_log2 < flog, kv.page_log2, flog) if flog else 0
+    m.d.comb += gshift.eq(grp_log2 - kps_log2)
+    gmask = Signal(16)
+    m.d.comb += gmask.eq((Const(1, 16) << gshift) - 1)
+    return gmask
+
+
+def first_factor_beat(m: Module, u) -> None:
+    """A paged ``LOAD_KV``'s first block starts a factor group: its beat count, set at the
+    start, takes the group's word a cycle later (off the start path; the block waits for its
+    page's entry, a DRAM round trip)."""
+    with m.If(u.k_fw_add):
+        m.d.sync += [u.k_beats.eq(u.k_beats + 1), u.k_fw_add.eq(0)]
