@@ -36,8 +36,8 @@ class PagedCache:
     page_size: int
     pitch: int                       # bytes of a slot (a multiple of 64 and of the AXI word)
     table: BlockTable
-    k_head: int = 0                  # bytes of a K/V head's K rows in a slot (and V's rows)
-    v_head: int = 0
+    k_head: int                      # bytes of a K/V head's K rows in a slot (and V's rows)
+    v_head: int
 
     @classmethod
     def place(cls, hw: HardwareConfig, wl, table: BlockTable,
