@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
 from attenio.hw.arith import delay, pipelined_product
-from attenio.hw.reciprocal import Reciprocal
+from attenio.hw.reciprocal import Reciprocal, leading_one
 
 
 def finalize_in_layout(cfg: HardwareConfig) -> data.StructLayout:
@@ -64,15 +64,20 @@ class Finalize(wiring.Component):
         m.d.comb += [recip.i.valid.eq(self.i.valid), recip.i.payload.eq(self.i.payload.l)]
         # delay the O word alongside the reciprocal
         o_d = delay(m, [self.i.payload.o], Reciprocal.latency, "o_d")[0]
-        r, e, zero = recip.o.payload.r, recip.o.payload.e, recip.o.payload.zero
-        # stage A: O' = O >> s with s = max(e − G, 0); k = RF + e − s − OF, and the rounding
-        # constant 2**(k-1) (0 for k = 0)
+        r, zero = recip.o.payload.r, recip.o.payload.zero
+        # s = max(e − G, 0) and k = RF + e − s − OF from ℓ's leading one e, found beside the
+        # reciprocal (which finds the same e) and registered two stages in, then delayed with
+        # it: stage A only shifts (the compare and subtracts were on its path)
+        e_in = leading_one(m, self.i.payload.l, cfg.row_sum_bits)
+        e1 = Signal.like(e_in, name="fin_e1")
+        s2 = Signal.like(e_in, name="fin_s2")
+        k2 = Signal(range(rf + g_bits + 2), name="fin_k2")
+        s1 = Mux(e1 > g_bits, e1 - g_bits, 0)
+        m.d.sync += [e1.eq(e_in), s2.eq(s1), k2.eq(rf + e1 - s1 - of)]
+        s, k = delay(m, [s2, k2], Reciprocal.latency - 2, "fin_sk")
+        # stage A: O' = O >> s; k and the rounding constant 2**(k-1) (0 for k = 0)
         va, ra, za = Signal(), Signal.like(r), Signal()
         ka = Signal(range(rf + g_bits + 2))
-        s = Signal.like(e)
-        m.d.comb += s.eq(Mux(e > g_bits, e - g_bits, 0))
-        k = Signal.like(ka)
-        m.d.comb += k.eq(rf + e - s - of)
         rca = Signal(len(ka) + (1 << len(ka)))
         ob = scaled_o_bits(cfg)
         oa = [Signal(signed(ob), name=f"oa{i}") for i in range(q)]
