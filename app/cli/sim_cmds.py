@@ -277,7 +277,8 @@ def dataflows_cmd(preset, config_file, ns, ds, causal, csv_path, bandwidth_sweep
 @config_option
 @click.option("--gpu", "gpu_csv", default=None, metavar="NAME|FILE[,FILE…]",
               help="GPU measurements: a bundled one (h200: attention shapes, the default; "
-                   "h200-serving: the serving workloads, shared-prefix decode among them, "
+                   "h200-serving: the serving workloads, shared-prefix decode and decode "
+                   "from an 8-bit K/V cache (decode-fp8) among them, "
                    "SDPA/FlexAttention and FlashInfer) "
                    "or files read together, CSVs of scripts/gpu/gpu_baseline.py (attention "
                    "shapes) or JSONs of scripts/gpu/gpu_serving.py and gpu_flashinfer.py (the "
