@@ -291,8 +291,10 @@ class LoadEngine(wiring.Component):
         # is 0); a V block that starts one lies at its K block's page + v_addr
         pmask = Signal(16)
         pshift = Signal(4)             # page_log2 ≥ log2(keys_per_step): the decoder's check
-        m.d.comb += [pshift.eq(kv.page_log2 - kps_log2_of(kv.keys_per_step, kps_max)),
-                     pmask.eq((Const(1, 16) << pshift) - 1)]
+        # (registers: the instruction's fields are steady, and the first unit changes three
+        # cycles after its start at the earliest)
+        m.d.comb += pshift.eq(kv.page_log2 - kps_log2_of(kv.keys_per_step, kps_max))
+        m.d.sync += pmask.eq((Const(1, 16) << pshift) - 1)
         gmask = group_mask(self.cfg, m, kv)
         v_page = kv.paged & ((nvs & pmask) == 0)
         m.d.sync += [

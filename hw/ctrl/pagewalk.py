@@ -87,8 +87,8 @@ def group_mask(cfg: HardwareConfig, m: Module, kv) -> Signal:
     kps_log2 = kps_log2_of(kv.keys_per_step, cfg.max_keys_per_step)
     grp_log2 = Mux(kv.page_log2 < flog, kv.page_log2, flog) if flog else 0
     m.d.comb += gshift.eq(grp_log2 - kps_log2)
-    gmask = Signal(16)
-    m.d.comb += gmask.eq((Const(1, 16) << gshift) - 1)
+    gmask = Signal(16)          # a register, as the page's mask (the fields are steady)
+    m.d.sync += gmask.eq((Const(1, 16) << gshift) - 1)
     return gmask
 
 
