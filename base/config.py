@@ -53,8 +53,8 @@ TABLE_RAMS = ("lut", "block")     # HardwareConfig.table_ram
 # large logits, issue #33). Five bits keep the product off the DSPs (a 4-bit piece and the
 # implicit leading one).
 KEY_MANT_BITS = 5
-# bits of a K factor's slot in a paged cache's factor word (docs/isa.md, "Paged K/V")
-FACTOR_SLOT_BITS = 32
+# a K factor's slot in a paged cache's factor word: k_hi, then k_e (docs/isa.md, "Paged K/V")
+FACTOR_SLOT_BITS = 16
 # An attention sink's running-max start m0 = floor(sink·log2(e)) in a Q row's side word:
 # signed, so sinks of |sink| < 2**(SINK_M_BITS-1)·ln 2 ≈ 354 nats (docs/numerics.md, "Sinks").
 SINK_M_BITS = 10

@@ -14,9 +14,8 @@ from attenio.base.config import KEY_MANT_BITS, SCALE_EXP_BITS, SINK_M_BITS, Hard
 
 __all__ = ["MAX_SHIFT", "SCALE_SHIFT_MAX", "SCALE_EXP_BITS", "KEY_MANT_BITS", "SOFTCAP_X_EXTRA",
            "SOFTCAP_X_INT", "SOFTCAP_SEG_LOG2", "SOFTCAP_Y_BITS", "SOFTCAP_CAP_BITS", "SINK_M_BITS",
-           "scale_word", "scale_word_bytes", "sink_word_bytes", "side_word_bytes", "pack_fields",
-           "stats_word_bytes",
-           "stats_of_words"]
+           "scale_word", "scale_word_bytes", "factor_slot", "sink_word_bytes", "side_word_bytes",
+           "pack_fields", "stats_word_bytes", "stats_of_words"]
 
 # The largest shift any rescale of ℓ and O applies. ℓ and O are at most 53 bits wide (config),
 # so a shift of 62 already clears them (or leaves -1 for a negative O, as a hardware arithmetic
@@ -50,6 +49,15 @@ def scale_word(hw: HardwareConfig, mant, exp):
         return int(mant) | int(exp) << cm
     return (np.asarray(mant, dtype=np.uint64)
             | (np.asarray(exp, dtype=np.uint64) << np.uint64(cm)))
+
+
+def factor_slot(hw: HardwareConfig, k_m, k_e) -> np.ndarray:
+    """A paged cache's K factors as their slots (``uint16``; docs/isa.md, "Paged K/V"): the
+    mantissa's top :data:`KEY_MANT_BITS` (the datapath reads no others), then ``k_e``'s
+    :data:`SCALE_EXP_BITS`."""
+    k_hi = np.asarray(k_m, dtype=np.uint64) >> np.uint64(hw.numerics.scale_mult_bits
+                                                          - KEY_MANT_BITS)
+    return (k_hi | np.asarray(k_e, dtype=np.uint64) << np.uint64(KEY_MANT_BITS)).astype("<u2")
 
 
 def scale_word_bytes(hw: HardwareConfig, mant, exp, shape: tuple[int, ...]) -> np.ndarray:

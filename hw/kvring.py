@@ -8,7 +8,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from attenio.base.config import FACTOR_SLOT_BITS, HardwareConfig
+from attenio.base.config import FACTOR_SLOT_BITS, KEY_MANT_BITS, HardwareConfig
 from attenio.hw.layouts import kv_beat_layout, row_scale_layout, word_layout
 
 __all__ = ["KVRing"]
@@ -45,8 +45,9 @@ class KVRing(wiring.Component):
     goes to a register of the row's slot instead of the ring, and ``k_scale[c]`` is key
     ``kbase + c``'s, in the same cycle (combinational from the registers; the row stays until
     its step ends). V rows carry no factor. From a paged cache they come packed: a beat
-    tagged ``pw`` (a word of factors, ``FACTOR_SLOT_BITS`` each) is kept in a register, and
-    each K row's last beat (``pk``) puts the word's next factor in the row's slot register.
+    tagged ``pw`` (a word of factors, ``FACTOR_SLOT_BITS`` each: the mantissa's top
+    ``KEY_MANT_BITS``, then the exponent) is kept in a register, and each K row's last beat
+    (``pk``) puts the word's next factor in the row's slot register.
     """
 
     def __init__(self, cfg: HardwareConfig):
@@ -140,8 +141,11 @@ class KVRing(wiring.Component):
             fword = Signal(len(beat.data.as_value()), name="kf_word")
             fidx = Signal(range(cfg.factors_per_word), name="kf_idx")
             packed = Signal(sl)
-            m.d.comb += packed.eq(fword.word_select(fidx, FACTOR_SLOT_BITS)[:sl.size]
-                                  if cfg.factors_per_word > 1 else fword[:sl.size])
+            slot = (fword.word_select(fidx, FACTOR_SLOT_BITS) if cfg.factors_per_word > 1
+                    else fword[:FACTOR_SLOT_BITS])
+            cmb = cfg.numerics.scale_mult_bits
+            m.d.comb += [packed.c_m.eq(slot[:KEY_MANT_BITS] << (cmb - KEY_MANT_BITS)),
+                         packed.c_sh.eq(slot[KEY_MANT_BITS:])]
             with m.If(take & beat.pw):
                 m.d.sync += [fword.eq(beat.data.as_value()), fidx.eq(0)]
             if cfg.factors_per_word > 1:

@@ -11,7 +11,7 @@ import numpy as np
 
 from attenio.base.config import HardwareConfig, Workload
 from attenio.base.errors import bad
-from attenio.contract.formats import scale_word, scale_word_bytes, side_word_bytes
+from attenio.contract.formats import factor_slot, scale_word_bytes, side_word_bytes
 from attenio.model.golden import GoldenInputs, multipliers
 from attenio.sim.layout import Layout
 from attenio.sim.plan import RunPlan, build_plan
@@ -101,7 +101,8 @@ def _place_pages(image: bytearray, lay: Layout, wl: Workload, k_rows: bytes,
     (``[kv_heads, pages · page_size, row]`` packed: the caller's cache as it lies), each page
     copied to its slot; else the workload's own rows (``[batch, kv_heads, seq_k, row]``),
     each sequence's copied page by page into the slots its table names. ``factors``: each
-    K row's factor word (``uint32``, shaped as the rows without their last axis), written a
+    K row's factor slot (``contract.formats.factor_slot``, shaped as the rows without their
+    last axis), written a
     factor group to a word before the group's rows (`sim.layout.k_page_elements`)."""
     pc, page = lay.paged, wl.page_size
     rows = {}
@@ -191,10 +192,9 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, block_table=N
             continue
         image[base:base + len(data)] = data
     if lay.paged is not None:
-        # a paged cache's K factors: FACTOR_SLOT_BITS each, packed a group to a word
+        # a paged cache's K factors: a slot each, packed a group to a word
         slots = (None if not per_key else
-                 np.asarray(scale_word(hw, np.asarray(sp.k_m), np.asarray(sp.k_e)))
-                 .astype("<u4").reshape(kv_shape))
+                 factor_slot(hw, sp.k_m, sp.k_e).reshape(kv_shape))
         _place_pages(image, lay, wl, rows[lay.k], rows.get(lay.v), inp.table is not None,
                      hw, slots)
     return RunImage(inp, plan, program, lay, bytes(image), hw.o_bytes(wl), ob, v_row,

@@ -859,7 +859,7 @@ def test_v_in_k_on_schedule_and_golden():
 def test_decode_fp8_row_reads_about_half_the_bytes():
     """The 8-bit K/V decode row (issue #46 item 4) on a shortened trace (the GPU's times stay):
     against the GPU's FP8-K/V kernels, the accelerator at 8 bits with each key's factor in its
-    page, 8 to a 32-byte word: its bytes are the 16-bit row's half plus 4 bytes a key."""
+    page, 16 to a 32-byte word: its bytes are the 16-bit row's half plus 2 bytes a key."""
     from attenio.base import config as C
     from attenio.sim import gpu as G
     from attenio.sim import serving as SV
@@ -872,7 +872,7 @@ def test_decode_fp8_row_reads_about_half_the_bytes():
     assert f8["gpu_backend"] in ("flashinfer-decode-tc", "flashinfer-decode")
     assert all(c.startswith("flashinfer") for c in f8["gpu_candidates"])
     kv = 8 * sum(lens) * 2 * 128             # 8 K/V heads, K and V rows at d = 128, bytes
-    factors = 8 * sum(-(-n // 8) for n in lens) * 32
+    factors = 8 * sum(-(-n // 16) for n in lens) * 32
     assert kv + factors < f8["acc_read_bytes"] < kv + factors + 2e5     # + Q, O rows, tables
     assert bf["acc_read_bytes"] > 1.9 * f8["acc_read_bytes"]
 
@@ -882,10 +882,11 @@ def test_schedule_counts_the_k_factors_of_a_paged_cache():
             "100,37", "--page-size", "16", "--d", "128", "--heads", "8", "--kv-heads", "2",
             "--q-scales", "row", "--k-block", "1")
     assert r.exit_code == 0, r.output
-    # 7 + 3 pages of 16 keys, two groups of 8 a page but the last pages' partial ones
-    words = 2 * (-(-100 // 8) + -(-37 // 8))
-    assert (f"K factors            one a key, 8 a word before each group of rows in a page: "
-            f"{words * 32 / 1000:.2f} KB ({words * 32:,} B)") in r.output
+    # 7 + 3 pages of 16 keys, one group a page: a factor word a page and K/V head
+    words = 2 * (-(-100 // 16) + -(-37 // 16))
+    line = next(x for x in r.output.splitlines() if x.startswith("  K factors"))
+    assert "one a key, 16 a word before each group of rows in a page" in line
+    assert line.endswith(f"({words * 32:,} B)")
     assert "closed form          equal" in r.output
     bad = run("schedule", "--preset", "tiny", "--decode", "--cache-lens", "9", "--d", "8",
               "--k-block", "0")

@@ -1,5 +1,5 @@
 """K/V caches with a scale per key (issue #46, 8-bit K/V): a paged cache keeps each key's K
-factor in its page, packed a factor group to a word before the group's rows (a paged
+factor in its page (a 16-bit slot), packed a factor group to a word before the group's rows (a paged
 ``LOAD_KV.key_scales``; docs/isa.md). On the RTL: bit-exact with the integer model, cycle-exact
 with the schedule, its bytes read the closed form's (each factor word counted once), with
 pages of one group and of several, blocks of one key and of several inside a group, and under
@@ -11,9 +11,9 @@ from attenio.base import config as C
 from attenio.contract.program import Op
 from attenio.verify.runner import simulate
 
-# a 128-bit word (16 int8 elements): four factors a word, so a page of 8 keys has two groups
+# a 128-bit word (16 int8 elements): eight factors a word; a page of 16 keys has two groups
 # and a step of two keys (GQA 2: two rows a step on four lines) reads a factor word every
-# other block
+# fourth block
 WIDE = C.replace(C.tiny(), macs_per_line=16, axi_data_bits=128, dram_bytes_per_cycle=16)
 
 
@@ -24,13 +24,14 @@ def decode(lens, heads=4, kv_heads=2, d=16, page=8, **kw):
 
 CASES = [
     # two groups a page, two keys a step; lengths that end mid-group and mid-page
-    (WIDE, decode([29, 8, 14, 3]), 2),
+    (WIDE, decode([29, 8, 14, 3, 40], page=16), 2),
     # pages of 2 keys (a group is the page), one query head a K/V head: two keys a step
     (WIDE, decode([9, 4, 6], heads=2, kv_heads=2, d=32, page=2), 2),
-    # the fpga preset: two factors a 64-bit word, one key a step, d = 64, GQA 4
+    # the fpga preset: four factors a 64-bit word, two groups a page of 8, one key a step,
+    # d = 64, GQA 4
     (C.fpga(), decode([29, 8, 45], heads=8, kv_heads=2, d=64), 1),
-    # tiny: one factor a 32-bit word (a word before each row, as unpaged)
-    (C.tiny(), decode([11, 6], page=4), 1),
+    # tiny: two factors a 32-bit word, two keys a step (every block starts a group)
+    (C.tiny(), decode([11, 6], page=4), 2),
 ]
 
 

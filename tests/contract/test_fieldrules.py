@@ -45,7 +45,7 @@ CASES = {
     "kps_lines": (TINY, Op.COMPUTE, {"rows": 2, "heads": 1, "keys_per_step": 4}),
     "page_kps": (TINY, Op.LOAD_KV, {"page_log2": 1, "keys_per_step": 4}),
     "page_factors": (TINY, Op.LOAD_KV, {"paged": 1, "page_log2": 2, "key_scales": 1,
-                                        "keys_per_step": 2}),
+                                        "keys_per_step": 4}),
     "table_align": (TINY, Op.LOAD_KV, {"table": "+2"}),
     "v_in_k_dv": (TINY, Op.LOAD_KV, {"v_in_k": 1, "d": 8, "dv": 12}),
     "v_in_k_ring": (TINY, Op.LOAD_KV, {"v_in_k": 1, "keys_per_step": 4, "page_log2": 2}),
