@@ -135,7 +135,7 @@ class StepSequencer(wiring.Component):
         ops0 = Signal.like(ops)
         ops0_c = (self.g_hi - self.g_lo) * words
         m.d.sync += [ops0.eq(ops0_c), plen.eq(step_len(ops0_c))]
-        # The next phase's shape (registers, three stages after n_kb; a phase lasts ≥
+        # The next phase's shape (registers, four stages after n_kb; a phase lasts ≥
         # min_phase cycles): the row groups it skips, its first group, its ops and length.
         t = Signal(signed(27))
         gm = Signal(range(gmax + 1))
@@ -155,8 +155,12 @@ class StepSequencer(wiring.Component):
         n_full = Signal.like(ops)
         m.d.sync += [n_words.eq(Mux(n_qk, words, self.words_v)),
                      n_full.eq(Mux(n_qk, ops, self.ops_v))]
-        ops_c = n_full - (gm + g_cut) * n_words
-        m.d.sync += [n_g0.eq(gm), n_ops.eq(ops_c), n_plen.eq(step_len(ops_c))]
+        # the groups it leaves out registered first, their product with the words a stage later
+        # (a DSP product after the group arithmetic was the routed preset's worst path)
+        n_out = Signal(range(gmax + 1))
+        m.d.sync += [n_g0.eq(gm), n_out.eq(gm + g_cut)]
+        ops_c = n_full - n_out * n_words
+        m.d.sync += [n_ops.eq(ops_c), n_plen.eq(step_len(ops_c))]
         cur_ops = Signal.like(ops)
         cur_plen = Signal.like(plen)
         with m.If(~running):
