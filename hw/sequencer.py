@@ -155,8 +155,7 @@ class StepSequencer(wiring.Component):
         n_full = Signal.like(ops)
         m.d.sync += [n_words.eq(Mux(n_qk, words, self.words_v)),
                      n_full.eq(Mux(n_qk, ops, self.ops_v))]
-        # the groups it leaves out registered first, their product with the words a stage later
-        # (a DSP product after the group arithmetic was the routed preset's worst path)
+        # the groups it leaves out, registered a stage before their product with the words
         n_out = Signal(range(gmax + 1))
         m.d.sync += [n_g0.eq(gm), n_out.eq(gm + g_cut)]
         ops_c = n_full - n_out * n_words

@@ -291,8 +291,7 @@ class LoadEngine(wiring.Component):
         # is 0); a V block that starts one lies at its K block's page + v_addr
         pmask = Signal(16)
         pshift = Signal(4)             # page_log2 ≥ log2(keys_per_step): the decoder's check
-        # (registers: the instruction's fields are steady, and the first unit changes three
-        # cycles after its start at the earliest)
+        # (a register: the fields are steady; the first unit changes 3 cycles after the start)
         m.d.comb += pshift.eq(kv.page_log2 - kps_log2_of(kv.keys_per_step, kps_max))
         m.d.sync += pmask.eq((Const(1, 16) << pshift) - 1)
         gmask = group_mask(self.cfg, m, kv)
