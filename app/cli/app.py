@@ -455,6 +455,17 @@ def _block_table(path, wl):
                          wl.page_size)
 
 
+def _check_scales(hw, name, q_scales: str, k_block) -> None:
+    """``--q-scales row`` and ``--k-block`` refused where a word cannot hold the scale they
+    carry (a row's multiplier, a key's factor)."""
+    if q_scales == "row" and not hw.row_scales_supported:
+        raise ConfigError(f"q_scales='row' is invalid for preset={name!r}: its word of "
+                          f"{hw.macs_per_line} elements cannot hold a row's multiplier")
+    if k_block and not hw.key_scales_supported:
+        raise ConfigError(f"k_block={k_block} is invalid for preset={name!r}: its word of "
+                          f"{hw.macs_per_line} elements cannot hold a key's factor")
+
+
 def _describe(wl) -> str:
     """A workload's shape in a report's header line."""
     win = f" window={wl.window[0]},{wl.window[1]}" if wl.windowed else ""

@@ -11,6 +11,7 @@ import click
 from attenio.app.cli.app import (
     _Bar,
     _block_table,
+    _check_scales,
     _describe,
     _fmt_bytes,
     _friendly,
@@ -124,12 +125,7 @@ def simulate_cmd(preset, config_file, n, d, d_v, v_in_k, nk, heads, kv_heads, ba
     _outputs(json=json_path, csv=csv_path)
     name = config_file or preset
     rows = q_scales == "row"
-    if rows and not hw.row_scales_supported:
-        raise ConfigError(f"q_scales='row' is invalid for preset={name!r}: its word of "
-                          f"{hw.macs_per_line} elements cannot hold a row's multiplier")
-    if k_block and not hw.key_scales_supported:
-        raise ConfigError(f"k_block={k_block} is invalid for preset={name!r}: its word of "
-                          f"{hw.macs_per_line} elements cannot hold a key's factor")
+    _check_scales(hw, name, q_scales, k_block)
     click.echo(f"simulate: preset={name} {_describe(wl)} sim={sim} stall={stall}"
                + (" q-scales=row" if q_scales == "row" else "")
                + (f" k-block={k_block}" if k_block else "")

@@ -12,6 +12,7 @@ import click
 from attenio.app.cli.app import (
     _Bar,
     _block_table,
+    _check_scales,
     _describe,
     _fmt_bytes,
     _friendly,
@@ -96,12 +97,7 @@ def schedule_cmd(preset, config_file, n, d, d_v, v_in_k, nk, heads, kv_heads, ba
     check_sinks(hw, sinks, wl.heads)
     slopes = alibi_of(hw, alibi, alibi_slopes, wl.heads)
     name = config_file or preset or "asplos26"
-    for flag, on, ok in (("q_scales", q_scales == "row", hw.row_scales_supported),
-                         ("k_block", k_block is not None, hw.key_scales_supported)):
-        if on and not ok:
-            raise ConfigError(f"{flag}={q_scales if flag == 'q_scales' else k_block} is "
-                              f"invalid for {name}: its word of {hw.macs_per_line} elements "
-                              f"cannot hold a {hw.scale_word_bits}-bit scale")
+    _check_scales(hw, name, q_scales, k_block)
     for flag, on in (("--softcap", softcap is not None), ("--sinks", sinks is not None),
                      ("--alibi", slopes is not None), ("--q-scales row", q_scales == "row"),
                      ("--k-block", k_block is not None)):

@@ -313,15 +313,15 @@ class LoadEngine(wiring.Component):
         m.d.comb += nk_left.eq(keys_l - s1_ns * u.b)
         nk_rows = Signal(range(kps_max + 1))   # ≤ keys per step
         m.d.comb += nk_rows.eq(Mux(nk_left < u.b, nk_left, u.b))
+        # the next K block's address: a word further after a block that read its factors' word
+        k_next = p_kbase + Mux(u.k_fw & ~u.on_v, ab, 0)
         fw_next = Signal()         # the next unit is a K block that starts a factor group
         p_fw = Signal()
         m.d.comb += fw_next.eq(~p_next_v & kv.paged & kv.key_scales & ((p_nks & gmask) == 0))
         m.d.sync += [
             p_kv_last.eq(Mux(kv.v_in_k, p_nks >= u.steps, p_next_v & (p_nvs >= u.steps))),
-            # (a K block that read its factors' word: the next one lies a word further, added
-            # here, off the stride product's path)
-            p_kbase2.eq(p_kbase + Mux(u.k_fw & ~u.on_v, ab, 0)),
-            p_base.eq(Mux(p_next_v, p_vbase, p_kbase + Mux(u.k_fw & ~u.on_v, ab, 0))),
+            p_kbase2.eq(k_next),       # (its factor word's step here, off the product's path)
+            p_base.eq(Mux(p_next_v, p_vbase, k_next)),
             p_rows.eq(nk_rows), p_beats.eq(Mux(u.contig, nk_rows * p_wn, p_wn) + fw_next),
             p_fw.eq(fw_next),
         ]
