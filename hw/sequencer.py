@@ -162,13 +162,14 @@ class StepSequencer(wiring.Component):
         m.d.sync += [n_ops.eq(ops_c), n_plen.eq(step_len(ops_c))]
         cur_ops = Signal.like(ops)
         cur_plen = Signal.like(plen)
+        ops0_m1, cur_m1 = Signal.like(ops), Signal.like(ops)
         with m.If(~running):
             m.d.sync += [last_ph.eq(0), is_qk.eq(1), st.eq(0), kbase.eq(0),
                          kend.eq(key_end(0)), more.eq(keys != 0), g.eq(self.g_lo), w.eq(0)]
         with m.Elif(step_end):
             for f_, v in zip(fields, nfields, strict=True):
                 m.d.sync += f_.eq(v)
-            m.d.sync += [cur_ops.eq(n_ops), cur_plen.eq(n_plen)]
+            m.d.sync += [cur_ops.eq(n_ops), cur_m1.eq(n_ops - 1), cur_plen.eq(n_plen)]
         steps_left = self.steps_left
         m.d.comb += steps_left.eq(running & more)
         # "the phase's keys are in the ring (and its softmax written)": a register, compared a
@@ -184,11 +185,13 @@ class StepSequencer(wiring.Component):
         active = self.active
         m.d.comb += active.eq(steps_left & ((cnt != 0) | can_start))
         issue = self.issue
-        first = Signal()
-        m.d.comb += first.eq(ph == 0)
+        # phase 0 (ph = 0) as a register of its own, and each shape's last op a register, off
+        # the path from the phase counter to the issue enables
+        first = Signal(init=1)
+        m.d.sync += ops0_m1.eq(ops0 - 1)
         eff_ops = Mux(first, ops0, cur_ops)
         m.d.comb += [issue.eq(active & (cnt < eff_ops)),
-                     self.last_op.eq(issue & (cnt == eff_ops - 1))]
+                     self.last_op.eq(issue & (cnt == Mux(first, ops0_m1, cur_m1)))]
         w_last = Signal.like(words)               # the phase's last word of a row
         m.d.comb += w_last.eq(Mux(is_qk, words, self.words_v) - 1)
         with m.If(issue):
@@ -201,19 +204,24 @@ class StepSequencer(wiring.Component):
         m.d.comb += step_end.eq(active & (cnt == plen_m1))
         with m.If(active):  # after the issue counters: the end of a step resets them
             with m.If(step_end):
-                m.d.sync += [cnt.eq(0), ph.eq(ph + 1), g.eq(n_g0), w.eq(0)]
+                m.d.sync += [cnt.eq(0), ph.eq(ph + 1), first.eq(0), g.eq(n_g0), w.eq(0)]
             with m.Else():
                 m.d.sync += cnt.eq(cnt + 1)
-        with m.If(steps_left & ~active):
-            with m.If(is_qk | (v_wr_n < kend)):
+        self._counters(m, steps_left & ~active, is_qk | (v_wr_n < kend))
+        with m.If(self.clear):
+            m.d.sync += [ph.eq(0), first.eq(1), cnt.eq(0), w.eq(0)]
+        self.dbg = {"ph": ph, "cnt": cnt}
+        return m
+
+    def _counters(self, m: Module, waiting, for_kv) -> None:
+        """The PE array's performance counters: busy (an op issued), padding (a phase's cycles
+        past its ops), and waiting, on the K/V ring or on the softmax."""
+        with m.If(waiting):
+            with m.If(for_kv):
                 m.d.sync += self.pe_wait_kv.eq(self.pe_wait_kv + 1)
             with m.Else():
                 m.d.sync += self.pe_wait_exp.eq(self.pe_wait_exp + 1)
-        with m.If(active & ~issue):
+        with m.If(self.active & ~self.issue):
             m.d.sync += self.pe_pad.eq(self.pe_pad + 1)
-        with m.If(issue):
+        with m.If(self.issue):
             m.d.sync += self.pe_busy.eq(self.pe_busy + 1)
-        with m.If(self.clear):
-            m.d.sync += [ph.eq(0), cnt.eq(0), w.eq(0)]
-        self.dbg = {"ph": ph, "cnt": cnt}
-        return m
