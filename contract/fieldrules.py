@@ -170,15 +170,24 @@ FIELD_RULES: tuple[FieldRule, ...] = (
               lambda f, hw, rh: f"c_sh={f.c_sh} above {SCALE_SHIFT_MAX}"),
     _scales_rule("row_scales", "multiplier"),
     _scales_rule("key_scales", "K factor"),
-    FieldRule("page_factors", ("paged", "key_scales", "keys_per_step", "row_stride", "d"),
-              lambda f, hw, rh: ((f.paged != 0) & (f.key_scales != 0)
+    FieldRule("page_factors", ("paged", "key_scales", "value_scales", "keys_per_step",
+                               "row_stride", "d"),
+              lambda f, hw, rh: ((f.paged != 0) & ((f.key_scales | f.value_scales) != 0)
                                  & ((f.keys_per_step > hw.factors_per_word)
                                     | (f.row_stride != _row_bytes(f.d, hw)))),
-              lambda f, hw, rh: (f"paged LOAD_KV with key_scales=1, keys_per_step="
+              lambda f, hw, rh: (f"paged LOAD_KV with key_scales={f.key_scales}, "
+                                 f"value_scales={f.value_scales}, keys_per_step="
                                  f"{f.keys_per_step} and row_stride={f.row_stride}: a page "
-                                 f"packs its K factors {hw.factors_per_word} to a word before "
+                                 f"packs its factors {hw.factors_per_word} to a word before "
                                  "their rows, so a block takes at most that many keys and the "
                                  f"rows lie packed ({_row_bytes(f.d, hw)} bytes)")),
+    FieldRule("value_scales", ("value_scales", "paged", "v_in_k"),
+              lambda f, hw, rh: (f.value_scales != 0) & ((f.paged == 0) | (f.v_in_k != 0)
+                                                         | (not hw.key_scales_supported)),
+              lambda f, hw, rh: (f"value_scales=1 with paged={f.paged}, v_in_k={f.v_in_k}: V "
+                                 "factors lie in a paged cache's V pages (paged=1, V rows of "
+                                 "their own, v_in_k=0) on a config whose word holds a factor "
+                                 f"({hw.macs_per_line} elements of {hw.data_bits} bits)")),
     FieldRule("softcap", ("softcap",),
               lambda f, hw, rh: (f.softcap != 0) & (not hw.softcap_unit),
               lambda f, hw, rh: "softcap=1: this config has no soft-capping unit "

@@ -115,9 +115,10 @@ def validate(program: list[Instr], hw: HardwareConfig, *, rtl: bool = True,
                     != (ins.keys, ins.d, d_v_of(ins), ins.keys_per_step)):
                 fail(k, ErrorCode.FIELD_RANGE, "COMPUTE keys/d/dv/keys_per_step differ from "
                      "its LOAD_KV's")
-            if kv.args.get("key_scales", 0) != ins.args.get("key_scales", 0):
-                fail(k, ErrorCode.FIELD_RANGE, "COMPUTE key_scales differs from its LOAD_KV's "
-                     "(the per-key factors come with the K rows)")
+            for f_, rows in (("key_scales", "K"), ("value_scales", "V")):
+                if kv.args.get(f_, 0) != ins.args.get(f_, 0):
+                    fail(k, ErrorCode.FIELD_RANGE, f"COMPUTE {f_} differs from its LOAD_KV's "
+                         f"(the per-key factors come with the {rows} rows)")
         for flag, other in (("push_prev", PREV[q]), ("push_next", NEXT[q])):
             if getattr(ins, flag):
                 if other is None:

@@ -55,6 +55,18 @@ class GoldenInputs:
     sinks: np.ndarray | None = None
     # ALiBi: one slope per query head (float64 [heads]), or None
     alibi_slopes: np.ndarray | None = None
+    # V with one scale per key (``sv`` ``[batch, kv_heads, seq_k, 1]``, quantize_keys' scales,
+    # carried in the V pages: ``value_scales``); the output is in units of twice the largest
+    v_keys: bool = False
+
+    def out_scale(self, wl: Workload):
+        """What the output integers are in units of: V's scale, per query head and channel
+        when V has one per K/V head and channel, twice the largest with ``v_keys``."""
+        if self.v_keys:
+            return nm.key_reference(self.sv)[1]
+        if isinstance(self.sv, np.ndarray):   # per K/V head and channel → per query head
+            return np.repeat(self.sv, wl.heads // wl.kv_heads, axis=1)
+        return self.sv
 
     def gathered(self, wl: Workload) -> GoldenInputs:
         """These inputs with a paged cache's keys gathered into the workload's own K/V
@@ -73,7 +85,7 @@ class GoldenInputs:
             return out
 
         return dataclasses.replace(self, k=gather(self.k), v=gather(self.v), sk=gather(self.sk),
-                                   table=None)
+                                   sv=gather(self.sv) if self.v_keys else self.sv, table=None)
 
 
 def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
@@ -83,7 +95,7 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
                      checked: bool = False,
                      softmax_scale: float | None = None,
                      softcap: float | None = None, sinks=None,
-                     alibi_slopes=None) -> GoldenInputs:
+                     alibi_slopes=None, v_keys: bool = False) -> GoldenInputs:
     """Float Q, K, V of ``wl`` quantized to ``hw.data_bits`` the way the host does it: the
     built-in class ``dist`` with ``seed`` (:data:`accuracy.DISTRIBUTIONS`: ``gaussian``,
     ``uniform``, ``llm-outliers``, ``peaky``) or the user's ``floats`` (``[q, k, v]``), under
@@ -100,7 +112,8 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
     ``softcap``: the logits' cap ``c`` (``c·tanh(logit/c)``), carried with the inputs;
     ``sinks``: attention sinks, one for all query heads or one per head (carried as
     ``[heads]``, model.variants.check_sinks); ``alibi_slopes``: ALiBi's slopes, likewise
-    (model.variants.check_alibi).
+    (model.variants.check_alibi); ``v_keys``: V with one scale per key
+    (:func:`numerics.quantize_keys` with blocks of one; a paged cache's ``value_scales``).
 
     Raises ConfigError for a workload the hardware cannot run, an unknown ``dist`` or
     ``scheme``, a ``softmax_scale`` that is not positive and finite, a ``softcap`` the
@@ -130,6 +143,11 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
                       "scheme='tensor' and no k_block")
         v = np.asarray(k)[..., :wl.d_v]
     h = quantize_scheme(hw, q, k, v, scheme, q_rows=q_rows, k_block=k_block)
+    if v_keys:               # V with a scale per key: what a paged cache's V pages carry
+        if wl.v_in_k:
+            raise bad("v_keys", True, "V read from K's rows takes K's scale")
+        vi, sv = nm.quantize_keys(hw, v, 1)
+        h = dataclasses.replace(h, v=vi, sv=sv)
     if wl.v_in_k:
         h = dataclasses.replace(h, v=h.k[..., :wl.d_v], sv=h.sk)
     sq = h.sq
@@ -137,7 +155,8 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
         from attenio.contract.variant import variant_of
 
         sq = sq * variant_of(wl, softmax_scale).q_factor   # checks it: positive, finite
-    return GoldenInputs(h.q, h.k, h.v, sq, h.sk, h.sv, table, softcap, sinks, alibi_slopes)
+    return GoldenInputs(h.q, h.k, h.v, sq, h.sk, h.sv, table, softcap, sinks, alibi_slopes,
+                        v_keys)
 
 
 def multipliers(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> nm.ScaleParams:
@@ -164,6 +183,9 @@ def multipliers(hw: HardwareConfig, wl: Workload, inp: GoldenInputs) -> nm.Scale
         sp = nm.softmax_scale(hw, inp.sq, sk, wl.head_dim)
     if per_key:
         sp = nm.with_key_scales(hw, sp, ks.reshape(-1), sk)
+    if inp.v_keys:
+        vs, ref_v = nm.key_reference(inp.sv)
+        sp = nm.with_value_scales(hw, sp, vs.reshape(-1), ref_v)
     sp = with_sinks(hw, sp, inp.sinks, wl)
     sp = with_alibi(hw, sp, inp.alibi_slopes, wl)
     return sp if cap is None else dataclasses.replace(sp, cap=cap)
@@ -180,21 +202,20 @@ def golden_output(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, *,
     return nm.attention_int(hw, wl, inp.q, inp.k, inp.v, inp.sq, inp.sk, stepwise=stepwise,
                             progress=progress, ml=ml, table=inp.table, plan_scale=scale,
                             softcap=inp.softcap, sinks=inp.sinks,
-                            alibi_slopes=inp.alibi_slopes)
+                            alibi_slopes=inp.alibi_slopes,
+                            v_scale=inp.sv if inp.v_keys and scale is None else None)
 
 
 def error_vs_float(hw: HardwareConfig, wl: Workload, out: np.ndarray,
                    inp: GoldenInputs) -> dict:
     """Error of the integer output ``out`` against float64 attention of the quantized inputs
     (``max_abs``, ``max_rel``, ``mean_rel`` … as :func:`reference.error_metrics`)."""
+    unit = inp.out_scale(wl)             # (the pool's, before the keys are gathered)
     inp = inp.gathered(wl)
     exact = ref.attention_of(wl, inp.q * inp.sq, inp.k * inp.sk, inp.v * inp.sv,
                              softcap=inp.softcap, sinks=inp.sinks,
                              alibi_slopes=inp.alibi_slopes)
-    sv = inp.sv
-    if isinstance(sv, np.ndarray):          # per K/V head and channel → per query head
-        sv = np.repeat(sv, wl.heads // wl.kv_heads, axis=1)
-    return ref.error_metrics(nm.dequantize_output(hw, out, sv), exact, inp.v * inp.sv)
+    return ref.error_metrics(nm.dequantize_output(hw, out, unit), exact, inp.v * inp.sv)
 
 
 def lse_error(hw: HardwareConfig, wl: Workload, ml: dict, inp: GoldenInputs) -> dict:

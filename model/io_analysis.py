@@ -351,13 +351,14 @@ def factor_group(hw: HardwareConfig, wl, key_scales: bool) -> int:
 
 def head_traffic(hw: HardwareConfig, wl: Workload, tiling: Tiling, table0: int = 0,
                  sinks: bool = False, side: bool = False, key_scales: bool = False,
-                 row_scales: bool = False) -> Traffic:
+                 row_scales: bool = False, value_scales: bool = False) -> Traffic:
     """Traffic of one K/V head's work: ``heads_per_tile`` query heads (1 without GQA sharing).
     A paged cache adds the block-table words each ``LOAD_KV`` reads (its sequence's table at
     entry ``table0`` of the tables, which start on a 4 KB line). ``sinks``: as
     :func:`workload_traffic`; ``side``: the Q rows carry their side words (ALiBi's slope);
     ``key_scales``: the K rows' factor words (``KF``, :func:`factor_group`); ``row_scales``:
-    each Q row's multiplier word (its side words, with ``sinks`` or ``side``)."""
+    each Q row's multiplier word (its side words, with ``sinks`` or ``side``);
+    ``value_scales``: a paged cache's V factor words (``VF``, as many as K's would be)."""
     nq, nk, d = wl.seq_q, wl.seq_k, wl.head_dim
     dv = wl.d_v                     # V's and O's rows (contract/variant.py)
     h = tiling.heads_per_tile
@@ -366,12 +367,15 @@ def head_traffic(hw: HardwareConfig, wl: Workload, tiling: Tiling, table0: int =
     per_word = max(1, hw.axi_data_bytes // ENTRY_BYTES)
     keys, words, factors = _kv_reads(nq, nk, tiling.positions, causal_mask(wl),
                                      tiling.kv_block, wl.window, wl.page_size, table0,
-                                     per_word, sinks, factor_group(hw, wl, key_scales))
+                                     per_word, sinks,
+                                     factor_group(hw, wl, key_scales or value_scales))
     # V read from K's rows (LOAD_KV.v_in_k): none of its own
     reads = {"Q": h * nq * (d + _q_side(hw, sinks or side, row_scales)), "K": keys * d,
              "V": 0 if wl.v_in_k else keys * dv}
-    if factors:
+    if factors and key_scales:
         reads["KF"] = factors * hw.macs_per_line
+    if factors and value_scales:
+        reads["VF"] = factors * hw.macs_per_line
     writes = {"O": h * nq * dv}
     if wl.lse:          # each row's statistics: one output word (docs/isa.md)
         writes["LSE"] = h * nq * hw.macs_per_line
@@ -411,7 +415,7 @@ def workload_traffic(hw: HardwareConfig, wl, dataflow: str = "attenio",
                      tiling: Tiling | list[Tiling] | None = None,
                      table_starts: list[int] | None = None, sinks: bool = False,
                      side: bool = False, skip=frozenset(), key_scales: bool = False,
-                     row_scales: bool = False) -> Traffic:
+                     row_scales: bool = False, value_scales: bool = False) -> Traffic:
     """Traffic of a whole workload: every batch, every K/V head and its query heads; of a
     varlen batch (``VarlenWorkload``), the sum of its sequences', each under its own tiling
     (``tiling``: one per sequence, or one for all). A paged cache reads each sequence's table
@@ -421,7 +425,8 @@ def workload_traffic(hw: HardwareConfig, wl, dataflow: str = "attenio",
     no key reads one; ``side``: each Q row carries its side words without a sink (ALiBi's
     slope rides there). ``skip``: sequences left out (a shared-prefix run's, counted by
     ``sim.shared.run_traffic``); ``key_scales``, ``row_scales``: each key's K factor read
-    with it, each Q row's multiplier (:func:`head_traffic`)."""
+    with it, each Q row's multiplier; ``value_scales``: a paged cache's V factor words
+    (:func:`head_traffic`)."""
     tilings = tiling if isinstance(tiling, list) else [tiling] * wl.sequences
     if not isinstance(wl, Workload) or (wl.page_size and wl.batch > 1):
         # sequence by sequence (a paged cache: each with its own table row)
@@ -438,12 +443,13 @@ def workload_traffic(hw: HardwareConfig, wl, dataflow: str = "attenio",
                 continue
             else:
                 total = total + _sequence_traffic(hw, wl.sequence(i), dataflow, t, table0,
-                                                  sinks, side, key_scales, row_scales)
+                                                  sinks, side, key_scales, row_scales,
+                                                  value_scales)
             table0 += _cdiv(segments[i].seq_k, wl.page_size) if wl.page_size else 0
         return total
     return _sequence_traffic(hw, wl, dataflow, tilings[0],
                              table_starts[0] if table_starts else 0, sinks, side, key_scales,
-                             row_scales)
+                             row_scales, value_scales)
 
 
 def _q_side(hw: HardwareConfig, sinks: bool, row_scales: bool = False) -> int:
@@ -468,10 +474,11 @@ def _keyless_traffic(hw: HardwareConfig, wl, rows: int, sinks: bool = False,
 
 def _sequence_traffic(hw, wl: Workload, dataflow: str, tiling, table0: int = 0,
                       sinks: bool = False, side: bool = False,
-                      key_scales: bool = False, row_scales: bool = False) -> Traffic:
+                      key_scales: bool = False, row_scales: bool = False,
+                      value_scales: bool = False) -> Traffic:
     t = tiling or choose_tiling(hw, wl, dataflow)
     per_kv_head_units = wl.group_size // t.heads_per_tile
-    one = head_traffic(hw, wl, t, table0, sinks, side, key_scales, row_scales)
+    one = head_traffic(hw, wl, t, table0, sinks, side, key_scales, row_scales, value_scales)
     return one.scaled(wl.batch * wl.kv_heads * per_kv_head_units)
 
 

@@ -57,6 +57,7 @@ from attenio.model.scales import (  # noqa: F401  (the host side, re-exported)
     softmax_scale_rows,
     unit_scale,
     with_key_scales,
+    with_value_scales,
 )
 from attenio.model.variants import (
     alibi_biased,
@@ -217,13 +218,14 @@ def _matmul_exact(a, b) -> np.ndarray:
     return (np.asarray(a, dtype=np.float64) @ np.asarray(b, dtype=np.float64)).astype(np.int64)
 
 
-def accumulate(cfg: HardwareConfig, l_old, o_old, p, v, shift):
+def accumulate(cfg: HardwareConfig, l_old, o_old, p, v, shift, pv=None):
     """Accumulate block: ``ℓ = (ℓ >> sh) + Σ_j p_j``, ``O = (O >> sh) + Σ_j p_j·v_j``.
 
-    ``p`` is (rows, keys) from :func:`exp2` (zero where masked), ``v`` is (keys, d).
+    ``p`` is (rows, keys) from :func:`exp2` (zero where masked), ``v`` is (keys, d); ``pv``:
+    the p values O takes instead (per-key V factors, :meth:`ScaleParams.value_scaled`).
     """
     l_new = rescale(l_old, shift) + np.asarray(p, dtype=np.int64).sum(axis=-1)
-    o_new = rescale(o_old, shift) + _matmul_exact(p, v)
+    o_new = rescale(o_old, shift) + _matmul_exact(p if pv is None else pv, v)
     return l_new, o_new
 
 
@@ -326,7 +328,8 @@ def attention_head_stepwise(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
         m, shift = running_max(cfg, m, t, valid)
         y = np.where(valid, t - (m[:, None] << f), -(1 << 40))
         p = np.where(valid, exp2(cfg, y), 0)
-        l, o = accumulate(cfg, l, o, p, vv, shift)
+        pv = sp.keys(slice(j0, j0 + kb)).value_scaled(cfg, p)
+        l, o = accumulate(cfg, l, o, p, vv, shift, pv)
         if peaks is not None:
             for name, x in (("score", s), ("logit", t), ("exp", p), ("row_sum", l), ("acc", o),
                             ("max", np.where(l > 0, m, 0))):
@@ -425,6 +428,13 @@ def attention_head(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
         if valid is not None:
             y = np.where(valid, y, -(1 << 40))
         p = exp2(cfg, y)  # masked keys come out 0: their y is far below the max
+        pp = sp.value_scaled(cfg, p)      # what O takes (p itself without V factors)
+
+        def masked(keep, rsel, cols):
+            """p and O's p where ``keep``, else 0: (ℓ's, O's)."""
+            pk = np.where(keep, p[rsel, cols], 0)
+            return pk, (pk if pp is p else np.where(keep, pp[rsel, cols], 0))
+
         rises = shift > 0
         nseg = rises.sum(axis=1)  # 0 only for a row that sees no key
         # Block where each row's last segment starts; earlier segments end before it.
@@ -435,9 +445,9 @@ def attention_head(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
             # rise add to its sink's ℓ unshifted (without one they are masked, their p is 0)
             first = np.where(nseg > 0, np.argmax(rises, axis=1), nblk) * kb
             hi = min(nk, int(first.max(initial=0)))
-            pk = np.where(keys[None, :hi] < first[:, None], p[:, :hi], 0)
+            pk, ppk = masked(keys[None, :hi] < first[:, None], slice(None), slice(0, hi))
             l = l + pk.sum(axis=1)
-            o = _matmul_exact(pk, vf[:hi])
+            o = _matmul_exact(ppk, vf[:hi])
         if nseg.max(initial=0) > 1:
             seg = np.cumsum(rises, axis=1, dtype=np.int32)
             for s_id in range(1, int(nseg.max())):
@@ -446,18 +456,18 @@ def attention_head(cfg: HardwareConfig, q, k, v, sp: ScaleParams,
                 blk_end = np.argmax(seg[sel] > s_id, axis=1)  # exists: s_id is not the last
                 lo, hi = int(blk_first.min()) * kb, min(nk, int(blk_end.max()) * kb)
                 in_seg = per_key(seg[sel])[:, lo:hi] == s_id
-                pk = np.where(in_seg, p[sel, lo:hi], 0)
+                pk, ppk = masked(in_seg, sel, slice(lo, hi))
                 sh = shift[sel, blk_first]
                 l[sel] = rescale(l[sel], sh) + pk.sum(axis=1)
-                o[sel] = rescale(o[sel], sh) + _matmul_exact(pk, vf[lo:hi])
+                o[sel] = rescale(o[sel], sh) + _matmul_exact(ppk, vf[lo:hi])
         has = nseg > 0
         start = np.where(has, last_blk * kb, nk)
         # Z_last = all keys minus the keys before each row's last segment (a short prefix).
         head = int(start.max(initial=0))
-        pk = np.where(keys[None, :head] < start[:, None], p[:, :head], 0)
+        pk, ppk = masked(keys[None, :head] < start[:, None], slice(None), slice(0, head))
         sh = np.where(has, shift[np.arange(nr), last_blk], 0)
         l = rescale(l, sh) + (p.sum(axis=1) - pk.sum(axis=1))
-        o = rescale(o, sh) + (_matmul_exact(p, vf) - _matmul_exact(pk, vf[:head]))
+        o = rescale(o, sh) + (_matmul_exact(pp, vf) - _matmul_exact(ppk, vf[:head]))
         out[rows] = finalize(cfg, o, l)
         m_all[rows], l_all[rows] = m_run[:, -1], l
 
@@ -490,7 +500,7 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
                   ml: dict | None = None, table=None,
                   plan_scale: ScaleParams | None = None,
                   softcap: float | None = None, sinks=None,
-                  alibi_slopes=None) -> np.ndarray:
+                  alibi_slopes=None, v_scale=None) -> np.ndarray:
     """Integer attention for a whole workload, exactly as the accelerator computes it (each
     sequence of a :class:`VarlenWorkload` on its own rows and keys, ``wl.segments()``).
 
@@ -521,11 +531,15 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
     alibi_slopes : ALiBi's slope per query head (or one for all): each logit less
         ``slope·|i + diag − j|`` (:func:`~attenio.model.variants.alibi_biased`; with
         ``plan_scale``, its own per row)
+    v_scale : one V scale per key, ``[batch, kv_heads, seq_k, 1]`` like ``k_scale`` (a
+        paged cache's ``value_scales``: each key's p times its factor before ``P V``,
+        :meth:`ScaleParams.value_scaled`; with ``plan_scale``, its own)
 
     Returns
     -------
     int64 array ``[batch, heads, seq_q, head_dim]`` with ``out_frac_bits`` fraction bits in
-    units of V's LSB; :func:`dequantize_output` turns it into real values.
+    units of V's LSB (with ``v_scale``, of twice the largest: :func:`key_reference`);
+    :func:`dequantize_output` turns it into real values.
 
     Raises
     ------
@@ -553,6 +567,8 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
         ks, sk = key_reference(scale_array("k_scale", k_scale, (kb, hk, kn)))
     else:
         sk = k_scale
+    if v_scale is not None:
+        vs, sv = key_reference(scale_array("v_scale", v_scale, (kb, hk, kn)))
     if plan_scale is not None:
         sp = plan_scale
     elif not rows_q:
@@ -578,6 +594,8 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
                 sp = softmax_scale_rows(cfg, qs[bi, hi, rq], sk, d)
             if keys_k:
                 sp = with_key_scales(cfg, sp, ks[kbi, hi // g, rk], sk)
+            if v_scale is not None:
+                sp = with_value_scales(cfg, sp, vs[kbi, hi // g, rk], sv)
             sp = sp if cap is None else dataclasses.replace(sp, cap=cap)
             if sink is not None:
                 sp = dataclasses.replace(sp, sink_m=int(sink[0][hi]), sink_l=int(sink[1][hi]))

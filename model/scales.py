@@ -22,7 +22,7 @@ from attenio.contract.formats import (
 )
 
 __all__ = ["ScaleParams", "softmax_scale", "softmax_scale_rows", "key_factors", "key_reference",
-           "with_key_scales", "quantize", "quantize_keys", "dequantize", "dequantize_output",
+           "with_key_scales", "with_value_scales", "quantize", "quantize_keys", "dequantize", "dequantize_output",
            "KEY_EXP_MAX", "softcap_cap", "softcap_q_factor", "check_int_tensor",
            "scale_array", "unit_scale"]
 
@@ -65,6 +65,12 @@ class ScaleParams:
     # with per-row ALiBi words, each row's position in its sequence (the side words carry it:
     # the hardware measures the distance from it, however the tile packs its rows)
     alibi_pos: np.ndarray | None = None
+    # per-key V scales (a paged cache's ``value_scales``): key j's V factor as k_m/k_e are
+    # K's (``v_m`` of CM bits, only the top KEY_MANT_BITS set); the P V step multiplies key
+    # j's p by it, ``floor(p·v_hi / 2**(KEY_MANT_BITS + v_e))`` (:func:`value_scaled`), ℓ sums
+    # p unscaled
+    v_m: np.ndarray | None = None
+    v_e: np.ndarray | None = None
 
     @property
     def multiplier(self):
@@ -97,10 +103,23 @@ class ScaleParams:
     def keys(self, sl) -> ScaleParams:
         """The multipliers for the keys ``sl`` (a slice or an index array; itself without
         per-key factors)."""
-        if self.k_m is None:
-            return self
-        return dataclasses.replace(self, k_m=np.asarray(self.k_m)[sl],
-                                   k_e=np.asarray(self.k_e)[sl])
+        out = self
+        for m_, e_ in (("k_m", "k_e"), ("v_m", "v_e")):
+            if getattr(self, m_) is not None:
+                out = dataclasses.replace(out, **{m_: np.asarray(getattr(self, m_))[sl],
+                                                  e_: np.asarray(getattr(self, e_))[sl]})
+        return out
+
+    def value_scaled(self, cfg: HardwareConfig, p) -> np.ndarray:
+        """The p values P V multiplies V's rows by (``p`` (rows, keys) of these keys): each
+        key's times its V factor, ``floor(p·v_hi / 2**(KEY_MANT_BITS + v_e))``, or ``p`` itself
+        without per-key V scales."""
+        if self.v_m is None:
+            return p
+        v_hi = np.asarray(self.v_m, dtype=np.int64) >> (cfg.numerics.scale_mult_bits
+                                                        - KEY_MANT_BITS)
+        sh = np.minimum(np.asarray(self.v_e, dtype=np.int64) + KEY_MANT_BITS, 62)
+        return (np.asarray(p, dtype=np.int64) * v_hi) >> sh
 
 
 def _check_softcap(cfg: HardwareConfig, softcap) -> float:
@@ -203,8 +222,8 @@ def softmax_scale_rows(cfg: HardwareConfig, q_scales, k_scale: float,
     return ScaleParams(cm, sh)
 
 
-def key_factors(cfg: HardwareConfig, k_scales,
-                ref: float) -> tuple[np.ndarray, np.ndarray]:
+def key_factors(cfg: HardwareConfig, k_scales, ref: float,
+                name: str = "k_scale") -> tuple[np.ndarray, np.ndarray]:
     """Per-key K scales as the hardware takes them: each key's factor ``sk_j / ref`` (at most
     1/2: ``ref`` is at least twice the largest scale) as a mantissa ``k_m`` in
     ``[2**(CM-1), 2**CM)`` of :data:`KEY_MANT_BITS` significant bits and an exponent
@@ -220,7 +239,7 @@ def key_factors(cfg: HardwareConfig, k_scales,
     ok = np.isfinite(ks) & (ks > 0) & (r <= 0.5) & (r >= 2.0 ** -64)
     if not ok.all():
         j = int(np.argmax(~ok))
-        raise bad(f"k_scale of key {j}", float(ks[j]),
+        raise bad(f"{name} of key {j}", float(ks[j]),
                   f"must be positive, finite and within [ref·2**-64, ref/2] (ref = {ref:.6g})")
     return _key_mant_exp(r, cmb, np.rint)
 
@@ -270,6 +289,14 @@ def with_key_scales(cfg: HardwareConfig, sp: ScaleParams, k_scales, ref: float) 
                   f"too small beside the others: the shift c_sh + k_e = {worst} passes "
                   f"{SCALE_SHIFT_MAX}")
     return dataclasses.replace(sp, k_m=k_m, k_e=k_e)
+
+
+def with_value_scales(cfg: HardwareConfig, sp: ScaleParams, v_scales,
+                      ref: float) -> ScaleParams:
+    """``sp`` with per-key V factors ``v_scales / ref`` (:func:`key_factors`' format: a
+    paged cache's ``value_scales``; the output is then in units of ``ref``)."""
+    v_m, v_e = key_factors(cfg, v_scales, ref, "v_scale")
+    return dataclasses.replace(sp, v_m=v_m, v_e=v_e)
 
 
 def quantize(x, bits: int, scale: float | None = None,

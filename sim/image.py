@@ -102,8 +102,8 @@ def _place_pages(image: bytearray, lay: Layout, wl: Workload, k_rows: bytes,
     copied to its slot; else the workload's own rows (``[batch, kv_heads, seq_k, row]``),
     each sequence's copied page by page into the slots its table names. ``factors``: each
     K row's factor slot (``contract.formats.factor_slot``, shaped as the rows without their
-    last axis), written a
-    factor group to a word before the group's rows (`sim.layout.k_page_elements`)."""
+    last axis) and V row's (``value_scales``), ``{"k": …, "v": …}``, each written a factor
+    group to a word before the group's rows (`sim.layout.k_page_elements`)."""
     pc, page = lay.paged, wl.page_size
     rows = {}
     kv = (("k", k_rows),) + ((("v", v_rows),) if v_rows is not None else ())
@@ -124,12 +124,13 @@ def _place_pages(image: bytearray, lay: Layout, wl: Workload, k_rows: bytes,
             rb = r.shape[-1]
             for h in range(wl.kv_heads):
                 at = base + slot * pc.pitch + h * (pc.k_head if name == "k" else pc.v_head)
-                if name == "v" or factors is None:
+                fac = (factors or {}).get(name)
+                if fac is None:
                     image[at:at + (hi - lo) * rb] = r[h].tobytes()
                     continue
                 for g0 in range(0, hi - lo, grp):       # [its factors' word][its rows]
                     n = min(grp, hi - lo - g0)
-                    f = factors[b, h, lo + g0:lo + g0 + n].tobytes()
+                    f = fac[b, h, lo + g0:lo + g0 + n].tobytes()
                     image[at:at + len(f)] = f
                     at += wb
                     image[at:at + n * rb] = r[h, g0:g0 + n].tobytes()
@@ -192,9 +193,10 @@ def run_image(hw: HardwareConfig, wl: Workload, inp: GoldenInputs, block_table=N
             continue
         image[base:base + len(data)] = data
     if lay.paged is not None:
-        # a paged cache's K factors: a slot each, packed a group to a word
-        slots = (None if not per_key else
-                 factor_slot(hw, sp.k_m, sp.k_e).reshape(kv_shape))
+        # a paged cache's K and V factors: a slot each, packed a group to a word
+        slots = {n: factor_slot(hw, m_, e_).reshape(kv_shape)
+                 for n, m_, e_ in (("k", sp.k_m, sp.k_e), ("v", sp.v_m, sp.v_e))
+                 if m_ is not None}
         _place_pages(image, lay, wl, rows[lay.k], rows.get(lay.v), inp.table is not None,
                      hw, slots)
     return RunImage(inp, plan, program, lay, bytes(image), hw.o_bytes(wl), ob, v_row,

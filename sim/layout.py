@@ -41,13 +41,14 @@ class PagedCache:
 
     @classmethod
     def place(cls, hw: HardwareConfig, wl, table: BlockTable,
-              key_scales: bool = False) -> PagedCache:
+              key_scales: bool = False, value_scales: bool = False) -> PagedCache:
         """The slots of ``wl``'s pages as ``table`` places them. With ``key_scales`` a head's
         K rows in a page are led, each :meth:`~HardwareConfig.factor_group` of them, by the
-        word of their factors (:func:`k_page_elements`)."""
+        word of their factors (:func:`k_page_elements`); with ``value_scales`` its V rows
+        likewise."""
         eb = hw.element_bytes
         k_head = k_page_elements(hw, wl.head_dim, wl.page_size, key_scales) * eb
-        v_head = wl.page_size * hw.row_elements(wl.d_v) * eb
+        v_head = k_page_elements(hw, wl.d_v, wl.page_size, value_scales) * eb
         pitch = _up(wl.kv_heads * max(k_head, v_head),
                     max(1 << PAGE_ALIGN_LOG2, hw.axi_data_bytes))
         return cls(wl.page_size, pitch, table, k_head, v_head)
@@ -77,9 +78,9 @@ class PagedCache:
 
 
 def k_page_elements(hw: HardwareConfig, d: int, page_size: int, key_scales: bool = False) -> int:
-    """Elements of one K/V head's K rows in a page slot: ``page_size`` rows of
-    :meth:`~HardwareConfig.row_elements`, with ``key_scales`` a word of factors before each
-    :meth:`~HardwareConfig.factor_group` of them."""
+    """Elements of one K/V head's K rows (or V rows) in a page slot: ``page_size`` rows of
+    :meth:`~HardwareConfig.row_elements`, with factors (``key_scales``, ``value_scales``) a
+    word of them before each :meth:`~HardwareConfig.factor_group` of rows."""
     rows = page_size * hw.row_elements(d)
     if not key_scales:
         return rows
@@ -125,7 +126,7 @@ class Layout:
     def packed(cls, hw: HardwareConfig, wl: Workload, program_bytes: int,
                row_scales: bool = False, key_scales: bool = False,
                block_table: BlockTable | None = None, sinks: bool = False,
-               token_major: bool = False) -> Layout:
+               token_major: bool = False, value_scales: bool = False) -> Layout:
         """Program, Q, K, V and O one after another, each region 4 KB aligned; with
         ``row_scales`` each Q row is followed by the word holding its multiplier (its side
         words with ``sinks``: :meth:`HardwareConfig.q_side_words`), with
@@ -140,7 +141,8 @@ class Layout:
                                                                       sinks) * eb
         paged = None
         if wl.page_size:
-            paged = PagedCache.place(hw, wl, block_table_for(wl, block_table), key_scales)
+            paged = PagedCache.place(hw, wl, block_table_for(wl, block_table), key_scales,
+                                     value_scales)
             kb = vb = paged.n_slots * paged.pitch
             vb = 0 if wl.v_in_k else vb     # V read from K's rows: no V pool
         else:

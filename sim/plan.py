@@ -201,12 +201,13 @@ class _Builder:
         reports the tiling of the longest sequence and keeps the list."""
         hw, wl = self.hw, self.wl
         rs, ks = self.scale.per_row, self.scale.k_m is not None
+        vs = self.scale.v_m is not None
         tiles = program_tiles(wl, tiling, self.scale.sink_m is not None, runs)
         # tiles whose heads interleave read and write a position's rows together: Q and O
         # then lie position by position
         tm = any(t.head_pos for t in (tiling if isinstance(tiling, list) else [tiling]))
         layout = Layout.packed(hw, wl, program_length(tiles) * INSTR_BYTES, rs, ks, self.table,
-                               sinks=self.scale.side_words, token_major=tm)
+                               sinks=self.scale.side_words, token_major=tm, value_scales=vs)
         program = build_program(hw, wl, tiling, layout, self.scale, tiles)
         tilings = list(tiling) if isinstance(tiling, list) else None
         if tilings is not None:

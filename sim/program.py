@@ -117,7 +117,7 @@ def tile_keys_per_step(hw: HardwareConfig, wl: Workload | VarlenWorkload, t: Til
     """The keys a step of tile ``t`` takes (its ``COMPUTE.keys_per_step``): the tiling's, or
     for attenio as many as its rows leave lines for, within the ring (half of it with V in K's
     rows: a K block waits for V slots freed two blocks back) and a page (with K factors
-    (``key_scales``) a page's factor group: a block's factors lie in one word)."""
+    or V factors (``key_scales``) a page's factor group: a block's factors lie in one word)."""
     tl = t.tiling
     if tl.dataflow != "attenio" or tl.fixed_b:
         return tl.keys_per_step
@@ -168,6 +168,10 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
     dq = hw.q_row_elements(d, bool(rs), scale.side_words)   # a Q row's pitch: its side words
     c_m, c_sh = (0, 0) if rs else (scale.c_m, scale.c_sh)
     ks = int(scale.k_m is not None)
+    vs = int(scale.v_m is not None)          # V factors in the V pages (paged only)
+    if vs and not wl.page_size:
+        raise bad("v_scale", "one per key", "V factors lie in a paged cache's V pages: give "
+                  "the workload a page_size")
     lse = int(wl.lse)
     cap = ({"softcap": 0, "cap": 0} if scale.cap is None
            else {"softcap": 1, "cap": int(scale.cap)})
@@ -185,7 +189,7 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
     q_pos_st, o_pos_st = (wl.heads * dq * eb, wl.heads * do * ob) if tm else (dq * eb, do * ob)
     # what every COMPUTE of the program says alike
     same = {"d": d, **dvf, "c_m": c_m, "c_sh": c_sh, "row_scales": rs, "key_scales": ks,
-            "lse": lse, "sinks": sk, "alibi": al, **cap}
+            "value_scales": vs, "lse": lse, "sinks": sk, "alibi": al, **cap}
     for t, tile in enumerate(tiles):
         if isinstance(tile, SharedTile):
             prog += _shared_tile(hw, wl, layout, tile, same, t, last,
@@ -193,11 +197,11 @@ def build_program(hw: HardwareConfig, wl: Workload | VarlenWorkload,
             continue
         seg, hk, h0, p0, rows, keys, tl, causal, first = tile
         g = tl.heads_per_tile
-        kps = tile_keys_per_step(hw, wl, tiles[t], bool(ks))
+        kps = tile_keys_per_step(hw, wl, tiles[t], bool(ks or vs))
         if page and kps > page:
             raise bad("page_size", page, f"the {tl.dataflow} tiling streams blocks of {kps} "
                       "keys: pages must hold at least one block")
-        if page and ks and kps > hw.factors_per_word:
+        if page and (ks or vs) and kps > hw.factors_per_word:
             raise bad("keys_per_step", kps, f"the {tl.dataflow} tiling streams blocks of "
                       f"{kps} keys: with K factors in a paged cache a block's factors lie in "
                       f"one word ({hw.factors_per_word} of them)")
@@ -244,7 +248,8 @@ def _load_kv(kv: dict, keys: int, kps: int, same: dict, vk: int, k_row: int,
     kv = {**kv, "v_addr": kv["k_addr"]} if vk else kv
     return Instr(Op.LOAD_KV, {"keys": keys, "d": same["d"], "dv": same["dv"], "v_in_k": vk,
                               "keys_per_step": kps, **kv, "row_stride": k_row,
-                              "key_scales": same["key_scales"]}, pop_next=pop_next)
+                              "key_scales": same["key_scales"],
+                              "value_scales": same["value_scales"]}, pop_next=pop_next)
 
 
 def _shared_tile(hw: HardwareConfig, wl: VarlenWorkload, layout: Layout, tile: SharedTile,

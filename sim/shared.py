@@ -108,18 +108,20 @@ def _common(a, b) -> int:
 
 def run_traffic(hw: HardwareConfig, wl: VarlenWorkload, runs, table: BlockTable,
                 side: bool = False, key_scales: bool = False,
-                row_scales: bool = False) -> io.Traffic:
+                row_scales: bool = False, value_scales: bool = False) -> io.Traffic:
     """The closed form of the traffic of ``runs``' shared tiles: per K/V head, every
     sequence's Q rows once and its O rows (with ``lse`` its statistics' words), the shared
     keys' K and V rows once, each sequence's own keys' once, and the block-table words each
     ``LOAD_KV`` reads (the shared walk from the first sequence's row, each own walk from its
     row's entry past the shared pages; ``contract.rules.PageWalk``). ``side``: the Q rows
     carry their side words (sinks); ``key_scales``: each page's K factor words (``KF``);
-    ``row_scales``: each Q row its multiplier's word."""
+    ``row_scales``: each Q row its multiplier's word; ``value_scales``: its V factor words
+    (``VF``, as many)."""
     page, g = wl.page_size, wl.group_size
-    fg = io.factor_group(hw, wl, key_scales)
+    fg = io.factor_group(hw, wl, key_scales or value_scales)
     q_side = io._q_side(hw, side, row_scales)
-    reads = {"Q": 0, "K": 0, "V": 0, **({"KF": 0} if fg else {})}
+    fnames = [n for n, on in (("KF", key_scales), ("VF", value_scales)) if on]
+    reads = {"Q": 0, "K": 0, "V": 0, **dict.fromkeys(fnames, 0)}
     writes = {"O": 0, **({"LSE": 0} if wl.lse else {})}
     words = 0
 
@@ -133,8 +135,8 @@ def run_traffic(hw: HardwareConfig, wl: VarlenWorkload, runs, table: BlockTable,
         reads["Q"] += n * g * (wl.head_dim + q_side)
         reads["K"] += keys * wl.head_dim
         reads["V"] += 0 if wl.v_in_k else keys * wl.d_v
-        if fg:                  # every walk starts on a page, whose groups lie whole in it
-            reads["KF"] += hw.macs_per_line * (-(-pages * page // fg) + sum(
+        for f_ in fnames:       # every walk starts on a page, whose groups lie whole in it
+            reads[f_] += hw.macs_per_line * (-(-pages * page // fg) + sum(
                 -(-(wl.seqlens_k[i] - pages * page) // fg) for i in range(first, first + n)))
         writes["O"] += n * g * wl.d_v
         if wl.lse:

@@ -53,10 +53,12 @@ class TileLoop:
         paged = bool(kv.args.get("paged", 0))
         self.fgroup = self.fword = 0
         ks = bool(kv.args.get("key_scales", 0))
-        if ks and paged:
+        # the blocks that read a factor word where one leads their group: K's, V's or both
+        self.factored = {"K": ks and paged, "V": bool(kv.args.get("value_scales", 0))}
+        if any(self.factored.values()):
             self.fgroup = hw.factor_group(1 << kv.page_log2)
             self.fword = hw.macs_per_line * eb
-            ks = False
+        ks = ks and not paged
         self.k_bytes = hw.k_row_elements(comp.d, ks) * eb
         self.d_v = d_v_of(comp)
         self.v_bytes = hw.row_elements(self.d_v) * eb
@@ -207,7 +209,7 @@ class TileLoop:
         else:
             ready, addr = self.paged_block(s, which, ready, base, stride)
         extra = 0
-        if self.fgroup and which == "K" and (s * self.b) % self.fgroup == 0:
+        if self.factored[which] and (s * self.b) % self.fgroup == 0:
             extra = self.fword          # the block starts a factor group: its word first
         if self.contiguous:
             out = rd.transfer(ready, addr, nk * row_bytes + extra)
@@ -235,8 +237,8 @@ class TileLoop:
                             self.word_arrival[j] + t.entry_latency)
         page = self.pages[first // w.page]
         r = first % w.page
-        # K factors: a word before each group of rows (the block that starts one reads it)
-        words = -(-r // self.fgroup) * self.fword if which == "K" and self.fgroup else 0
+        # factors: a word before each group of rows (the block that starts one reads it)
+        words = -(-r // self.fgroup) * self.fword if self.factored[which] else 0
         return ready, (page + base + r * stride + words) % (1 << 48)
 
     def pe_step(self, name: str, s: int, start: int) -> int:
@@ -367,7 +369,8 @@ class TileLoop:
         return (self.state_key(s, self.pe_free), self.keys - s * self.b,
                 s * self.b - c.q_pos - c.diag, s * self.b - c.q_pos - self.win_diag if self.hi
                 else None, self.lines, self.rows, self.b, self.groups, self.lo, self.hi,
-                c.d, self.d_v, kv.row_stride, kv.args.get("key_scales", 0))
+                c.d, self.d_v, kv.row_stride, kv.args.get("key_scales", 0),
+                kv.args.get("value_scales", 0))
 
     def finish(self, starts: list, hit=None):
         """The tile's end: a remembered suffix applied (``hit``), the suffixes this tile

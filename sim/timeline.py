@@ -76,11 +76,12 @@ class Schedule:
                                   [table.table_start(i) for i in range(table.sequences)],
                                   sinks=self.sinks, side=self.alibi,
                                   skip={i for f, n, _ in runs for i in range(f, f + n)},
-                                  key_scales=self.key_scales, row_scales=self.row_scales)
+                                  key_scales=self.key_scales, row_scales=self.row_scales,
+                                  value_scales=self.value_scales)
         if runs:                        # decode runs that read their shared pages once
             from attenio.sim.shared import run_traffic
             out = out + run_traffic(self.hw, wl, runs, table, self.sinks or self.alibi,
-                                    self.key_scales, self.row_scales)
+                                    self.key_scales, self.row_scales, self.value_scales)
         return out
 
     @property
@@ -93,6 +94,12 @@ class Schedule:
     def key_scales(self) -> bool:
         """The program's K rows carry factors (``LOAD_KV.key_scales``)."""
         return any(i.args.get("key_scales", 0) for i in self.program or ()
+                   if i.op == Op.LOAD_KV)
+
+    @property
+    def value_scales(self) -> bool:
+        """The program's V pages carry factors (``LOAD_KV.value_scales``)."""
+        return any(i.args.get("value_scales", 0) for i in self.program or ()
                    if i.op == Op.LOAD_KV)
 
     @property
