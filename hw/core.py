@@ -240,6 +240,7 @@ class ComputeCore(wiring.Component):
             pe.p.eq(pv.pe_p), pe.shift.eq(pv.pe_shift), pe.v.eq(pv.pe_v),
             pe.o_old.eq(pv.pe_o_old), pe.head.eq(pv.pe_head), pe.zero.eq(pv.pe_zero),
             pv.pe_o_new.eq(pe.o_new), pv.v_data.eq(kvr.v_data),
+            pv.v_scale.eq(kvr.v_scale), pv.value_scales.eq(c.value_scales),
             smx.valid.eq(score.valid), smx.group.eq(score.group), smx.step.eq(score.step),
             smx.visible.eq(score.visible), smx.c_m.eq(score.c_m), smx.c_sh.eq(score.c_sh),
             smx.softcap.eq(c.softcap), smx.cap.eq(c.cap), smx.cont.eq(c.cont),

@@ -47,7 +47,9 @@ class KVRing(wiring.Component):
     its step ends). V rows carry no factor. From a paged cache they come packed: a beat
     tagged ``pw`` (a word of factors, ``FACTOR_SLOT_BITS`` each: the mantissa's top
     ``KEY_MANT_BITS``, then the exponent) is kept in a register, and each K row's last beat
-    (``pk``) puts the word's next factor in the row's slot register.
+    (``pk``) puts the word's next factor in the row's slot register. V factors
+    (``LOAD_KV.value_scales``, paged only) come the same way in V's beats, to registers of V's
+    slots: ``v_scale[c]`` is key ``kbase + c``'s.
     """
 
     def __init__(self, cfg: HardwareConfig):
@@ -65,6 +67,7 @@ class KVRing(wiring.Component):
             "k_data": Out(data.ArrayLayout(word_layout(cfg), copies)),
             "v_data": Out(data.ArrayLayout(word_layout(cfg), copies)),
             "k_scale": Out(data.ArrayLayout(row_scale_layout(cfg), copies)),
+            "v_scale": Out(data.ArrayLayout(row_scale_layout(cfg), copies)),
         })
 
     def elaborate(self, platform):
@@ -133,35 +136,10 @@ class KVRing(wiring.Component):
             with m.If(beat.end):
                 m.d.sync += kv_closed.eq(1)
 
-        # K factors: a register per ring slot (a few), written by a K row's sc beat
+        # K and V factors: a register per ring slot (a few), written by a K row's sc beat or
+        # from a paged cache's word of factors (K's and V's words each their own)
         if cfg.key_scales_supported:
-            sl = row_scale_layout(cfg)
-            regs = [Signal(sl, name=f"kscale{j}") for j in range(ring)]
-            # a paged cache's word of factors, and the next one's slot in it
-            fword = Signal(len(beat.data.as_value()), name="kf_word")
-            fidx = Signal(range(cfg.factors_per_word), name="kf_idx")
-            packed = Signal(sl)
-            slot = (fword.word_select(fidx, FACTOR_SLOT_BITS) if cfg.factors_per_word > 1
-                    else fword[:FACTOR_SLOT_BITS])
-            cmb = cfg.numerics.scale_mult_bits
-            m.d.comb += [packed.c_m.eq(slot[:KEY_MANT_BITS] << (cmb - KEY_MANT_BITS)),
-                         packed.c_sh.eq(slot[KEY_MANT_BITS:])]
-            with m.If(take & beat.pw):
-                m.d.sync += [fword.eq(beat.data.as_value()), fidx.eq(0)]
-            if cfg.factors_per_word > 1:
-                with m.If(take & write_k & beat.pk):
-                    m.d.sync += fidx.eq(fidx + 1)
-            with m.If(take & write_k & (beat.sc | beat.pk)):
-                with m.Switch(k_slot):
-                    for j in range(ring):
-                        with m.Case(j):
-                            m.d.sync += regs[j].eq(Mux(beat.sc, beat.data.as_value()[:sl.size],
-                                                       packed))
-            for cpy in range(cfg.max_keys_per_step):
-                with m.Switch(slot_of(self.kbase + cpy)):
-                    for j in range(ring):
-                        with m.Case(j):
-                            m.d.comb += self.k_scale[cpy].eq(regs[j])
+            self._factors(m, take, beat, write_k, k_slot, v_slot, slot_of)
 
         # ---- credits and occupancy ----
         with m.If(self.step_end):
@@ -190,3 +168,39 @@ class KVRing(wiring.Component):
             for occ, room_ in occs:
                 m.d.sync += [occ.eq(0), room_.eq(1)]
         return m
+
+    def _factors(self, m: Module, take, beat, write_k, k_slot, v_slot, slot_of) -> None:
+        """The rows' factor registers (K's and, from a paged cache, V's) and their reads."""
+        cfg, ring = self.cfg, self.ring
+        sl = row_scale_layout(cfg)
+        cmb = cfg.numerics.scale_mult_bits
+        for name, is_k, slot_w, out in (("k", True, k_slot, self.k_scale),
+                                        ("v", False, v_slot, self.v_scale)):
+            regs = [Signal(sl, name=f"{name}scale{j}") for j in range(ring)]
+            mine = write_k if is_k else ~write_k
+            # a paged cache's word of factors, and the next one's slot in it
+            fword = Signal(len(beat.data.as_value()), name=f"{name}f_word")
+            fidx = Signal(range(cfg.factors_per_word), name=f"{name}f_idx")
+            packed = Signal(sl)
+            slot = (fword.word_select(fidx, FACTOR_SLOT_BITS) if cfg.factors_per_word > 1
+                    else fword[:FACTOR_SLOT_BITS])
+            m.d.comb += [packed.c_m.eq(slot[:KEY_MANT_BITS] << (cmb - KEY_MANT_BITS)),
+                         packed.c_sh.eq(slot[KEY_MANT_BITS:])]
+            with m.If(take & mine & beat.pw):
+                m.d.sync += [fword.eq(beat.data.as_value()), fidx.eq(0)]
+            if cfg.factors_per_word > 1:
+                with m.If(take & mine & beat.pk):
+                    m.d.sync += fidx.eq(fidx + 1)
+            sc = beat.sc if is_k else 0          # (V rows never carry a word of their own)
+            with m.If(take & mine & (sc | beat.pk)):
+                with m.Switch(slot_w):
+                    for j in range(ring):
+                        with m.Case(j):
+                            m.d.sync += regs[j].eq(
+                                Mux(sc, beat.data.as_value()[:sl.size], packed) if is_k
+                                else packed)
+            for cpy in range(cfg.max_keys_per_step):
+                with m.Switch(slot_of(self.kbase + cpy)):
+                    for j in range(ring):
+                        with m.Case(j):
+                            m.d.comb += out[cpy].eq(regs[j])

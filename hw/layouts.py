@@ -133,6 +133,8 @@ def cmd_layout(cfg: HardwareConfig) -> data.StructLayout:
         "row_scales": unsigned(1),
         # each key's factor (loaded with the K rows) applied to the multiplier
         "key_scales": unsigned(1),
+        # each key's V factor (loaded with the V rows of a paged cache) applied to its p
+        "value_scales": unsigned(1),
         # finalize each row's statistics (m, ℓ) as one more output word
         "lse": unsigned(1),
         # soft-capping (cfg.softcap_unit): the scores are logit/c, the unit's cap T

@@ -9,9 +9,9 @@ from amaranth import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from attenio.base.config import HardwareConfig
+from attenio.base.config import KEY_MANT_BITS, HardwareConfig
 from attenio.hw.lanes import Lanes
-from attenio.hw.layouts import word_layout
+from attenio.hw.layouts import row_scale_layout, word_layout
 from attenio.hw.softmax import SHIFT_BITS
 from attenio.hw.softmax_stage import pbuf_layout
 
@@ -36,7 +36,11 @@ class PVStage(wiring.Component):
         ``is_qk`` is low), its row group, word and step; log2 keys per step.
     pb_rd_addr, pb_data : the P buffer's read (half ``st mod 2``, the group) and its banks'
         words.
-    v_data : the V ring's copies.
+    v_data : the V ring's copies. v_scale, value_scales : each copy's key's V factor (c0,
+        combinational from the ring's registers) and whether the tile's keys have one
+        (``COMPUTE.value_scales``): line i's p is then ``floor(p·v_hi / 2**(KEY_MANT_BITS +
+        v_e))`` (model.scales.ScaleParams.value_scaled), its factor registered with the
+        issue (c1, beside the P buffer's word).
     o_rd_addr, o_data : the O read (c1) and the banks' words.
     pe_p, pe_shift, pe_v, pe_o_old, pe_head, pe_zero, pe_o_new : the PE array's P V operands
         (line i's chain starts at ``i mod b == 0``; ``zero``: the first step starts from 0,
@@ -57,6 +61,8 @@ class PVStage(wiring.Component):
             "pb_rd_addr": Out(range(2 * gmax)),
             "pb_data": In(data.ArrayLayout(pbuf_layout(cfg), p)),
             "v_data": In(data.ArrayLayout(word_layout(cfg), copies)),
+            "v_scale": In(data.ArrayLayout(row_scale_layout(cfg), copies)),
+            "value_scales": In(1),
             "o_rd_addr": Out(range(gmax * wmax + 1)),
             "o_data": In(data.ArrayLayout(acc, p)),
             "pe_p": Out(data.ArrayLayout(unsigned(cfg.exp_bits), p)),
@@ -89,11 +95,14 @@ class PVStage(wiring.Component):
             m.d.sync += [pvs[k].eq(pvs[k - 1]), addrs[k].eq(addrs[k - 1]),
                          zeros[k].eq(zeros[k - 1])]
         wl = word_layout(cfg)
+        vf = self._value_factors(m, lanes)
         for i in range(p):
             pbv = self.pb_data[i]
             # combinational from the command (constant during a tile): with one key per step
             # it is a constant and synthesis drops the chain
-            m.d.comb += [self.pe_p[i].eq(pbv.p), self.pe_shift[i].eq(pbv.shift),
+            m.d.comb += [self.pe_p[i].eq(pbv.p if vf is None else Mux(
+                             self.value_scales, (pbv.p * vf[i].c_m) >> vf[i].c_sh, pbv.p)),
+                         self.pe_shift[i].eq(pbv.shift),
                          self.pe_v[i].eq(lanes.copy(self.v_data, i, wl, "v")),
                          self.pe_o_old[i].eq(lanes.from_row_bank(self.o_data, acc, i, "o")),
                          self.pe_head[i].eq((i & bmask) == 0)]
@@ -104,3 +113,19 @@ class PVStage(wiring.Component):
                 self.o_wr_data[i].eq(lanes.from_chain_end(self.pe_o_new, acc, i, "o")),
                 self.o_wr_en[i].eq(pvs[4] & ((blog == 0) | ((i << blog) < p)))]
         return m
+
+    def _value_factors(self, m: Module, lanes: Lanes):
+        """Each line's V factor in c1: its copy's, registered with the issue, as the
+        multiplier ``v_hi`` (``c_m``) and the shift ``KEY_MANT_BITS + v_e`` (``c_sh``); None
+        on a config without factors."""
+        cfg = self.cfg
+        if not cfg.key_scales_supported:
+            return None
+        cmb = cfg.numerics.scale_mult_bits
+        shape = data.StructLayout({"c_m": unsigned(KEY_MANT_BITS),
+                                   "c_sh": unsigned(len(self.v_scale[0].c_sh) + 1)})
+        regs = [Signal(shape, name=f"vf_c1_{c}") for c in range(cfg.max_keys_per_step)]
+        for c, r in enumerate(regs):
+            m.d.sync += [r.c_m.eq(self.v_scale[c].c_m[cmb - KEY_MANT_BITS:]),
+                         r.c_sh.eq(self.v_scale[c].c_sh + KEY_MANT_BITS)]
+        return [lanes.copy(regs, i, shape, "vf") for i in range(cfg.mac_lines)]

@@ -63,6 +63,7 @@ class ComputeIssue(wiring.Component):
             cmd.causal.eq(comp.causal), cmd.q_pos.eq(comp.q_pos), cmd.diag.eq(comp.diag),
             cmd.window.eq(comp.window), cmd.win_diag.eq(comp.win_diag),
             cmd.row_scales.eq(comp.row_scales), cmd.key_scales.eq(comp.key_scales),
+            cmd.value_scales.eq(comp.value_scales),
             cmd.lse.eq(comp.lse), cmd.softcap.eq(comp.softcap), cmd.cap.eq(comp.cap),
             cmd.sinks.eq(comp.sinks), cmd.alibi.eq(comp.alibi),
             cmd.cont.eq(comp.cont), cmd.more.eq(comp.more), cmd.select.eq(comp.select),

@@ -56,6 +56,7 @@ class _LoadRegs:
         self.wk = Signal(13, name="l_wk")        # words of a K row in DRAM (key_scales: one more)
         self.k_fw = Signal(name="l_k_fw")        # the last K block starts with its factors' word
         self.k_fw_add = Signal(name="l_k_fw_add")  # the first block's count still lacks it
+        self.v_fw = Signal(name="l_v_fw")        # the last V block starts with its factors' word
         # V's row stride: K's less the words a V row lacks (key_scales' word, d − dv's)
         self.vstride = Signal(32, name="l_vstride")
         # a paged cache (contract.rules.PageWalk): the block table's words in two slots
@@ -296,13 +297,15 @@ class LoadEngine(wiring.Component):
         m.d.sync += pmask.eq((Const(1, 16) << pshift) - 1)
         gmask = group_mask(self.cfg, m, kv)
         v_page = kv.paged & ((nvs & pmask) == 0)
+        # the next V block's address: a word further after a block that read its factors' word
+        v_step = step_bytes + Mux(u.v_fw, self.cfg.axi_data_bytes, 0)
         m.d.sync += [
             p_row_last.eq(u.trow == u.rows - 1), p_nks.eq(nks), p_nvs.eq(nvs),
             p_next_v.eq(next_v), s1_ns.eq(Mux(next_v, nvs, nks)),
             p_q_last.eq(u.h == view(u.raw, Op.LOAD_Q).heads - 1),
             p_kbase.eq(u.kbase + Mux(u.on_v, 0, step_bytes)),
             p_vbase.eq(Mux(v_page, (u.kpage[nvs[0]] + kv.v_addr)[:ADDR_BITS],
-                           u.vbase + Mux(u.on_v, step_bytes, 0))),
+                           u.vbase + Mux(u.on_v, v_step, 0))),
             p_hbase.eq(u.hbase + view(u.raw, Op.LOAD_Q).head_stride),
             p_rowbase.eq(lb.base + Mux(u.is_kv & u.on_v, u.vstride, u.stride)),
         ]
@@ -315,9 +318,10 @@ class LoadEngine(wiring.Component):
         m.d.comb += nk_rows.eq(Mux(nk_left < u.b, nk_left, u.b))
         # the next K block's address: a word further after a block that read its factors' word
         k_next = p_kbase + Mux(u.k_fw & ~u.on_v, ab, 0)
-        fw_next = Signal()         # the next unit is a K block that starts a factor group
+        fw_next = Signal()         # the next unit is a K (V) block that starts a factor group
         p_fw = Signal()
-        m.d.comb += fw_next.eq(~p_next_v & kv.paged & kv.key_scales & ((p_nks & gmask) == 0))
+        m.d.comb += fw_next.eq(kv.paged & Mux(p_next_v, kv.value_scales & ((p_nvs & gmask) == 0),
+                                              kv.key_scales & ((p_nks & gmask) == 0)))
         m.d.sync += [
             p_kv_last.eq(Mux(kv.v_in_k, p_nks >= u.steps, p_next_v & (p_nvs >= u.steps))),
             p_kbase2.eq(k_next),       # (its factor word's step here, off the product's path)
@@ -351,6 +355,8 @@ class LoadEngine(wiring.Component):
                                  lb.beats.eq(p_beats), u.trow.eq(0), u.unit_first.eq(1)]
                     with m.If(~p_next_v):
                         m.d.sync += u.k_fw.eq(p_fw)
+                    with m.Else():
+                        m.d.sync += u.v_fw.eq(p_fw)
                     # a K block that starts a page: its table word first (the first page
                     # of a word), then its entry (_page_walk)
                     with m.If(kv.paged & ~p_next_v & ((p_nks & pmask) == 0)):
@@ -392,8 +398,8 @@ def _tag(cfg: HardwareConfig, m: Module, u: _LoadRegs, instr_done, is_t, lb_off)
                                       l_wd + q_side_words(cfg, view(lraw, Op.LOAD_Q))))),
         tag_in.sc.eq(l_is_kv & ~l_on_v & kv.key_scales & ~kv.paged & ~is_t),
         # a paged cache's packed factors: the unit's first burst starts with their word
-        tag_in.pf.eq(l_is_kv & ~l_on_v & u.k_fw & (lb_off == 0) & ~is_t),
-        tag_in.pk.eq(l_is_kv & ~l_on_v & kv.key_scales & kv.paged & ~is_t),
+        tag_in.pf.eq(l_is_kv & Mux(l_on_v, u.v_fw, u.k_fw) & (lb_off == 0) & ~is_t),
+        tag_in.pk.eq(l_is_kv & Mux(l_on_v, kv.value_scales, kv.key_scales) & kv.paged & ~is_t),
         tag_in.vk.eq(l_is_kv & ~l_on_v & view(lraw, Op.LOAD_KV).v_in_k & ~is_t),
         tag_in.wv.eq(u.wv), tag_in.vlanes.eq(u.dv - ((u.wv - 1) << lq)),
         tag_in.t.eq(is_t), tag_in.slot.eq(slot),

@@ -5,10 +5,14 @@ with the schedule, its bytes read the closed form's (each factor word counted on
 pages of one group and of several, blocks of one key and of several inside a group, and under
 AXI backpressure."""
 
+import dataclasses
+
+import numpy as np
 import pytest
 
 from attenio.base import config as C
 from attenio.contract.program import Op
+from attenio.model.golden import golden_output, quantized_inputs
 from attenio.verify.runner import simulate
 
 # a 128-bit word (16 int8 elements): eight factors a word; a page of 16 keys has two groups
@@ -54,5 +58,44 @@ def test_packed_key_factors_bit_exact_cycle_exact_and_counted(hw, wl, kps):
 def test_packed_key_factors_under_backpressure():
     wl = decode([21, 13], heads=4, kv_heads=1)
     r = simulate(WIDE, wl, seed=6, p_stall=0.3, log=lambda *a: None, q_rows=True, k_block=2)
+    assert r.failures() == [], r.failures()
+    assert r.counters["bytes_rd"] == r.schedule.traffic.read_bytes
+
+
+# V with a scale per key too (LOAD_KV.value_scales): its factors packed in the V pages as K's
+# are in the K pages, each key's p times its factor before P V
+V_CASES = [
+    (WIDE, decode([29, 8, 14, 3, 40], page=16), 2, True),
+    (C.fpga(), decode([29, 8, 45], heads=8, kv_heads=2, d=64), 1, True),
+    # V factors alone (K one scale), tiny: every block starts a group
+    (C.tiny(), decode([11, 6], page=4), 2, False),
+]
+
+
+@pytest.mark.parametrize("hw, wl, kps, k_keys", V_CASES)
+def test_packed_value_factors_bit_exact_cycle_exact_and_counted(hw, wl, kps, k_keys):
+    inp = quantized_inputs(hw, wl, "gaussian", 5, q_rows=True, k_block=1 if k_keys else None,
+                           v_keys=True)
+    r = simulate(hw, wl, inputs=inp, log=lambda *a: None)
+    assert r.failures() == [], r.failures()
+    assert r.cycles == r.predicted_cycles
+    kvs = [i for i in r.schedule.program if i.op == Op.LOAD_KV]
+    assert kvs and all(i.value_scales and i.key_scales == int(k_keys)
+                       and i.keys_per_step == kps for i in kvs)
+    t = r.schedule.traffic
+    assert r.counters["bytes_rd"] == r.schedule.read_bytes == t.read_bytes
+    grp = hw.factor_group(wl.page_size)
+    words = wl.kv_heads * sum(-(-n // grp) for n in wl.seqlens_k)
+    assert t.reads["VF"] == words * hw.macs_per_line
+    # the factors matter: the same integers with V's one scale give another output
+    plain = golden_output(hw, wl, dataclasses.replace(inp, v_keys=False,
+                                                      sv=float(np.max(inp.sv))))
+    assert not np.array_equal(plain, r.golden)
+
+
+def test_packed_value_factors_under_backpressure():
+    wl = decode([21, 13], heads=4, kv_heads=1)
+    inp = quantized_inputs(WIDE, wl, "gaussian", 6, q_rows=True, k_block=2, v_keys=True)
+    r = simulate(WIDE, wl, inputs=inp, p_stall=0.3, log=lambda *a: None)
     assert r.failures() == [], r.failures()
     assert r.counters["bytes_rd"] == r.schedule.traffic.read_bytes
