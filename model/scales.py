@@ -22,7 +22,8 @@ from attenio.contract.formats import (
 )
 
 __all__ = ["ScaleParams", "softmax_scale", "softmax_scale_rows", "key_factors", "key_reference",
-           "with_key_scales", "with_value_scales", "quantize", "quantize_keys", "dequantize", "dequantize_output",
+           "with_key_scales", "with_value_scales", "quantize", "quantize_keys", "dequantize",
+           "dequantize_output",
            "KEY_EXP_MAX", "softcap_cap", "softcap_q_factor", "check_int_tensor",
            "scale_array", "unit_scale"]
 

@@ -230,7 +230,7 @@ class LoadEngine(wiring.Component):
         first_factor_beat(m, u)
         credit = Signal()
         m.d.comb += credit.eq(~l_is_kv | ~l_unit_first
-                              | self._ring_credit(m, Mux(l_on_v, l_vs, l_ks), l_b, l_on_v, ring,
+                              | _ring_credit(self, m, Mux(l_on_v, l_vs, l_ks), l_b, l_on_v, ring,
                                                   view(lraw, Op.LOAD_KV).v_in_k))
         m.submodules.tags = tags = StreamFIFO(load_tag_layout(), MAX_OUTSTANDING)
         is_t, base_set = page_walk(cfg, m, u, lb, fail, self.stop)
@@ -365,20 +365,21 @@ class LoadEngine(wiring.Component):
                                      u.k_beats.eq(p_beats)]
         return instr_done
 
-    def _ring_credit(self, m: Module, cur_s, l_b, l_on_v, ring: int, v_in_k):
-        """The current K/V block may be requested: block s of b keys waits until
-        s·b + b ≤ freed + ring. Both sides are registers: the need depends on the unit only,
-        and the compare is a cycle old (off the path to ARVALID; Timing.credit_latency): the
-        credits only grow within a tile and are held stale across a tile's end, so an old
-        compare is never wrongly true, and the next request comes 3 cycles after a unit
-        changes, by which time it is the new unit's."""
-        need = Signal(signed(28))
-        m.d.sync += need.eq(cur_s * l_b + l_b - ring)
-        ok = Signal()
-        # with V in K's rows a K block fills V's slots too: it waits for both rings' credits
-        m.d.sync += ok.eq((need <= Mux(l_on_v, self.v_free, self.k_free))
-                          & (~v_in_k | (need <= self.v_free)) & ~self.credits_stale)
-        return ok
+
+def _ring_credit(eng: LoadEngine, m: Module, cur_s, l_b, l_on_v, ring: int, v_in_k):
+    """The current K/V block may be requested: block s of b keys waits until
+    s·b + b ≤ freed + ring. Both sides are registers: the need depends on the unit only,
+    and the compare is a cycle old (off the path to ARVALID; Timing.credit_latency): the
+    credits only grow within a tile and are held stale across a tile's end, so an old
+    compare is never wrongly true, and the next request comes 3 cycles after a unit
+    changes, by which time it is the new unit's."""
+    need = Signal(signed(28))
+    m.d.sync += need.eq(cur_s * l_b + l_b - ring)
+    ok = Signal()
+    # with V in K's rows a K block fills V's slots too: it waits for both rings' credits
+    m.d.sync += ok.eq((need <= Mux(l_on_v, eng.v_free, eng.k_free))
+                      & (~v_in_k | (need <= eng.v_free)) & ~eng.credits_stale)
+    return ok
 
 
 def _tag(cfg: HardwareConfig, m: Module, u: _LoadRegs, instr_done, is_t, lb_off):

@@ -50,6 +50,8 @@ CASES = {
     "v_in_k_dv": (TINY, Op.LOAD_KV, {"v_in_k": 1, "d": 8, "dv": 12}),
     "v_in_k_ring": (TINY, Op.LOAD_KV, {"v_in_k": 1, "keys_per_step": 4, "page_log2": 2}),
     "v_in_k_scales": (TINY, Op.LOAD_KV, {"v_in_k": 1, "key_scales": 1}),
+    # V factors lie in V pages: refused on contiguous rows
+    "value_scales": (TINY, Op.LOAD_KV, {"value_scales": 1, "paged": 0}),
     "packed_mask": (TINY, Op.COMPUTE, {"causal": 1, "heads": 2, "rows": 1,
                                        "keys_per_step": 1}),
     "head_pos": (TINY, Op.COMPUTE, {"head_pos": 1, "rows": 3, "heads": 2,
