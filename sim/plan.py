@@ -19,7 +19,12 @@ from attenio.contract.program import INSTR_BYTES, encode, validate
 from attenio.contract.timing import Timing, timing_for
 from attenio.contract.variant import variant_of
 from attenio.model import io_analysis as io
-from attenio.model.numerics import ScaleParams, softmax_scale, with_key_scales
+from attenio.model.numerics import (
+    ScaleParams,
+    softmax_scale,
+    with_key_scales,
+    with_value_scales,
+)
 from attenio.model.variants import capped, check_alibi, check_sinks, with_alibi, with_sinks
 from attenio.sim.layout import Layout, block_table_for
 from attenio.sim.phases import phase_model
@@ -79,7 +84,7 @@ class RunPlan:
 
 def default_scale(hw: HardwareConfig, wl, softcap: float | None = None,
                   sinks=None, alibi_slopes=None, q_rows: bool = False,
-                  key_scales: bool = False) -> ScaleParams:
+                  key_scales: bool = False, value_scales: bool = False) -> ScaleParams:
     """The multipliers of inputs at full scale (one unit of each integer = 1/qmax): what a
     schedule without inputs uses (its timing does not depend on them); with ``softcap``, the
     capped logits' (the program's COMPUTE then carries the cap); with ``sinks`` (a number or
@@ -87,7 +92,8 @@ def default_scale(hw: HardwareConfig, wl, softcap: float | None = None,
     rows grow by them, which the timeline counts); with ``alibi_slopes``, likewise each row's
     side words with its head's slope; ``q_rows``, ``key_scales``: one Q scale per row and
     one K scale per key (an 8-bit K/V cache's: each Q row carries its multiplier, each key
-    its factor; all equal here)."""
+    its factor; all equal here); ``value_scales``: one V scale per key likewise (a paged
+    cache's V factors)."""
     qmax = (1 << (hw.data_bits - 1)) - 1
     q, cap = capped(hw, 1.0 / qmax, softcap)
     sp = softmax_scale(hw, q, 1.0 / qmax if not key_scales else 2.0 / qmax, wl.head_dim)
@@ -95,6 +101,8 @@ def default_scale(hw: HardwareConfig, wl, softcap: float | None = None,
         sp = dataclasses.replace(sp, c_m=np.full(1, sp.c_m), c_sh=np.full(1, sp.c_sh))
     if key_scales:          # every key at the largest scale, half the reference
         sp = with_key_scales(hw, sp, np.full(1, 1.0 / qmax), 2.0 / qmax)
+    if value_scales:
+        sp = with_value_scales(hw, sp, np.full(1, 1.0 / qmax), 2.0 / qmax)
     sp = with_sinks(hw, sp, check_sinks(hw, sinks, wl.heads), wl)
     sp = with_alibi(hw, sp, check_alibi(hw, alibi_slopes, wl.heads), wl)
     return sp if cap is None else dataclasses.replace(sp, cap=cap)

@@ -218,12 +218,12 @@ def compare_serving(hw: HardwareConfig, data: dict, gpu_peak_tflops: float = H20
             hw_v, wl, sp = _variant(hw, data, name)
         elif name in SHARED:
             (wl, table), hw_v, sp = _shared(data, name), hw, None
-        elif name in FP8:           # per-row Q scales, each key's K factor with it
+        elif name in FP8:           # per-row Q scales, each key's K and V factors in the pages
             from attenio.sim.plan import default_scale
 
             hw_v = kv8(hw)
             wl = _workload(hw_v, data, "decode", gpu["heads"])
-            sp = default_scale(hw_v, wl, q_rows=True, key_scales=True)
+            sp = default_scale(hw_v, wl, q_rows=True, key_scales=True, value_scales=True)
         else:
             hw_v, sp = hw, None
             wl = _workload(hw, data, name, 1 if per_head else gpu["heads"])

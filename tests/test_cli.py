@@ -872,22 +872,27 @@ def test_decode_fp8_row_reads_about_half_the_bytes():
     assert f8["gpu_backend"] in ("flashinfer-decode-tc", "flashinfer-decode")
     assert all(c.startswith("flashinfer") for c in f8["gpu_candidates"])
     kv = 8 * sum(lens) * 2 * 128             # 8 K/V heads, K and V rows at d = 128, bytes
-    factors = 8 * sum(-(-n // 16) for n in lens) * 32
+    factors = 2 * 8 * sum(-(-n // 16) for n in lens) * 32     # K's and V's factor words
     assert kv + factors < f8["acc_read_bytes"] < kv + factors + 2e5     # + Q, O rows, tables
     assert bf["acc_read_bytes"] > 1.9 * f8["acc_read_bytes"]
 
 
-def test_schedule_counts_the_k_factors_of_a_paged_cache():
+def test_schedule_counts_the_k_and_v_factors_of_a_paged_cache():
     r = run("schedule", "--config", "configs/asplos26-kv8.toml", "--decode", "--cache-lens",
             "100,37", "--page-size", "16", "--d", "128", "--heads", "8", "--kv-heads", "2",
-            "--q-scales", "row", "--k-block", "1")
+            "--q-scales", "row", "--k-block", "1", "--v-scales", "key")
     assert r.exit_code == 0, r.output
-    # 7 + 3 pages of 16 keys, one group a page: a factor word a page and K/V head
+    # 7 + 3 pages of 16 keys, one group a page: a factor word a page and K/V head, K's and V's
     words = 2 * (-(-100 // 16) + -(-37 // 16))
     line = next(x for x in r.output.splitlines() if x.startswith("  K factors"))
     assert "one a key, 16 a word before each group of rows in a page" in line
     assert line.endswith(f"({words * 32:,} B)")
+    line = next(x for x in r.output.splitlines() if x.startswith("  V factors"))
+    assert line.endswith(f"({words * 32:,} B)")
     assert "closed form          equal" in r.output
+    unpaged = run("schedule", "--preset", "tiny", "--n", "64", "--d", "16", "--v-scales", "key")
+    assert unpaged.exit_code == 2
+    assert unpaged.output.splitlines()[-1].startswith("error: v_scales='key' is invalid without")
     bad = run("schedule", "--preset", "tiny", "--decode", "--cache-lens", "9", "--d", "8",
               "--k-block", "0")
     assert bad.exit_code == 2 and "--k-block" in bad.output.splitlines()[-1]

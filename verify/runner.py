@@ -311,10 +311,11 @@ def prepare(hw: HardwareConfig, wl: Workload, *, dist: str = "gaussian",
             seed: int = 0, inputs: GoldenInputs | None = None, q_rows: bool = False,
             k_block: int | None = None, block_table=None, checked: bool = False,
             softmax_scale: float | None = None, softcap: float | None = None,
-            sinks=None, alibi_slopes=None, share_prefix: bool | None = None) -> RunImage:
+            sinks=None, alibi_slopes=None, share_prefix: bool | None = None,
+            v_keys: bool = False) -> RunImage:
     """Quantized random inputs (``dist``, ``seed``, Q per row with ``q_rows``, K per block of
-    ``k_block`` keys, ``softmax_scale``, ``softcap``, ``sinks`` and ``alibi_slopes`` as
-    ``quantized_inputs``';
+    ``k_block`` keys, V per key with ``v_keys``, ``softmax_scale``, ``softcap``, ``sinks`` and
+    ``alibi_slopes`` as ``quantized_inputs``';
     or the given
     ``inputs``),
     the run's plan and its DRAM image. A paged
@@ -332,7 +333,8 @@ def prepare(hw: HardwareConfig, wl: Workload, *, dist: str = "gaussian",
     if inputs is None:
         inputs = quantized_inputs(hw, wl, dist, seed, q_rows=q_rows, k_block=k_block,
                                   table=table, checked=True, softmax_scale=softmax_scale,
-                                  softcap=softcap, sinks=sinks, alibi_slopes=alibi_slopes)
+                                  softcap=softcap, sinks=sinks, alibi_slopes=alibi_slopes,
+                                  v_keys=v_keys)
     return run_image(hw, wl, inputs, table, checked=True, share_prefix=share_prefix)
 
 
@@ -351,13 +353,14 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
              patch: list[tuple[int, bytes]] | None = None, dram: str = "auto",
              workdir: Path | None = None, block_table=None,
              checked: bool = False, softmax_scale: float | None = None,
-             softcap: float | None = None, sinks=None, alibi_slopes=None, share_prefix=None
-             ) -> SimResult:
+             softcap: float | None = None, sinks=None, alibi_slopes=None, share_prefix=None,
+             v_keys: bool = False) -> SimResult:
     """Run ``wl`` on the RTL of ``hw`` and compare with the models.
 
     ``inputs``: integer Q, K, V and their scales to run instead of random ones (a host
     scheme's output, model/accuracy.py); ``q_rows``, ``k_block``: random ones quantized with
-    a scale per Q row, per block of K rows; ``block_table``: a paged cache's pages (the
+    a scale per Q row, per block of K rows (and with ``v_keys`` V per key, a paged cache's
+    ``value_scales``); ``block_table``: a paged cache's pages (the
     caller's rows, or a :class:`attenio.base.blocktable.BlockTable`; a seeded shuffle without);
     ``softmax_scale``: logits ``softmax_scale · q·k`` instead of ``q·k/√d``; ``softcap``: the
     logits capped, ``c·tanh(logit/c)`` (a config with ``softcap_unit``); ``sinks``,
@@ -391,7 +394,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     prep = prepare(hw, wl, dist=dist, seed=seed, inputs=inputs, q_rows=q_rows, k_block=k_block,
                    block_table=block_table, checked=checked, softmax_scale=softmax_scale,
                    softcap=softcap, sinks=sinks, alibi_slopes=alibi_slopes,
-                   share_prefix=share_prefix)
+                   share_prefix=share_prefix, v_keys=v_keys)
     sched = prep.schedule
     lay = prep.layout
     image = bytearray(prep.image)

@@ -283,6 +283,13 @@ softcap_option = click.option(
          "attn_logit_softcapping = 50): needs the soft-capping unit (--preset NAME+softcap).")
 
 
+v_scales_option = click.option(
+    "--v-scales", "v_scales", type=click.Choice(["tensor", "key"]), default="tensor",
+    show_default=True,
+    help="V with one scale, or one per key and K/V head (a paged cache's V pages carry the "
+         "factors, LOAD_KV.value_scales; needs --page-size).")
+
+
 def _parse_sinks(ctx, param, value):
     """``--sinks 0.5`` or ``--sinks 0.5,-1,2.25``: finite numbers, checked before any work
     (their count against the heads once the workload is known: model.variants.check_sinks)."""
@@ -455,15 +462,24 @@ def _block_table(path, wl):
                          wl.page_size)
 
 
-def _check_scales(hw, name, q_scales: str, k_block) -> None:
-    """``--q-scales row`` and ``--k-block`` refused where a word cannot hold the scale they
-    carry (a row's multiplier, a key's factor)."""
+def _check_scales(hw, name, q_scales: str, k_block, v_scales: str = "tensor",
+                  wl=None) -> None:
+    """``--q-scales row``, ``--k-block`` and ``--v-scales key`` refused where a word cannot
+    hold the scale they carry (a row's multiplier, a key's factor); ``--v-scales key`` also
+    without a paged cache (V factors lie in its V pages) or with V read from K's rows."""
     if q_scales == "row" and not hw.row_scales_supported:
         raise ConfigError(f"q_scales='row' is invalid for preset={name!r}: its word of "
                           f"{hw.macs_per_line} elements cannot hold a row's multiplier")
     if k_block and not hw.key_scales_supported:
         raise ConfigError(f"k_block={k_block} is invalid for preset={name!r}: its word of "
                           f"{hw.macs_per_line} elements cannot hold a key's factor")
+    if v_scales == "key":
+        if not hw.key_scales_supported:
+            raise ConfigError(f"v_scales='key' is invalid for preset={name!r}: its word of "
+                              f"{hw.macs_per_line} elements cannot hold a key's factor")
+        if wl is not None and (not wl.page_size or wl.v_in_k):
+            raise ConfigError("v_scales='key' is invalid without --page-size or with --v-in-k: "
+                              "V factors lie in a paged cache's V pages")
 
 
 def _describe(wl) -> str:

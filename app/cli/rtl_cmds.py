@@ -35,6 +35,7 @@ from attenio.app.cli.app import (
     sinks_option,
     softcap_option,
     softmax_scale_option,
+    v_scales_option,
     window_option,
 )
 from attenio.base import config as C
@@ -84,6 +85,7 @@ def verilog_cmd(preset, config_file, output, sv):
               help="K quantized with one scale per block of this many keys (each key carries "
                    "its factor, LOAD_KV.key_scales: one more word a K row, or in a paged cache "
                    "a word of factors before each group of rows).")
+@v_scales_option
 @softmax_scale_option
 @softcap_option
 @sinks_option
@@ -94,7 +96,7 @@ def verilog_cmd(preset, config_file, output, sv):
 def simulate_cmd(preset, config_file, n, d, d_v, v_in_k, nk, heads, kv_heads, batch, causal,
                  seqlens,
                  seqlens_k, decode, cache_lens, page_size, lse, block_table, window, sim, waves,
-                 stall, dram, seed, q_scales, k_block, softmax_scale, softcap, sinks,
+                 stall, dram, seed, q_scales, k_block, v_scales, softmax_scale, softcap, sinks,
                  alibi, alibi_slopes, json_path, csv_path):
     """Run a workload on the RTL (cocotb) and check it against the models.
 
@@ -125,17 +127,19 @@ def simulate_cmd(preset, config_file, n, d, d_v, v_in_k, nk, heads, kv_heads, ba
     _outputs(json=json_path, csv=csv_path)
     name = config_file or preset
     rows = q_scales == "row"
-    _check_scales(hw, name, q_scales, k_block)
+    _check_scales(hw, name, q_scales, k_block, v_scales, wl)
     click.echo(f"simulate: preset={name} {_describe(wl)} sim={sim} stall={stall}"
                + (" q-scales=row" if q_scales == "row" else "")
                + (f" k-block={k_block}" if k_block else "")
+               + (" v-scales=key" if v_scales == "key" else "")
                + (f" softmax-scale={softmax_scale:g}" if softmax_scale else "")
                + (f" softcap={softcap:g}" if softcap else "")
                + (f" sinks={','.join(f'{x:g}' for x in sinks)}" if sinks else "")
                + (f" alibi={','.join(f'{x:g}' for x in slopes)}" if slopes else ""))
     with _Bar("simulating", after=0) as bar:
         r = simulate(hw, wl, sim=sim, seed=seed, p_stall=stall, waves=waves, q_rows=rows,
-                     k_block=k_block, dram=dram, block_table=table, checked=True,
+                     k_block=k_block, v_keys=v_scales == "key", dram=dram, block_table=table,
+                     checked=True,
                      softmax_scale=softmax_scale, softcap=softcap, sinks=sinks,
                      alibi_slopes=slopes,
                      progress=lambda done_c, expect: bar(done_c / max(1, expect)),
@@ -171,7 +175,8 @@ def simulate_cmd(preset, config_file, n, d, d_v, v_in_k, nk, heads, kv_heads, ba
                + (f"; rows of d = {d} move as {hw.row_elements(d)} elements (whole words)"
                   if padded else "")
                + ("; each Q row with its multiplier's word" if rows else "")
-               + ("; each K row with its factor's word" if k_block else ""))
+               + ("; each K row with its factor's word" if k_block else "")
+               + ("; V factors a word a group of V rows" if v_scales == "key" else ""))
     if r.schedule.block_table is not None:
         click.echo(_table_line(r.schedule))
     click.echo(f"  AXI protocol         {r.axi_violations} violations (monitors on every port)"

@@ -34,6 +34,7 @@ from attenio.app.cli.app import (
     preset_option_for,
     sinks_option,
     softcap_option,
+    v_scales_option,
     window_option,
 )
 from attenio.base import config as C
@@ -66,6 +67,7 @@ from attenio.model.variants import check_sinks
                    "LOAD_KV.key_scales: a word after each K row, or in a paged cache a word of "
                    "factors before each group of rows; an 8-bit K/V cache, "
                    "configs/asplos26-kv8.toml).")
+@v_scales_option
 @json_option
 @csv_option
 @_friendly
@@ -73,7 +75,7 @@ def schedule_cmd(preset, config_file, n, d, d_v, v_in_k, nk, heads, kv_heads, ba
                  seqlens,
                  seqlens_k, decode, cache_lens, page_size, lse, block_table, window, softcap,
                  sinks, alibi, alibi_slopes, dataflow, trace_path, plot_path, program_path,
-                 q_scales, k_block, json_path, csv_path):
+                 q_scales, k_block, v_scales, json_path, csv_path):
     """Tile a workload, emit its program and print the predicted timeline.
 
     Exits 1 if the schedule's DRAM bytes differ from the closed form (docs/dataflows.md).
@@ -97,10 +99,10 @@ def schedule_cmd(preset, config_file, n, d, d_v, v_in_k, nk, heads, kv_heads, ba
     check_sinks(hw, sinks, wl.heads)
     slopes = alibi_of(hw, alibi, alibi_slopes, wl.heads)
     name = config_file or preset or "asplos26"
-    _check_scales(hw, name, q_scales, k_block)
+    _check_scales(hw, name, q_scales, k_block, v_scales, wl)
     for flag, on in (("--softcap", softcap is not None), ("--sinks", sinks is not None),
                      ("--alibi", slopes is not None), ("--q-scales row", q_scales == "row"),
-                     ("--k-block", k_block is not None)):
+                     ("--k-block", k_block is not None), ("--v-scales key", v_scales == "key")):
         if on and dataflow in ("flat", "standard"):
             raise ConfigError(f"dataflow={dataflow!r} is invalid with {flag}: the phase models "
                               "have no score pipeline (use attenio, fa2, fa2-uncapped)")
@@ -123,7 +125,8 @@ def schedule_cmd(preset, config_file, n, d, d_v, v_in_k, nk, heads, kv_heads, ba
                        block_table=table,
                        scale=default_scale(hw, wl, softcap, sinks, slopes,
                                            q_rows=q_scales == "row",
-                                           key_scales=k_block is not None))
+                                           key_scales=k_block is not None,
+                                           value_scales=v_scales == "key"))
     elapsed = time.perf_counter() - t0
     # a program moves rows as whole words: its closed form is that of the padded head dim (the
     # phase models of flat and standard count d itself)
@@ -149,6 +152,10 @@ def schedule_cmd(preset, config_file, n, d, d_v, v_in_k, nk, heads, kv_heads, ba
         how = (f"{hw.factor_group(wl.page_size)} a word before each group of rows in a page"
                if wl.page_size else "a word after each K row")
         click.echo(f"  K factors            one a key, {how}: {_fmt_bytes(kf)} ({kf:,} B)")
+    if v_scales == "key" and sch.program is not None:
+        vf = traffic.reads.get("VF", 0) * hw.element_bytes
+        click.echo(f"  V factors            one a key, {hw.factor_group(wl.page_size)} a word "
+                   f"before each group of V rows in a page: {_fmt_bytes(vf)} ({vf:,} B)")
     click.echo(f"  total cycles         {sch.total_cycles:,}  ({sch.time_us / 1000:,.3f} ms at "
                f"{hw.clock_mhz:g} MHz)")
     click.echo(f"  PE utilization       {sch.pe_util_time:.2%} by time, {sch.pe_util_mac:.2%} by "

@@ -231,7 +231,7 @@ class LoadEngine(wiring.Component):
         credit = Signal()
         m.d.comb += credit.eq(~l_is_kv | ~l_unit_first
                               | _ring_credit(self, m, Mux(l_on_v, l_vs, l_ks), l_b, l_on_v, ring,
-                                                  view(lraw, Op.LOAD_KV).v_in_k))
+                                             view(lraw, Op.LOAD_KV).v_in_k))
         m.submodules.tags = tags = StreamFIFO(load_tag_layout(), MAX_OUTSTANDING)
         is_t, base_set = page_walk(cfg, m, u, lb, fail, self.stop)
         l_want = Signal()
