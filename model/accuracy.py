@@ -160,6 +160,8 @@ class HostInputs:
     sk: float | np.ndarray
     sv: np.ndarray | float
     scheme: str
+    # V with one scale per key (``sv`` ``[b, hk, nk, 1]``: a paged cache's ``value_scales``)
+    v_keys: bool = False
 
 
 def _migrate(q, k):
@@ -193,11 +195,13 @@ def rotation(d: int) -> np.ndarray:
 
 
 def quantize_scheme(hw: HardwareConfig, q, k, v, scheme: str,
-                    q_rows: bool = False, k_block: int | None = None) -> HostInputs:
+                    q_rows: bool = False, k_block: int | None = None,
+                    v_keys: bool = False) -> HostInputs:
     """Quantize float Q, K, V to ``hw.data_bits`` under ``scheme`` (``SCHEMES``), Q with one
     scale per row if ``q_rows``, K with one per block of ``k_block`` keys if given
-    (:func:`numerics.quantize_keys`, after the scheme's transform). An all-zero tensor, row or
-    channel gets scale 1 (its integers are 0); an all-zero K block its head's reference."""
+    (:func:`numerics.quantize_keys`, after the scheme's transform), V with one per key if
+    ``v_keys`` (blocks of one key). An all-zero tensor, row or channel gets scale 1 (its
+    integers are 0); an all-zero K block its head's reference."""
     if scheme not in SCHEMES:
         raise bad("scheme", scheme, f"choose one of: {', '.join(SCHEMES)}")
     bits = hw.data_bits
@@ -214,8 +218,11 @@ def quantize_scheme(hw: HardwareConfig, q, k, v, scheme: str,
     qi, sq = nm.quantize(q, bits, axis=q_axis)
     ki, sk = nm.quantize(k, bits) if k_block is None else nm.quantize_keys(hw, k, k_block)
     # V per K/V head and channel, except for the plain per-tensor scheme
-    vi, sv = nm.quantize(v, bits, axis=None if scheme == "tensor" else 2)
-    return HostInputs(qi, ki, vi, sq, sk, sv, scheme)
+    if v_keys:
+        vi, sv = nm.quantize_keys(hw, v, 1)
+    else:
+        vi, sv = nm.quantize(v, bits, axis=None if scheme == "tensor" else 2)
+    return HostInputs(qi, ki, vi, sq, sk, sv, scheme, v_keys)
 
 
 def run_int(hw: HardwareConfig, wl: Workload, inp: HostInputs, progress=None,
@@ -228,9 +235,11 @@ def run_int(hw: HardwareConfig, wl: Workload, inp: HostInputs, progress=None,
     slope per query head)."""
     out = nm.attention_int(hw, wl, inp.q, inp.k, inp.v, inp.sq, inp.sk, progress=progress,
                            ml=ml, table=table, softcap=softcap, sinks=sinks,
-                           alibi_slopes=alibi_slopes)
+                           alibi_slopes=alibi_slopes, v_scale=inp.sv if inp.v_keys else None)
     sv = inp.sv
-    if isinstance(sv, np.ndarray):          # per K/V head and channel → per query head
+    if inp.v_keys:                          # the output is in units of twice the largest
+        sv = nm.key_reference(sv)[1]
+    elif isinstance(sv, np.ndarray):        # per K/V head and channel → per query head
         sv = np.repeat(sv, wl.group_size, axis=1)
     return nm.dequantize_output(hw, out, sv)
 

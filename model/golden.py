@@ -142,12 +142,10 @@ def quantized_inputs(hw: HardwareConfig, wl: Workload, dist: str = "gaussian",
             raise bad("v_in_k", True, "V read from K's rows takes K's one scale: use "
                       "scheme='tensor' and no k_block")
         v = np.asarray(k)[..., :wl.d_v]
-    h = quantize_scheme(hw, q, k, v, scheme, q_rows=q_rows, k_block=k_block)
-    if v_keys:               # V with a scale per key: what a paged cache's V pages carry
-        if wl.v_in_k:
-            raise bad("v_keys", True, "V read from K's rows takes K's scale")
-        vi, sv = nm.quantize_keys(hw, v, 1)
-        h = dataclasses.replace(h, v=vi, sv=sv)
+    if v_keys and wl.v_in_k:
+        raise bad("v_keys", True, "V read from K's rows takes K's scale")
+    # (v_keys: V with a scale per key, what a paged cache's V pages carry)
+    h = quantize_scheme(hw, q, k, v, scheme, q_rows=q_rows, k_block=k_block, v_keys=v_keys)
     if wl.v_in_k:
         h = dataclasses.replace(h, v=h.k[..., :wl.d_v], sv=h.sk)
     sq = h.sq

@@ -510,7 +510,7 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
     else:
         sk = k_scale
     if v_scale is not None:
-        vs, sv = key_reference(scale_array("v_scale", v_scale, (kb, hk, kn)))
+        vs, sv = key_reference(scale_array("v_scale", v_scale, (kb, hk, kn)), "v_scale")
     if plan_scale is not None:
         sp = plan_scale
     elif not rows_q:

@@ -265,7 +265,7 @@ def _mant_exp(r, cmb: int, rounding) -> tuple[np.ndarray, np.ndarray]:
     return k_m, k_e
 
 
-def key_reference(k_scales) -> tuple[np.ndarray, float]:
+def key_reference(k_scales, name: str = "k_scale") -> tuple[np.ndarray, float]:
     """Per-key K scales (any shape) checked positive and finite, and the reference the
     softmax multiplier folds in: twice the largest. Raises ConfigError naming the first bad
     key by its index."""
@@ -273,8 +273,8 @@ def key_reference(k_scales) -> tuple[np.ndarray, float]:
     bad_k = ~(np.isfinite(ks) & (ks > 0))
     if ks.size == 0 or bad_k.any():
         at = tuple(int(x) for x in np.argwhere(bad_k)[0]) if ks.size else ()
-        where = (f"k_scale of key {at[2]} (batch {at[0]}, kv head {at[1]})" if len(at) >= 3
-                 else f"k_scale at {at}")
+        where = (f"{name} of key {at[2]} (batch {at[0]}, kv head {at[1]})" if len(at) >= 3
+                 else f"{name} at {at}")
         raise bad(where, float(ks[at]) if ks.size else None, "must be a positive finite number")
     return ks, 2.0 * float(ks.max())
 

@@ -1,10 +1,10 @@
 """An 8-bit K/V cache's accuracy (issue #46 item 4): decode-shaped attention (a few query rows
 against a long cache) from the accelerator's 8-bit cache (configs/asplos26-kv8.toml: Q per row,
-K per key, the bit-exact integer model) beside its 16-bit one (asplos26), bf16 attention (the
-GPU's bf16 cache) and an FP8 E4M3 K/V cache as the GPU's FP8 kernels read it (K and V rounded
-to E4M3 under one scale each, vLLM's per-tensor ``k_scale``/``v_scale`` of amax/448, the rest
-bf16). Relative Frobenius error against float64 attention of the float inputs, over bf16's,
-median and worst over seeds.
+K per key, V per tensor or per key, the bit-exact integer model) beside its 16-bit one
+(asplos26), bf16 attention (the GPU's bf16 cache) and an FP8 E4M3 K/V cache as the GPU's FP8
+kernels read it (K and V rounded to E4M3 under one scale each, vLLM's per-tensor
+``k_scale``/``v_scale`` of amax/448, the rest bf16). Relative Frobenius error against float64
+attention of the float inputs, over bf16's, median and worst over seeds.
 
     python scripts/studies/kv8_accuracy.py [--nq 64] [--nk 4096] [--d 128] [--seeds 10]
         [--json FILE]
@@ -52,8 +52,11 @@ def main() -> None:
     hw16 = C.asplos26()
     hw8 = C.replace(hw16, data_bits=8)
     wl = C.Workload(seq_q=a.nq, seq_k=a.nk, head_dim=a.d, heads=4, kv_heads=1)
-    paths = {"int16 rotate (asplos26)": (hw16, "rotate"), "int8 tensor (kv8)": (hw8, "tensor"),
-             "int8 rotate (kv8)": (hw8, "rotate")}
+    paths = {"int16 rotate (asplos26)": (hw16, "rotate", False),
+             "int8 tensor (kv8)": (hw8, "tensor", False),
+             "int8 rotate (kv8)": (hw8, "rotate", False),
+             "int8 tensor, V per key (kv8)": (hw8, "tensor", True),
+             "int8 rotate, V per key (kv8)": (hw8, "rotate", True)}
     rows = []
     print(f"Q {a.nq} rows x a cache of {a.nk} keys, d={a.d}, GQA 4/1, seeds 0..{a.seeds - 1}; "
           "integer paths with Q per row and K per key; rel. Frobenius error over bf16's")
@@ -64,15 +67,16 @@ def main() -> None:
             exact = ref.attention(q, k, v)
             bf = A.rel_frobenius(A.attention_lowp(q, k, v, "bf16"), exact)
             errs = {"fp8 e4m3 cache (bf16 math)": A.rel_frobenius(fp8_cache(q, k, v), exact)}
-            for name, (hw, scheme) in paths.items():
-                inp = A.quantize_scheme(hw, q, k, v, scheme, q_rows=True, k_block=1)
+            for name, (hw, scheme, v_keys) in paths.items():
+                inp = A.quantize_scheme(hw, q, k, v, scheme, q_rows=True, k_block=1,
+                                        v_keys=v_keys)
                 errs[name] = A.rel_frobenius(A.run_int(hw, wl, inp), exact)
             for name, e in errs.items():
                 ratios.setdefault(name, []).append(e / bf)
                 rows.append({"inputs": dist, "seed": seed, "path": name, "rel_frobenius": e,
                              "bf16_rel_frobenius": bf})
         for name, r in ratios.items():
-            print(f"  {dist:<13} {name:<28} {np.median(r):6.2f}x / {max(r):6.2f}x")
+            print(f"  {dist:<13} {name:<30} {np.median(r):6.2f}x / {max(r):6.2f}x")
     if a.json:
         Path(a.json).write_text(json.dumps({
             "date": datetime.date.today().isoformat(), "script": "scripts/studies/kv8_accuracy.py",

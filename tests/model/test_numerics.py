@@ -416,6 +416,37 @@ def test_per_key_scales_stepwise_equals_vectorized(q_rows):
     assert np.array_equal(a, b)
 
 
+def test_per_key_v_scales_stepwise_equals_vectorized_and_within_the_contract():
+    """V with one scale per key (a paged cache's value_scales): each key's p times its V
+    factor before P V, ℓ unscaled. Stepwise and vectorized agree bit for bit (causal, with
+    sinks: keys before a row's first rise take the sink's path); against float64 attention of
+    the same quantized V the output is within the plain path's bounds; on V whose tokens
+    differ in magnitude it beats one scale for the tensor; a bad scale is named."""
+    wl, q, k, v = _keyed(seed=2)
+    v = v * np.linspace(0.05, 1.0, wl.seq_k)[None, None, :, None]   # tokens of many sizes
+    qi, sq = nm.quantize(q, 8, axis=3)
+    ki, sk = nm.quantize_keys(FPGA, k, 1)
+    vi, sv = nm.quantize_keys(FPGA, v, 1)
+    for sinks in (None, [0.5, -1.0]):
+        hw = C.replace(FPGA, sinks_unit=True) if sinks else FPGA
+        a = nm.attention_int(hw, wl, qi, ki, vi, sq, sk, v_scale=sv, sinks=sinks)
+        b = nm.attention_int(hw, wl, qi, ki, vi, sq, sk, v_scale=sv, sinks=sinks, stepwise=True)
+        assert np.array_equal(a, b)
+    out = nm.dequantize_output(FPGA, a if sinks is None else nm.attention_int(
+        FPGA, wl, qi, ki, vi, sq, sk, v_scale=sv), 2 * sv.max())
+    exact = ref.attention(qi * sq, ki * sk, vi * sv, causal=True)
+    rng_v = np.abs(vi * sv).max()
+    assert np.abs(out - exact).max() < 2e-3 * rng_v
+    vt, st = nm.quantize(v, 8)                          # one scale for V
+    flat = nm.dequantize_output(FPGA, nm.attention_int(FPGA, wl, qi, ki, vt, sq, sk), st)
+    true = ref.attention(qi * sq, ki * sk, v, causal=True)
+    assert (np.linalg.norm(out - true) < 0.5 * np.linalg.norm(flat - true))
+    bad_v = sv.copy()
+    bad_v[0, 0, 7] = -1.0
+    with pytest.raises(ConfigError, match=r"^v_scale of key 7 \(batch 0, kv head 0\)=-1"):
+        nm.attention_int(FPGA, wl, qi, ki, vi, sq, sk, v_scale=bad_v)
+
+
 def test_quantize_keys_scales_are_exact_and_never_clip():
     """Each block's scale is the reference times k_m·2**-(CM+k_e) exactly (what the K row's
     word carries, with KEY_MANT_BITS significant bits), at least the block's max|K|/127
