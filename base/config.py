@@ -29,15 +29,8 @@ from attenio.base.fields import (
 )
 from attenio.base.workload import VarlenWorkload, Workload
 
-__all__ = [
-    "Numerics",
-    "HardwareConfig",
-    "Workload",
-    "VarlenWorkload",
-    "PRESETS",
-    "preset",
-    "ConfigError",
-]
+__all__ = ["Numerics", "HardwareConfig", "Workload", "VarlenWorkload", "PRESETS", "preset",
+           "ConfigError"]
 
 SUPPORTED_DATA_BITS = (8, 16)
 SUPPORTED_AXI_BITS = (32, 64, 128, 256, 512, 1024)
@@ -47,11 +40,9 @@ _INT64_BITS = 63
 # A scale word's exponent field (c_sh of a Q row, k_e of a K row): shifts up to 62 fit in 6 bits.
 SCALE_EXP_BITS = 6
 TABLE_RAMS = ("lut", "block")     # HardwareConfig.table_ram
-# A K row's factor k_m keeps this many significant bits (its top bits; the rest are zero), so
-# the datapath multiplies c_m by it exactly: c_m·k_m has CM + KEY_MANT_BITS bits and no
-# rounding (docs/numerics.md, "Per-key K scales"; a rounded product broke the contract on
-# large logits, issue #33). Five bits keep the product off the DSPs (a 4-bit piece and the
-# implicit leading one).
+# A K row's factor k_m keeps this many significant bits (its top bits; the rest are zero): c_m·k_m
+# is exact (docs/numerics.md, "Per-key K scales"; a rounded product broke the contract on large
+# logits, issue #33), and off the DSPs (a 4-bit piece and the implicit leading one).
 KEY_MANT_BITS = 5
 # a K factor's slot in a paged cache's factor word: k_hi, then k_e (docs/isa.md, "Paged K/V")
 FACTOR_SLOT_BITS = 16
@@ -179,6 +170,11 @@ class HardwareConfig(Serializable):
         scale (and the cap). It adds ``ALIBI_LATENCY`` stages to the softmax's latency
         (``contract.timing.timing_for``), whether a run uses it or not; throughput is
         unchanged.
+    value_scales_unit
+        Let a paged cache's V pages carry a factor per key (``LOAD_KV.value_scales``): the ring
+        keeps V's factors as K's and the ``P V`` stage multiplies each key's p by its factor
+        (between the P buffer and the array's operands; no cycle). Needs a word that holds a
+        factor (:attr:`key_scales_supported`).
     numerics
         Fixed-point formats, see :class:`Numerics`.
     """
@@ -202,6 +198,7 @@ class HardwareConfig(Serializable):
     softcap_unit: bool = False
     sinks_unit: bool = False
     alibi_unit: bool = False
+    value_scales_unit: bool = False
     numerics: Numerics = field(default_factory=Numerics)
 
     NESTED: ClassVar[dict[str, type]] = {"numerics": Numerics}
@@ -234,9 +231,11 @@ class HardwareConfig(Serializable):
             check_int(self, "sram_bytes", 1, 1 << 40)
         if self.table_ram not in TABLE_RAMS:
             raise bad("table_ram", self.table_ram, f"choose one of: {', '.join(TABLE_RAMS)}")
-        check_bool(self, "softcap_unit")
-        check_bool(self, "sinks_unit")
-        check_bool(self, "alibi_unit")
+        for unit in ("softcap_unit", "sinks_unit", "alibi_unit", "value_scales_unit"):
+            check_bool(self, unit)
+        if self.value_scales_unit and not self.key_scales_supported:
+            raise bad("value_scales_unit", True, f"a word of {self.macs_per_line} elements "
+                      "cannot hold a factor")
         if not isinstance(self.numerics, Numerics):
             raise bad("numerics", self.numerics, "must be a Numerics instance")
         # Widths the integer model (int64, float64-exact products) and the RTL can carry.
@@ -575,7 +574,8 @@ PRESETS = {"tiny": tiny, "fpga": fpga, "asplos26": asplos26}
 
 
 # what a preset's name may add after a "+": the units a variant needs (``fpga+softcap``)
-PRESET_UNITS = {"softcap": "softcap_unit", "sinks": "sinks_unit", "alibi": "alibi_unit"}
+PRESET_UNITS = {"softcap": "softcap_unit", "sinks": "sinks_unit", "alibi": "alibi_unit",
+                "vscales": "value_scales_unit"}
 
 
 def preset(name: str) -> HardwareConfig:

@@ -183,11 +183,11 @@ FIELD_RULES: tuple[FieldRule, ...] = (
                                  f"rows lie packed ({_row_bytes(f.d, hw)} bytes)")),
     FieldRule("value_scales", ("value_scales", "paged", "v_in_k"),
               lambda f, hw, rh: (f.value_scales != 0) & ((f.paged == 0) | (f.v_in_k != 0)
-                                                         | (not hw.key_scales_supported)),
+                                                         | (not hw.value_scales_unit)),
               lambda f, hw, rh: (f"value_scales=1 with paged={f.paged}, v_in_k={f.v_in_k}: V "
                                  "factors lie in a paged cache's V pages (paged=1, V rows of "
-                                 "their own, v_in_k=0) on a config whose word holds a factor "
-                                 f"({hw.macs_per_line} elements of {hw.data_bits} bits)")),
+                                 "their own, v_in_k=0) on a config with the unit "
+                                 f"(value_scales_unit = {str(hw.value_scales_unit).lower()})")),
     FieldRule("softcap", ("softcap",),
               lambda f, hw, rh: (f.softcap != 0) & (not hw.softcap_unit),
               lambda f, hw, rh: "softcap=1: this config has no soft-capping unit "

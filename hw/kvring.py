@@ -48,8 +48,8 @@ class KVRing(wiring.Component):
     tagged ``pw`` (a word of factors, ``FACTOR_SLOT_BITS`` each: the mantissa's top
     ``KEY_MANT_BITS``, then the exponent) is kept in a register, and each K row's last beat
     (``pk``) puts the word's next factor in the row's slot register. V factors
-    (``LOAD_KV.value_scales``, paged only) come the same way in V's beats, to registers of V's
-    slots: ``v_scale[c]`` is key ``kbase + c``'s.
+    (``LOAD_KV.value_scales``, paged only; ``value_scales_unit``) come the same way in V's
+    beats, to registers of V's slots: ``v_scale[c]`` is key ``kbase + c``'s.
     """
 
     def __init__(self, cfg: HardwareConfig):
@@ -175,7 +175,8 @@ class KVRing(wiring.Component):
         sl = row_scale_layout(cfg)
         cmb = cfg.numerics.scale_mult_bits
         for name, is_k, slot_w, out in (("k", True, k_slot, self.k_scale),
-                                        ("v", False, v_slot, self.v_scale)):
+                                        ("v", False, v_slot, self.v_scale))[
+                                            :1 + cfg.value_scales_unit]:
             regs = [Signal(sl, name=f"{name}scale{j}") for j in range(ring)]
             mine = write_k if is_k else ~write_k
             # a paged cache's word of factors, and the next one's slot in it

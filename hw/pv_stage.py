@@ -117,9 +117,9 @@ class PVStage(wiring.Component):
     def _value_factors(self, m: Module, lanes: Lanes):
         """Each line's V factor in c1: its copy's, registered with the issue, as the
         multiplier ``v_hi`` (``c_m``) and the shift ``KEY_MANT_BITS + v_e`` (``c_sh``); None
-        on a config without factors."""
+        on a config without the unit (``value_scales_unit``)."""
         cfg = self.cfg
-        if not cfg.key_scales_supported:
+        if not cfg.value_scales_unit:
             return None
         cmb = cfg.numerics.scale_mult_bits
         shape = data.StructLayout({"c_m": unsigned(KEY_MANT_BITS),

@@ -37,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from attenio.base.config import HardwareConfig, VarlenWorkload, Workload
+from attenio.base.errors import bad
 from attenio.contract.formats import KEY_MANT_BITS, MAX_SHIFT, SCALE_SHIFT_MAX
 from attenio.contract.rules import visible
 from attenio.contract.tables import exp_table, recip_table
@@ -510,6 +511,9 @@ def attention_int(cfg: HardwareConfig, wl: Workload | VarlenWorkload, q, k, v, q
     else:
         sk = k_scale
     if v_scale is not None:
+        if not cfg.value_scales_unit:
+            raise bad("v_scale", "one per key", "this config has no V factor unit: take a "
+                      "preset's NAME+vscales or set value_scales_unit = true")
         vs, sv = key_reference(scale_array("v_scale", v_scale, (kb, hk, kn)), "v_scale")
     if plan_scale is not None:
         sp = plan_scale

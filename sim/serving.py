@@ -123,8 +123,9 @@ def _shared(data: dict, name: str):
 def kv8(hw: HardwareConfig) -> HardwareConfig:
     """``hw`` with 8-bit elements (Q, K and V; an 8-bit K/V cache's decode): the same array,
     buffers and bus, each word holding twice the elements, and a K/V ring of twice the rows in
-    the same bytes (configs/asplos26-kv8.toml is asplos26's)."""
-    return dataclasses.replace(hw, data_bits=8, kv_ring_depth=2 * hw.kv_ring_depth)
+    the same bytes, and the V factor unit (configs/asplos26-kv8.toml is asplos26's)."""
+    return dataclasses.replace(hw, data_bits=8, kv_ring_depth=2 * hw.kv_ring_depth,
+                               value_scales_unit=True)
 
 
 def _workload(hw: HardwareConfig, data: dict, name: str, heads: int):

@@ -890,9 +890,13 @@ def test_schedule_counts_the_k_and_v_factors_of_a_paged_cache():
     line = next(x for x in r.output.splitlines() if x.startswith("  V factors"))
     assert line.endswith(f"({words * 32:,} B)")
     assert "closed form          equal" in r.output
-    unpaged = run("schedule", "--preset", "tiny", "--n", "64", "--d", "16", "--v-scales", "key")
+    unpaged = run("schedule", "--preset", "tiny+vscales", "--n", "64", "--d", "16",
+                  "--v-scales", "key")
     assert unpaged.exit_code == 2
     assert unpaged.output.splitlines()[-1].startswith("error: v_scales='key' is invalid without")
+    no_unit = run("schedule", "--preset", "tiny", "--decode", "--cache-lens", "9",
+                  "--page-size", "4", "--d", "8", "--v-scales", "key")
+    assert no_unit.exit_code == 2 and "NAME+vscales" in no_unit.output.splitlines()[-1]
     bad = run("schedule", "--preset", "tiny", "--decode", "--cache-lens", "9", "--d", "8",
               "--k-block", "0")
     assert bad.exit_code == 2 and "--k-block" in bad.output.splitlines()[-1]

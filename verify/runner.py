@@ -353,15 +353,14 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
              patch: list[tuple[int, bytes]] | None = None, dram: str = "auto",
              workdir: Path | None = None, block_table=None,
              checked: bool = False, softmax_scale: float | None = None,
-             softcap: float | None = None, sinks=None, alibi_slopes=None, share_prefix=None,
-             v_keys: bool = False) -> SimResult:
+             softcap: float | None = None, sinks=None, alibi_slopes=None,
+             share_prefix=None, v_keys: bool = False) -> SimResult:
     """Run ``wl`` on the RTL of ``hw`` and compare with the models.
 
     ``inputs``: integer Q, K, V and their scales to run instead of random ones (a host
     scheme's output, model/accuracy.py); ``q_rows``, ``k_block``: random ones quantized with
-    a scale per Q row, per block of K rows (and with ``v_keys`` V per key, a paged cache's
-    ``value_scales``); ``block_table``: a paged cache's pages (the
-    caller's rows, or a :class:`attenio.base.blocktable.BlockTable`; a seeded shuffle without);
+    a scale per Q row, per block of K rows (``v_keys``: V per key, ``value_scales``);
+    ``block_table``: a paged cache's pages (the caller's rows, or a BlockTable; a seeded shuffle);
     ``softmax_scale``: logits ``softmax_scale · q·k`` instead of ``q·k/√d``; ``softcap``: the
     logits capped, ``c·tanh(logit/c)`` (a config with ``softcap_unit``); ``sinks``,
     ``alibi_slopes``: one for all query heads or one each (``sinks_unit``, ``alibi_unit``);

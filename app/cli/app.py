@@ -474,9 +474,9 @@ def _check_scales(hw, name, q_scales: str, k_block, v_scales: str = "tensor",
         raise ConfigError(f"k_block={k_block} is invalid for preset={name!r}: its word of "
                           f"{hw.macs_per_line} elements cannot hold a key's factor")
     if v_scales == "key":
-        if not hw.key_scales_supported:
-            raise ConfigError(f"v_scales='key' is invalid for preset={name!r}: its word of "
-                              f"{hw.macs_per_line} elements cannot hold a key's factor")
+        if not hw.value_scales_unit:
+            raise ConfigError(f"v_scales='key' is invalid for preset={name!r}: it has no V "
+                              "factor unit (take NAME+vscales, or value_scales_unit = true)")
         if wl is not None and (not wl.page_size or wl.v_in_k):
             raise ConfigError("v_scales='key' is invalid without --page-size or with --v-in-k: "
                               "V factors lie in a paged cache's V pages")

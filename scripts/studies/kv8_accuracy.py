@@ -50,7 +50,7 @@ def main() -> None:
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     hw16 = C.asplos26()
-    hw8 = C.replace(hw16, data_bits=8)
+    hw8 = C.replace(hw16, data_bits=8, value_scales_unit=True)
     wl = C.Workload(seq_q=a.nq, seq_k=a.nk, head_dim=a.d, heads=4, kv_heads=1)
     paths = {"int16 rotate (asplos26)": (hw16, "rotate", False),
              "int8 tensor (kv8)": (hw8, "tensor", False),

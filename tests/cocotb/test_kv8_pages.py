@@ -64,11 +64,12 @@ def test_packed_key_factors_under_backpressure():
 
 # V with a scale per key too (LOAD_KV.value_scales): its factors packed in the V pages as K's
 # are in the K pages, each key's p times its factor before P V
+VWIDE = C.replace(WIDE, value_scales_unit=True)
 V_CASES = [
-    (WIDE, decode([29, 8, 14, 3, 40], page=16), 2, True),
-    (C.fpga(), decode([29, 8, 45], heads=8, kv_heads=2, d=64), 1, True),
+    (VWIDE, decode([29, 8, 14, 3, 40], page=16), 2, True),
+    (C.preset("fpga+vscales"), decode([29, 8, 45], heads=8, kv_heads=2, d=64), 1, True),
     # V factors alone (K one scale), tiny: every block starts a group
-    (C.tiny(), decode([11, 6], page=4), 2, False),
+    (C.preset("tiny+vscales"), decode([11, 6], page=4), 2, False),
 ]
 
 
@@ -95,7 +96,7 @@ def test_packed_value_factors_bit_exact_cycle_exact_and_counted(hw, wl, kps, k_k
 
 def test_packed_value_factors_under_backpressure():
     wl = decode([21, 13], heads=4, kv_heads=1)
-    inp = quantized_inputs(WIDE, wl, "gaussian", 6, q_rows=True, k_block=2, v_keys=True)
-    r = simulate(WIDE, wl, inputs=inp, p_stall=0.3, log=lambda *a: None)
+    inp = quantized_inputs(VWIDE, wl, "gaussian", 6, q_rows=True, k_block=2, v_keys=True)
+    r = simulate(VWIDE, wl, inputs=inp, p_stall=0.3, log=lambda *a: None)
     assert r.failures() == [], r.failures()
     assert r.counters["bytes_rd"] == r.schedule.traffic.read_bytes

@@ -427,13 +427,14 @@ def test_per_key_v_scales_stepwise_equals_vectorized_and_within_the_contract():
     qi, sq = nm.quantize(q, 8, axis=3)
     ki, sk = nm.quantize_keys(FPGA, k, 1)
     vi, sv = nm.quantize_keys(FPGA, v, 1)
+    vfpga = C.replace(FPGA, value_scales_unit=True)
     for sinks in (None, [0.5, -1.0]):
-        hw = C.replace(FPGA, sinks_unit=True) if sinks else FPGA
+        hw = C.replace(vfpga, sinks_unit=bool(sinks))
         a = nm.attention_int(hw, wl, qi, ki, vi, sq, sk, v_scale=sv, sinks=sinks)
         b = nm.attention_int(hw, wl, qi, ki, vi, sq, sk, v_scale=sv, sinks=sinks, stepwise=True)
         assert np.array_equal(a, b)
-    out = nm.dequantize_output(FPGA, a if sinks is None else nm.attention_int(
-        FPGA, wl, qi, ki, vi, sq, sk, v_scale=sv), 2 * sv.max())
+    out = nm.dequantize_output(FPGA, nm.attention_int(vfpga, wl, qi, ki, vi, sq, sk, v_scale=sv),
+                               2 * sv.max())
     exact = ref.attention(qi * sq, ki * sk, vi * sv, causal=True)
     rng_v = np.abs(vi * sv).max()
     assert np.abs(out - exact).max() < 2e-3 * rng_v
@@ -444,7 +445,9 @@ def test_per_key_v_scales_stepwise_equals_vectorized_and_within_the_contract():
     bad_v = sv.copy()
     bad_v[0, 0, 7] = -1.0
     with pytest.raises(ConfigError, match=r"^v_scale of key 7 \(batch 0, kv head 0\)=-1"):
-        nm.attention_int(FPGA, wl, qi, ki, vi, sq, sk, v_scale=bad_v)
+        nm.attention_int(vfpga, wl, qi, ki, vi, sq, sk, v_scale=bad_v)
+    with pytest.raises(ConfigError, match=r"^v_scale='one per key'.*no V factor unit"):
+        nm.attention_int(FPGA, wl, qi, ki, vi, sq, sk, v_scale=sv)
 
 
 def test_quantize_keys_scales_are_exact_and_never_clip():
