@@ -34,6 +34,7 @@ def _blocks() -> dict:
     from attenio.hw.finalize import Finalize
     from attenio.hw.kvring import KVRing
     from attenio.hw.pe_array import PEArray
+    from attenio.hw.pv_stage import PVStage
     from attenio.hw.qbuf import QBuffer
     from attenio.hw.reciprocal import Reciprocal
     from attenio.hw.score import ScoreStage
@@ -42,7 +43,7 @@ def _blocks() -> dict:
     return {"pe": PEArray, "softmax": SoftmaxUnit, "exp2": Exp2, "finalize": Finalize,
             "reciprocal": Reciprocal, "score": ScoreStage, "qbuf": QBuffer, "kvring": KVRing,
             "load": LoadEngine, "store": StoreEngine, "fetch": ProgramFetch,
-            "decode": InstructionDecoder, "core": ComputeCore}
+            "decode": InstructionDecoder, "pv": PVStage, "core": ComputeCore}
 
 
 # name -> what it is (the class each name builds: _blocks())
@@ -59,6 +60,7 @@ BLOCKS = {
     "store": "the store engine (hw/ctrl/store.py)",
     "fetch": "the program fetch (hw/ctrl/fetch.py)",
     "decode": "the instruction decoder and its field rules (hw/ctrl/decode.py)",
+    "pv": "the P V stage (hw/pv_stage.py): operand routing, with V's factors on the unit",
     "core": "the whole compute core (hw/core.py)",
 }
 
