@@ -25,7 +25,7 @@ PAGED_BACKENDS = ("sdpa-gathered-pages", "flex-paged", "flashinfer-decode", "fla
                   "flashinfer-paged-fa3")
 WORKLOADS = ("prefill", "window", "decode")
 # the decode trace from an 8-bit K/V cache (issue #46): against the GPU's FP8-K/V kernels, the
-# accelerator with 8-bit elements (:func:`kv8`), each key's K scale in its page
+# accelerator with 8-bit elements (:func:`kv8`), each key's K and V scales in its pages
 FP8 = ("decode-fp8",)
 # decode batches whose sequences share a prefix's pages (issue #46), where the file has them
 SHARED = ("shared-4k", "shared-32k")

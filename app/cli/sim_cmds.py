@@ -543,7 +543,7 @@ def _compare_serving(hw, paths, gpu_peak_tflops, gpu_bandwidth_tbs, csv_path, js
     if f8:
         click.echo(f"decode-fp8: the decode trace from an 8-bit K/V cache against the GPU's "
                    f"FP8-K/V kernels; the accelerator as {name} with {f8['acc_data_bits']}-bit "
-                   "elements, Q per row, each key's K scale in its page (configs/"
+                   "elements, Q per row, each key's K and V scales in its pages (configs/"
                    "asplos26-kv8.toml; docs/numerics.md, \"8-bit K/V caches\").")
     shared = [r for r in rows if r["workload"] in SV.SHARED]
     if shared:
