@@ -132,9 +132,9 @@ class StepSequencer(wiring.Component):
         # Phase 0's shape: every row group (step 0 skips none: it starts each row's softmax,
         # contract.rules.skipped_groups), its ops and length a cycle after the command is taken
         # (the core is loading Q by then).
-        ops0 = Signal.like(ops)
+        ops0, ops0_m1 = Signal.like(ops), Signal.like(ops)
         ops0_c = (self.g_hi - self.g_lo) * words
-        m.d.sync += [ops0.eq(ops0_c), plen.eq(step_len(ops0_c))]
+        m.d.sync += [ops0.eq(ops0_c), ops0_m1.eq(ops0_c - 1), plen.eq(step_len(ops0_c))]
         # The next phase's shape (registers, four stages after n_kb; a phase lasts ≥
         # min_phase cycles): the row groups it skips, its first group, its ops and length.
         t = Signal(signed(27))
@@ -162,7 +162,7 @@ class StepSequencer(wiring.Component):
         m.d.sync += [n_ops.eq(ops_c), n_plen.eq(step_len(ops_c))]
         cur_ops = Signal.like(ops)
         cur_plen = Signal.like(plen)
-        ops0_m1, cur_m1 = Signal.like(ops), Signal.like(ops)
+        cur_m1 = Signal.like(ops)
         with m.If(~running):
             m.d.sync += [last_ph.eq(0), is_qk.eq(1), st.eq(0), kbase.eq(0),
                          kend.eq(key_end(0)), more.eq(keys != 0), g.eq(self.g_lo), w.eq(0)]
@@ -188,7 +188,6 @@ class StepSequencer(wiring.Component):
         # phase 0 (ph = 0) as a register of its own, and each shape's last op a register, off
         # the path from the phase counter to the issue enables
         first = Signal(init=1)
-        m.d.sync += ops0_m1.eq(ops0 - 1)
         eff_ops = Mux(first, ops0, cur_ops)
         m.d.comb += [issue.eq(active & (cnt < eff_ops)),
                      self.last_op.eq(issue & (cnt == Mux(first, ops0_m1, cur_m1)))]
