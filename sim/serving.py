@@ -257,7 +257,8 @@ def compare_serving(hw: HardwareConfig, data: dict, gpu_peak_tflops: float = H20
                "gpu_candidates": {c["backend"] + ("" if not per_head else f" ({c['heads']}h)"):
                                   c["unit_ms"] for c in candidates(data, name)},
                "acc_cycles": sch.total_cycles, "acc_ms": acc_s * 1e3,
-               "acc_units": [u for u in ("softcap_unit", "sinks_unit", "alibi_unit")
+               "acc_units": [u for u in ("softcap_unit", "sinks_unit", "alibi_unit",
+                                         "value_scales_unit")
                              if getattr(hw_v, u)], "acc_max_head_dim": hw_v.max_head_dim,
                "acc_pct_peak": 100 * flops / acc_s / 1e12 / acc_peak,
                "acc_pct_dram_busy": 100 * moved / (sch.total_cycles * hw_v.dram_bytes_per_cycle),
