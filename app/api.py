@@ -146,11 +146,12 @@ def _flag(name: str, value) -> bool:
 
 
 def _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale=None, table=None,
-             softcap=None, sinks=None, alibi_slopes=None):
+             softcap=None, sinks=None, alibi_slopes=None, v_keys: bool = False):
     """The dequantized output ``[batch, heads, seq, d]`` and, with ``wl.lse``, each row's
     log-sum-exp ``[batch, heads, seq]`` (float32, FlashAttention's ``softmax_lse`` dtype;
     else None). ``table``: K and V are a paged pool read through it; ``softcap``: the
-    logits' cap; ``sinks``: the query heads' sinks; ``alibi_slopes``: their ALiBi slopes."""
+    logits' cap; ``sinks``: the query heads' sinks; ``alibi_slopes``: their ALiBi slopes;
+    ``v_keys``: V with one scale per key (a paged cache's V factors)."""
     from attenio.model.accuracy import Q_SCALES, quantize_scheme, run_int
     from attenio.model.numerics import check_sinks, logsumexp, softcap_cap
     from attenio.model.variants import check_alibi
@@ -166,7 +167,8 @@ def _run_int(hw, wl, q4, k4, v4, scheme, q_scales, k_block, softmax_scale=None, 
     # softmax(s·Q Kᵀ) = softmax((s·√d·Q) Kᵀ/√d): the factor rides on Q's scale, so the
     # integers are those of Q and the multiplier folds it in (model.scales.softmax_scale)
     q4 = q4 * var.q_factor
-    host = quantize_scheme(hw, q4, k4, v4, scheme, q_rows=q_scales == "row", k_block=k_block)
+    host = quantize_scheme(hw, q4, k4, v4, scheme, q_rows=q_scales == "row", k_block=k_block,
+                           v_keys=v_keys)
     ml = {}
     out = run_int(hw, wl, host, ml=ml, table=table, softcap=var.softcap, sinks=sinks,
                   alibi_slopes=alibi)
@@ -246,7 +248,8 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
                            preset: str | C.HardwareConfig = "fpga", scheme: str = "tensor",
                            q_scales: str = "tensor", k_block: int | None = None,
                            softmax_scale: float | None = None, softcap: float | None = None,
-                           sinks=None, alibi_slopes=None, return_lse: bool = False):
+                           sinks=None, alibi_slopes=None, return_lse: bool = False,
+                           v_scales: str = "tensor"):
     """:func:`attention` of new queries against K/V caches, with FlashAttention's
     ``flash_attn_with_kvcache`` layout and arguments: ``q`` is ``[batch, seqlen_q, heads,
     d]``; sequence b sees the first ``cache_seqlens[b]`` keys of its cache. Without
@@ -259,8 +262,10 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
     quantized as the host would quantize its pool (the pages no sequence touches left out).
     ``causal`` is aligned at each sequence's bottom right (the new queries are the cache's
     last positions), ``window``, ``softmax_scale``, ``softcap``, ``sinks`` and
-    ``alibi_slopes`` as
-    :func:`attention`'s.
+    ``alibi_slopes`` as :func:`attention`'s. ``v_scales="key"``: V quantized with one scale
+    per key and K/V head, as an 8-bit serving cache keeps it (its factors in the V pages,
+    ``LOAD_KV.value_scales``: a paged cache, ``block_table``, on a preset with the V factor
+    unit, ``NAME+vscales``).
     Returns ``[batch, seqlen_q, heads, d]``; with ``return_lse``, ``(out, lse)``, ``lse``
     ``[batch, heads, seqlen_q]`` (FlashAttention's ``return_softmax_lse``).
 
@@ -274,6 +279,11 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
         express, options as :func:`attention`.
     """
     hw = hardware(preset)
+    if v_scales not in ("tensor", "key"):
+        raise bad("v_scales", v_scales, "choose one of: tensor, key")
+    if v_scales == "key" and block_table is None:
+        raise bad("v_scales", v_scales, "V's factors lie in a paged cache's V pages: give a "
+                  "block_table")
     q4 = np.asarray(q, dtype=np.float64)
     if q4.ndim != 4:
         raise bad("q", f"an array of shape {q4.shape}", "[batch, seqlen_q, heads, head dim] "
@@ -299,7 +309,7 @@ def attention_with_kvcache(q, k_cache, v_cache, cache_seqlens, block_table=None,
         return (out, lse.reshape(h, b, sq).transpose(1, 0, 2)) if return_lse else out
     out, lse = _paged_kvcache(hw, q4, kc, vc, lens, block_table, causal, window, scheme,
                               q_scales, k_block, softmax_scale, return_lse, softcap, sinks,
-                              alibi_slopes)
+                              alibi_slopes, v_scales == "key")
     return (out, lse) if return_lse else out
 
 
@@ -327,7 +337,7 @@ def _cache_lengths(cache_seqlens, batch: int, kc: np.ndarray, paged: bool) -> li
 
 def _paged_kvcache(hw, q4, kc, vc, lens, block_table, causal, window, scheme, q_scales,
                    k_block, softmax_scale, return_lse, softcap=None, sinks=None,
-                   alibi_slopes=None):
+                   alibi_slopes=None, v_keys: bool = False):
     """The paged case of :func:`attention_with_kvcache`: the integer model on the pool,
     each sequence's keys read through the table."""
     from attenio.base.blocktable import BlockTable
@@ -355,7 +365,8 @@ def _paged_kvcache(hw, q4, kc, vc, lens, block_table, causal, window, scheme, q_
         pool.append(np.where(touched[None, None, :, None], x, 0.0))
     qp = q4.reshape(b * sq, h, d).transpose(1, 0, 2)[None]
     out, lse = _run_int(hw, wl, qp, pool[0], pool[1], scheme, q_scales, k_block, softmax_scale,
-                        table=table, softcap=softcap, sinks=sinks, alibi_slopes=alibi_slopes)
+                        table=table, softcap=softcap, sinks=sinks, alibi_slopes=alibi_slopes,
+                        v_keys=v_keys)
     out = out[0].transpose(1, 0, 2).reshape(b, sq, h, d)
     return out, (None if lse is None else lse[0].reshape(h, b, sq).transpose(1, 0, 2))
 

@@ -262,3 +262,33 @@ def test_a_3d_tensor_needs_its_layout():
     shd = attenio.attention(*(x.transpose(1, 0, 2) for x in (q, k, v)), preset="tiny",
                             layout="bshd")
     assert shd.shape == (16, 3, 8) and np.array_equal(shd.transpose(1, 0, 2), hsd)
+
+
+def test_kvcache_v_scales_per_key():
+    """``v_scales="key"`` (an 8-bit serving cache's V, one scale per token and K/V head, its
+    factors in the V pages): against float attention of the same caches it beats one V scale
+    where the tokens differ in size; it needs a paged cache and the V factor unit."""
+    rng = np.random.default_rng(21)
+    # queries that weigh every key alike (Q·K = 0): the error is V's quantization alone
+    q = np.zeros((2, 1, 4, 16))
+    kc = rng.standard_normal((6, 8, 2, 16))
+    vc = rng.standard_normal((6, 8, 2, 16)) * 10.0 ** rng.uniform(-3, 0, (6, 8, 1, 1))
+    table, lens = [[4, 1, 0], [2, 5, 3]], [20, 24]
+    want = []
+    for b, (row, n) in enumerate(zip(table, lens, strict=True)):
+        k = np.concatenate([kc[p] for p in row])[:n][None]       # [1, n, kv_heads, d]
+        v = np.concatenate([vc[p] for p in row])[:n][None]
+        want.append(attenio.reference_attention(q[b:b + 1], k, v, layout="bshd"))
+    want = np.concatenate(want)
+    err = {}
+    for vs in ("tensor", "key"):
+        got = attenio.attention_with_kvcache(q, kc, vc, lens, block_table=table,
+                                             preset="fpga+vscales", q_scales="row", k_block=1,
+                                             v_scales=vs)
+        err[vs] = np.abs(got - want).max()
+    assert err["key"] < 0.6 * err["tensor"], err
+    with pytest.raises(ConfigError, match=r"^v_scales='key'.*block_table"):
+        attenio.attention_with_kvcache(q, kc[:2], vc[:2], [8, 8], v_scales="key")
+    with pytest.raises(ConfigError, match=r"^v_scale=.*NAME\+vscales"):
+        attenio.attention_with_kvcache(q, kc, vc, lens, block_table=table, preset="fpga",
+                                       v_scales="key")
