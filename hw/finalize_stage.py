@@ -134,7 +134,10 @@ class FinalizeStage(wiring.Component):
         with m.Elif(~self.issue & ofifo.i.valid):
             m.d.sync += inflight.eq(inflight - 1)
         wiring.connect(m, ofifo.o, wiring.flipped(self.o))
-        m.d.comb += self.drained.eq((inflight == 0) & ~ofifo.o.valid & ~fv1 & ~fv2)
+        # (the FIFO's level, not its output's valid: a word just written counts at once, where
+        # its valid follows a cycle later; with valid the core ended a cycle early, the tile's
+        # last word still in the FIFO, whenever it entered an empty one)
+        m.d.comb += self.drained.eq((inflight == 0) & (ofifo.level == 0) & ~fv1 & ~fv2)
         with m.If(self.clear):
             m.d.sync += [f_all.eq(0), drain.eq(0), frow.eq(0), fw.eq(0)]
         return m

@@ -129,6 +129,18 @@ def test_tiny_paged(shape, scales, p):
         assert r.cycles == r.predicted_cycles
 
 
+def test_tiles_of_one_output_word_end_with_their_word():
+    """A tile whose output is one word (one query row, d ≤ macs_per_line: an MHA decode) ends
+    when that word has left the core, not while it waits in the output FIFO: its core ended a
+    cycle early (the FIFO's output valid lags its write), the next tile's K/V requested early,
+    5 cycles a tile ahead of the schedule until 2026-12-06."""
+    wl = C.VarlenWorkload(seqlens_q=[1, 1, 1], seqlens_k=[9, 4, 1], head_dim=4, heads=2,
+                          kv_heads=2)
+    r = simulate(TINY, wl, seed=2, log=lambda *a: None)
+    assert r.failures() == []
+    assert r.cycles == r.predicted_cycles
+
+
 PAGED_FAULT = C.VarlenWorkload(seqlens_q=[1, 1], seqlens_k=[20, 9], head_dim=8, heads=2,
                                kv_heads=1, page_size=4)
 
