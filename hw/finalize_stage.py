@@ -88,14 +88,8 @@ class FinalizeStage(wiring.Component):
         m.d.comb += ready.eq(self.running & ~self.steps_left & (drain == PV_DRAIN))
         with m.If(self.running & ~self.steps_left & (drain != PV_DRAIN)):
             m.d.sync += drain.eq(drain + 1)
-        # the ports' owner as a register, set the cycle before ready rises (the drain count
-        # reaches PV_DRAIN then; steps_left stays low to the tile's end): off the path from the
-        # sequencer's state to the O and m/ℓ read addresses. A cycle longer at the tile's end,
-        # when every word has issued and the next tile's reads are cycles away.
-        active = Signal(name="fin_active")
-        m.d.sync += active.eq(self.running & ~self.steps_left & (drain >= PV_DRAIN - 1))
         m.d.comb += [
-            self.active.eq(active),
+            self.active.eq(ready),
             self.ml_addr.eq(frow >> lp),
             self.issue.eq(ready & ~f_all & (ofifo.level + inflight < OUT_FIFO_DEPTH)),
             self.o_addr.eq((frow >> lp) * wmax + Mux(f_raw, 0, fw)),
