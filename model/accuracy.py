@@ -50,6 +50,7 @@ from attenio.base.config import HardwareConfig, Workload
 from attenio.base.errors import bad
 from attenio.model import numerics as nm
 from attenio.model import reference as ref
+from attenio.model.scales import output_unit
 
 __all__ = ["DISTRIBUTIONS", "SCHEMES", "FORMATS", "Q_SCALES", "K_SCALES", "K_BLOCK",
            "make_inputs", "attention_lowp",
@@ -236,12 +237,7 @@ def run_int(hw: HardwareConfig, wl: Workload, inp: HostInputs, progress=None,
     out = nm.attention_int(hw, wl, inp.q, inp.k, inp.v, inp.sq, inp.sk, progress=progress,
                            ml=ml, table=table, softcap=softcap, sinks=sinks,
                            alibi_slopes=alibi_slopes, v_scale=inp.sv if inp.v_keys else None)
-    sv = inp.sv
-    if inp.v_keys:                          # the output is in units of twice the largest
-        sv = nm.key_reference(sv)[1]
-    elif isinstance(sv, np.ndarray):        # per K/V head and channel → per query head
-        sv = np.repeat(sv, wl.group_size, axis=1)
-    return nm.dequantize_output(hw, out, sv)
+    return nm.dequantize_output(hw, out, output_unit(inp.sv, inp.v_keys, wl.group_size))
 
 
 def rel_frobenius(approx, exact) -> float:

@@ -17,6 +17,7 @@ from attenio.base.config import HardwareConfig, Workload
 from attenio.base.errors import bad
 from attenio.model import numerics as nm
 from attenio.model import reference as ref
+from attenio.model.scales import output_unit
 from attenio.model.variants import check_alibi, with_alibi, with_sinks
 
 __all__ = ["MAX_REL_BOUND", "MEAN_REL_BOUND", "GoldenInputs", "quantized_inputs",
@@ -62,11 +63,7 @@ class GoldenInputs:
     def out_scale(self, wl: Workload):
         """What the output integers are in units of: V's scale, per query head and channel
         when V has one per K/V head and channel, twice the largest with ``v_keys``."""
-        if self.v_keys:
-            return nm.key_reference(self.sv)[1]
-        if isinstance(self.sv, np.ndarray):   # per K/V head and channel → per query head
-            return np.repeat(self.sv, wl.heads // wl.kv_heads, axis=1)
-        return self.sv
+        return output_unit(self.sv, self.v_keys, wl.heads // wl.kv_heads)
 
     def gathered(self, wl: Workload) -> GoldenInputs:
         """These inputs with a paged cache's keys gathered into the workload's own K/V

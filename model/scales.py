@@ -23,7 +23,7 @@ from attenio.contract.formats import (
 
 __all__ = ["ScaleParams", "softmax_scale", "softmax_scale_rows", "key_factors", "key_reference",
            "with_key_scales", "with_value_scales", "quantize", "quantize_keys", "dequantize",
-           "dequantize_output",
+           "dequantize_output", "output_unit",
            "KEY_EXP_MAX", "softcap_cap", "softcap_q_factor", "check_int_tensor",
            "scale_array", "unit_scale"]
 
@@ -368,6 +368,17 @@ def quantize_keys(cfg: HardwareConfig, k, block: int) -> tuple[np.ndarray, np.nd
 def dequantize(xi, scale: float) -> np.ndarray:
     """``xi · scale`` as float64."""
     return np.asarray(xi, dtype=np.float64) * scale
+
+
+def output_unit(sv, per_key: bool, group: int):
+    """What the output integers are in units of, from V's scales ``sv``: the scale itself, per
+    query head and channel where V has one per K/V head and channel (``group`` query heads a
+    K/V head), twice the largest with one per key (``per_key``: :func:`key_reference`)."""
+    if per_key:
+        return key_reference(sv, "v_scale")[1]
+    if isinstance(sv, np.ndarray):        # per K/V head and channel → per query head
+        return np.repeat(sv, group, axis=1)
+    return sv
 
 
 def dequantize_output(cfg: HardwareConfig, out, v_scale: float) -> np.ndarray:
