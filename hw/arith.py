@@ -23,13 +23,18 @@ def _pieces(x: Value) -> list[tuple[int, Value]]:
     return out
 
 
-def pipelined_product(m: Module, a: Value, b: Value, name: str) -> Signal:
+def pipelined_product(m: Module, a: Value, b: Value, name: str,
+                      addend: Value | None = None) -> Signal:
     """``a·b`` two cycles later, throughput one per cycle: cycle 1 registers the partial
     products of pieces that each fit one MULT18X18D (shift-and-add rows for a piece of at most
     ``LUT_PIECE`` bits), cycle 2 registers their sum. The result has ``len(a) + len(b)`` bits,
-    signed if either operand is."""
+    signed if either operand is. With ``addend`` (non-negative, a value of the cycle after
+    ``a`` and ``b``'s: a register of theirs) the sum includes it, one bit wider: a rounding
+    constant folded into the adder tree, not added after it."""
     is_signed = a.shape().signed or b.shape().signed
     width = len(a) + len(b)
+    if addend is not None:
+        width = max(width, len(addend)) + 1
     pa_all, pb_all = _pieces(a), _pieces(b)
     wide_a = [(o, x) for o, x in pa_all if len(x) > LUT_PIECE]
     wide_b = [(o, y) for o, y in pb_all if len(y) > LUT_PIECE]
@@ -48,7 +53,7 @@ def pipelined_product(m: Module, a: Value, b: Value, name: str) -> Signal:
     total = parts[0][1] << parts[0][0]
     for off, pp in parts[1:]:
         total = total + (pp << off)
-    m.d.sync += out.eq(total)
+    m.d.sync += out.eq(total if addend is None else total + addend)
     return out
 
 

@@ -43,14 +43,18 @@ class Exp2(wiring.Component):
         sbits = n.exp_segments_log2
         rbits = f - sbits
         lut = [int(x) for x in exp_table(n)]
-        base = Array(Const(v, unsigned(pf + 2)) for v in lut[:-1])
+        # base·2**R + 2**(R-1): the segment's base with the interpolation's rounding constant
+        # below it, so stage 2 adds once after the product (floor((b·2**R + h + x) / 2**R) =
+        # b + floor((x + h) / 2**R) for an integer b)
+        base = Array(Const((v << rbits) + (1 << (rbits - 1)), unsigned(pf + 2 + rbits))
+                     for v in lut[:-1])
         delta = Array(Const(b - a, unsigned(pf + 1))
                       for a, b in zip(lut[:-1], lut[1:], strict=True))
         y = self.i.payload
         # stage 1: integer part → output shift (saturated at PF+2), table lookup
         v1 = Signal()
         sh1 = Signal(range(pf + 3))
-        base1 = Signal(unsigned(pf + 2))
+        base1 = Signal(unsigned(pf + 2 + rbits))
         delta1 = Signal(unsigned(pf + 1))
         r1 = Signal(unsigned(rbits))
         yi = y >> f  # floor, ≤ 0
@@ -68,7 +72,7 @@ class Exp2(wiring.Component):
         m.d.sync += [
             v2.eq(v1),
             sh2.eq(sh1),
-            frac2.eq(base1 + ((delta1 * r1 + (1 << (rbits - 1))) >> rbits)),
+            frac2.eq((base1 + delta1 * r1) >> rbits),
         ]
         # stage 3: p = round(frac / 2**sh) as ((2·frac >> sh) + 1) >> 1
         m.d.sync += [

@@ -130,23 +130,20 @@ class SoftmaxUnit(wiring.Component):
         def delay(sig, cycles, name):
             return delay_regs(m, [sig], cycles, name)[0]
 
-        # stages 1-2: s·c_m (a two-stage product)
-        prod1 = [pipelined_product(m, i.s[k], self.c_m[k], f"prod{k}") for k in range(p)]
+        # stages 1-2: s·c_m + 2**(c_sh-1) (a two-stage product, the rounding constant, 0
+        # when c_sh = 0, formed from c_sh in stage 1 and added in the product's sum)
+        rc = [Signal(unsigned(63), name=f"rc{k}") for k in range(p)]
+        m.d.sync += [rc[k].eq((Const(1, 1) << self.c_sh[k]) >> 1) for k in range(p)]
+        prod1 = [pipelined_product(m, i.s[k], self.c_m[k], f"prod{k}", addend=rc[k])
+                 for k in range(p)]
         v1 = delay(self.i.valid, 2, "v1")
-        # stage 3: t = (prod + 2**(c_sh-1)) >> c_sh
+        # stage 3: t = (prod + 2**(c_sh-1)) >> c_sh, c_sh registered twice to meet it
         v2 = Signal()
         t2 = [Signal(signed(cfg.logit_bits + 1), name=f"t{k}") for k in range(p)]
         m.d.sync += v2.eq(v1)
-        # c_sh and the rounding constant 2**(c_sh-1) (0 when c_sh = 0) follow the lane's
-        # score: registered twice, the constant formed from the first copy, so both meet the
-        # product in stage 3
         for k in range(p):
-            sh_a = Signal(6, name=f"c_sh_a{k}")
-            sh_k = Signal(6, name=f"c_sh{k}")
-            rc_k = Signal(unsigned(64), name=f"rc{k}")
-            m.d.sync += [sh_a.eq(self.c_sh[k]), sh_k.eq(sh_a),
-                         rc_k.eq((Const(1, 1) << sh_a) >> 1)]
-            m.d.sync += t2[k].eq((prod1[k] + rc_k) >> sh_k)
+            sh_k = delay(self.c_sh[k], 2, f"c_sh{k}")
+            m.d.sync += t2[k].eq(prod1[k] >> sh_k)
         # ALiBi's bias beside the scale: a_m·rel (two stages), then rounded by a_sh (stage 3)
         b2 = self._alibi_bias(m) if cfg.alibi_unit else None
         # the soft-capping unit: x → ±cap·tanh|x|

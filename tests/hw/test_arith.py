@@ -15,11 +15,17 @@ from attenio.hw.arith import pipelined_product
                                    (signed(7), signed(12)), (unsigned(3), signed(20)),
                                    (signed(1), unsigned(5)), (signed(20), signed(22)),
                                    (unsigned(4), unsigned(4))])
-def test_pipelined_product(sa, sb):
+@pytest.mark.parametrize("with_addend", [False, True])
+def test_pipelined_product(sa, sb, with_addend):
     m = Module()
     a, b = Signal(sa), Signal(sb)
-    out = pipelined_product(m, a, b, "p")
-    assert len(out) == len(a) + len(b)
+    # the addend: a register of the inputs' cycle (here a function of a's low bits), added in
+    # the sum's stage; the largest one a 62-bit rounding constant can be
+    c, rc = Signal(6), Signal(unsigned(63))
+    m.d.comb += c.eq(a[:6])
+    m.d.sync += rc.eq((1 << c) >> 1)
+    out = pipelined_product(m, a, b, "p", addend=rc if with_addend else None)
+    assert len(out) == (max(len(a) + len(b), 63) + 1 if with_addend else len(a) + len(b))
     rng = np.random.default_rng(len(a) * 100 + len(b))
 
     def lim(s):
@@ -43,7 +49,10 @@ def test_pipelined_product(sa, sb):
 
     sim.add_testbench(bench)
     sim.run()
-    assert got[:len(vals)] == [x * y for x, y in vals]
+    def extra(x):       # a[:6] of x, two's complement
+        return ((1 << (x % (1 << min(6, len(a))))) >> 1) if with_addend else 0
+
+    assert got[:len(vals)] == [x * y + extra(x) for x, y in vals]
 
 
 def _multipliers(sa, sb) -> int:
