@@ -142,6 +142,7 @@ def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path |
         top level cannot build.
     """
     from attenio.hw.build import write_verilog
+    from attenio.hw.dsp import ECP5_TARGET
     from attenio.hw.top import AttenIOTop
 
     if target not in TARGETS:
@@ -154,7 +155,9 @@ def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path |
     wdir = Path(out) / "synth" / f"{preset or 'custom'}-{target}" if design is None \
         else Path(out) / "synth" / f"{preset or 'custom'}-{target}-{top}-s{speed}"
     wdir.mkdir(parents=True, exist_ok=True)
-    v = write_verilog(AttenIOTop(hw) if design is None else design, top, wdir / f"{top}.v")
+    # the ECP5 netlist puts the DSP registers the RTL marks in its MULT18X18Ds (hw/dsp.py)
+    v = write_verilog(AttenIOTop(hw) if design is None else design, top, wdir / f"{top}.v",
+                      platform=ECP5_TARGET if family == "ecp5" else None)
     netlist = wdir / f"{top}.json"
     stat = wdir / "stat.txt"
     ylog = wdir / "yosys.log"

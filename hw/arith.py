@@ -83,6 +83,23 @@ def delay(m: Module, sigs: list[Value], cycles: int, name: str) -> list[Signal]:
     return out
 
 
+def kept_copies(m: Module, value: Value, load: Value, salts: list[Value],
+                name: str) -> list[Signal]:
+    """One register per salt, each holding ``value`` of the cycle before whenever ``load`` was
+    high: copies of one register for a fan-out too wide to route from one (each copy drives its
+    own lane). yosys merges registers whose inputs are identical, and replicated registers are
+    exactly that, so copy ``i`` also loads when ``salts[i]`` is high (a bit of its own lane's
+    data): no two copies then share an enable, and they stay apart. The extra loads are
+    harmless where a copy is read only in the cycle after a ``load``."""
+    out = []
+    for k, salt in enumerate(salts):
+        r = Signal.like(value, name=f"{name}_{k}")
+        with m.If(load | salt):
+            m.d.sync += r.eq(value)
+        out.append(r)
+    return out
+
+
 def memory_banks(m, name: str, shape, depth: int, count: int, style: str | None = None):
     """``count`` memories of ``depth`` words added to ``m`` as ``name0``, ``name1``, …; returns
     (read ports, write ports). ``style``: ask synthesis for ``"lut"`` (distributed) RAM, which

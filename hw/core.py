@@ -259,7 +259,7 @@ class ComputeCore(wiring.Component):
             m.d.comb += [
                 ml_rd[i].addr.eq(Mux(fin.active, fin.ml_addr, score.ml_addr)),
                 smx.ml_data[i].eq(ml_rd[i].data), fin.ml_data[i].eq(ml_rd[i].data),
-                ml_wr[i].addr.eq(smx.ml_wr_addr), ml_wr[i].en.eq(smx.ml_wr_en),
+                ml_wr[i].addr.eq(smx.ml_wr_addr[i]), ml_wr[i].en.eq(smx.ml_wr_en),
                 ml_wr[i].data.eq(smx.ml_wr_data[i]),
                 pb_wr[i].addr.eq(smx.pb_wr_addr[i]), pb_wr[i].en.eq(smx.pb_wr_en),
                 pb_wr[i].data.eq(smx.pb_wr_data[i]),

@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
 from attenio.contract.tables import exp_table
+from attenio.hw.dsp import input_registered_product
 
 
 def y_bits(cfg: HardwareConfig) -> int:
@@ -55,16 +56,16 @@ class Exp2(wiring.Component):
         v1 = Signal()
         sh1 = Signal(range(pf + 3))
         base1 = Signal(unsigned(pf + 2 + rbits))
-        delta1 = Signal(unsigned(pf + 1))
-        r1 = Signal(unsigned(rbits))
         yi = y >> f  # floor, ≤ 0
         m.d.sync += [
             v1.eq(self.i.valid),
             sh1.eq(Mux(yi < -(pf + 2), pf + 2, -yi)),
             base1.eq(base[y[rbits:f]]),
-            delta1.eq(delta[y[rbits:f]]),
-            r1.eq(y[:rbits]),
         ]
+        # the segment's slope and the fraction registered (on an ECP5, in the DSP's input
+        # registers: hw/dsp.py) and multiplied in stage 2
+        slope_r = input_registered_product(m, platform, delta[y[rbits:f]], y[:rbits],
+                                           "exp2_interp")
         # stage 2: linear interpolation with round-half-up
         v2 = Signal()
         sh2 = Signal.like(sh1)
@@ -72,7 +73,7 @@ class Exp2(wiring.Component):
         m.d.sync += [
             v2.eq(v1),
             sh2.eq(sh1),
-            frac2.eq((base1 + delta1 * r1) >> rbits),
+            frac2.eq((base1 + slope_r) >> rbits),
         ]
         # stage 3: p = round(frac / 2**sh) as ((2·frac >> sh) + 1) >> 1
         m.d.sync += [

@@ -7,7 +7,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
-from attenio.hw.arith import delay, pipelined_product
+from attenio.hw.arith import delay, kept_copies, pipelined_product
 from attenio.hw.reciprocal import Reciprocal, leading_one
 
 
@@ -74,36 +74,45 @@ class Finalize(wiring.Component):
         k2 = Signal(range(rf + g_bits + 2), name="fin_k2")
         s1 = Mux(e1 > g_bits, e1 - g_bits, 0)
         m.d.sync += [e1.eq(e_in), s2.eq(s1), k2.eq(rf + e1 - s1 - of)]
-        s, k = delay(m, [s2, k2], Reciprocal.latency - 2, "fin_sk")
-        # stage A: O' = O >> s; k and the rounding constant 2**(k-1) (0 for k = 0)
+        v2 = delay(m, [self.i.valid], 2, "fin_v2")[0]      # the word's valid beside s2, k2
+        s, k, v_pre = delay(m, [s2, k2, v2], Reciprocal.latency - 3, "fin_sk")
+        # stage A: O' = O >> s (each lane its own copy of s, loaded the cycle before: one
+        # register drove every lane's shift, the block's worst path at speed 6); k and the
+        # rounding constant 2**(k-1) (0 for k = 0)
+        s_lane = kept_copies(m, s, v_pre, [o_d[i][0] for i in range(q)], "fin_s")
+        k_a = Signal.like(k, name="fin_k_a")
+        m.d.sync += k_a.eq(k)
         va, ra, za = Signal(), Signal.like(r), Signal()
         ka = Signal(range(rf + g_bits + 2))
         rca = Signal(len(ka) + (1 << len(ka)))
         ob = scaled_o_bits(cfg)
         oa = [Signal(signed(ob), name=f"oa{i}") for i in range(q)]
-        m.d.sync += [va.eq(recip.o.valid), ra.eq(r), za.eq(zero), ka.eq(k),
-                     rca.eq((Const(1, 1) << k) >> 1)]
+        m.d.sync += [va.eq(recip.o.valid), ra.eq(r), za.eq(zero), ka.eq(k_a),
+                     rca.eq((Const(1, 1) << k_a) >> 1)]
         for i in range(q):
-            m.d.sync += oa[i].eq(o_d[i] >> s)
-        # stages B1-B2: products (two stages each)
-        vb, kb, zb, rcb = delay(m, [va, ka, za, rca], 2, "b")
-        prods = [pipelined_product(m, oa[i], ra, f"prod{i}") for i in range(q)]
-        # stage C1: add the rounding constant (each lane keeps its own copy of k)
+            m.d.sync += oa[i].eq(o_d[i] >> s_lane[i])
+        # stages B1-B2: products with the rounding constant added in their sums (two stages)
+        vb, zb = delay(m, [va, za], 2, "b")
+        vb1, kb1, rcb = delay(m, [va, ka, rca], 1, "b1")
+        prods = [pipelined_product(m, oa[i], ra, f"prod{i}", addend=rcb) for i in range(q)]
+        # stages C1-C2: the shift by k (round half up) in two halves, its high bits then its
+        # low ones ((x >> a) >> b = x >> (a + b)), each lane with its own copies of k
+        kb = kept_copies(m, kb1, vb1, [oa[i][0] for i in range(q)], "fin_kb")
+        lo = (len(k_a) + 1) // 2
         vc1, zc1 = Signal(), Signal()
         m.d.sync += [vc1.eq(vb), zc1.eq(zb)]
         sums, kc = [], []
         for i in range(q):
-            sm = Signal(signed(max(len(prods[i]), len(rcb)) + 2), name=f"rsum{i}")
-            ki = Signal.like(kb, name=f"k{i}")
-            m.d.sync += [sm.eq(prods[i] + rcb), ki.eq(kb)]
+            sm = Signal(signed(len(prods[i])), name=f"rsum{i}")
+            ki = Signal.like(kb[i], name=f"k{i}")
+            m.d.sync += [sm.eq(prods[i] >> (kb[i][lo:] << lo)), ki.eq(kb[i])]
             sums.append(sm)
             kc.append(ki)
-        # stage C2: shift (round half up)
         vc, zc = Signal(), Signal()
         m.d.sync += [vc.eq(vc1), zc.eq(zc1)]
         rnd = [Signal(signed(ob + cfg.recip_bits + 1), name=f"rnd{i}") for i in range(q)]
         for i in range(q):
-            m.d.sync += rnd[i].eq(sums[i] >> kc[i])
+            m.d.sync += rnd[i].eq(sums[i] >> kc[i][:lo])
         # a statistics word rides beside the pipeline to stage D
         raw_c, m_c, l_c = delay(m, [self.i.payload.raw, self.i.payload.m, self.i.payload.l],
                                 self.LATENCY - 1, "stats")

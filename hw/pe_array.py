@@ -16,6 +16,8 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
+from attenio.hw.arith import kept_copies
+from attenio.hw.dsp import input_registered_product
 from attenio.hw.layouts import word_layout
 from attenio.hw.softmax import SHIFT_BITS
 
@@ -33,8 +35,8 @@ class PEArray(wiring.Component):
     acc, acc_first : add the sums of the operands of two cycles before to each line's score
         (``acc_first``: start it from them); c3. ``scores``: the scores, the cycle after.
     o_old : each line's O word as read from the buffer (c2); ``zero``: the tile's first key
-        (the O words count as 0; c3); ``head``: the line starts a chain (the first key of its
-        row in the step). ``o_new``: each line's new O word (c4, combinational).
+        (the O words count as 0; c2, beside them); ``head``: the line starts a chain (the first
+        key of its row in the step). ``o_new``: each line's new O word (c4, combinational).
 
     Latency: operands registered (c1 → c2), products registered (c2 → c3); ``Q Kᵀ`` sums
     registered (c3 → c4) and accumulated (c4 → c5); ``P V``'s rescaled O registered
@@ -70,19 +72,19 @@ class PEArray(wiring.Component):
                  for i in range(p)]
         o_pv = [[Signal(signed(cfg.pv_bits + 1), name=f"pv_p{i}_{lane}") for lane in range(q)]
                 for i in range(p)]
-        opa = [[Signal(signed(cfg.exp_bits + 1), name=f"mac_a{i}_{lane}") for lane in range(q)]
-               for i in range(p)]
-        opb = [[Signal(signed(cfg.data_bits), name=f"mac_b{i}_{lane}") for lane in range(q)]
-               for i in range(p)]
         for i in range(p):
             for lane in range(q):
                 # One multiplier per MAC for both steps (a step is Q Kᵀ or P V, never both):
                 # q·k (B × B signed) or p·v (PF+1 unsigned × B signed) fits one 18×18 DSP.
-                # Its operands are registered (c1 → c2), its product too (c2 → c3).
-                m.d.sync += [opa[i][lane].eq(Mux(self.qk, self.q[i][lane], self.p[i])),
-                             opb[i][lane].eq(Mux(self.qk, self.k[i][lane], self.v[i][lane]))]
+                # Its operands are registered (c1 → c2: on an ECP5 the DSP's own input
+                # registers, hw/dsp.py), its product too (c2 → c3).
+                opa = Signal(signed(cfg.exp_bits + 1), name=f"mac_a{i}_{lane}")
+                opb = Signal(signed(cfg.data_bits), name=f"mac_b{i}_{lane}")
+                m.d.comb += [opa.eq(Mux(self.qk, self.q[i][lane], self.p[i])),
+                             opb.eq(Mux(self.qk, self.k[i][lane], self.v[i][lane]))]
                 prod = Signal(signed(cfg.pv_bits + 1), name=f"mac{i}_{lane}")
-                m.d.comb += prod.eq(opa[i][lane] * opb[i][lane])
+                m.d.comb += prod.eq(input_registered_product(m, platform, opa, opb,
+                                                             f"mac{i}_{lane}_dsp"))
                 m.d.sync += [prods[i][lane].eq(prod), o_pv[i][lane].eq(prod)]
 
         # ---- Q Kᵀ: adder tree (c3 → c4), accumulate (c4 → c5) ----
@@ -99,18 +101,27 @@ class PEArray(wiring.Component):
 
         # ---- P V: the rescale shift follows the operands; c3: a chain head's own O word,
         # shifted (registered); c4: O = (O >> shift) + p·v, chained over a row's lines ----
+        # (the shift amount and the zero flag a register per lane, loaded with a P V op in
+        # c2: each drives its lane's barrel shift, where one register a line drove all q of
+        # them, the fpga block's worst path, 6.7 ns of routing; kept_copies keeps synthesis
+        # from merging them back)
         o_old = [Signal(acc_word, name=f"pv_o{i}") for i in range(p)]
         sh1b = [Signal(unsigned(SHIFT_BITS), name=f"pv_sh1b_{i}") for i in range(p)]
-        sh2 = [Signal(unsigned(SHIFT_BITS), name=f"pv_sh{i}") for i in range(p)]
+        pv2 = Signal(name="pv_op2")
+        m.d.sync += pv2.eq(~self.qk)
         o_sh3 = [Signal(acc_word, name=f"pv_osh{i}") for i in range(p)]
         sh3 = [Signal(unsigned(SHIFT_BITS), name=f"pv_sh3_{i}") for i in range(p)]
         o_pv3 = [[Signal(signed(cfg.pv_bits + 1), name=f"pv_p3_{i}_{lane}") for lane in range(q)]
                  for i in range(p)]
         for i in range(p):
+            salts = [self.o_old[i][lane][0] for lane in range(q)]
+            sh2 = kept_copies(m, sh1b[i], pv2, salts, f"pv_sh{i}")
+            zero2 = kept_copies(m, self.zero, pv2, salts, f"pv_zero{i}")
             m.d.sync += [o_old[i].eq(self.o_old[i]), sh1b[i].eq(self.shift[i]),
-                         sh2[i].eq(sh1b[i]), sh3[i].eq(sh2[i])]
+                         sh3[i].eq(sh2[0])]
             for lane in range(q):
-                m.d.sync += [o_sh3[i][lane].eq(Mux(self.zero, 0, o_old[i][lane]) >> sh2[i]),
+                m.d.sync += [o_sh3[i][lane].eq(Mux(zero2[lane], 0, o_old[i][lane])
+                                               >> sh2[lane]),
                              o_pv3[i][lane].eq(o_pv[i][lane])]
         # a chain is one step's keys of a row: at most max_keys_per_step lines (the decoder's
         # kps_max), so a line at a multiple of it always heads one, and no chain runs across it

@@ -106,7 +106,7 @@ class PVStage(wiring.Component):
                          self.pe_v[i].eq(lanes.copy(self.v_data, i, wl, "v")),
                          self.pe_o_old[i].eq(lanes.from_row_bank(self.o_data, acc, i, "o")),
                          self.pe_head[i].eq((i & bmask) == 0)]
-        m.d.comb += [self.pe_zero.eq(zeros[3]), self.o_rd_addr.eq(addrs[1]),
+        m.d.comb += [self.pe_zero.eq(zeros[2]), self.o_rd_addr.eq(addrs[1]),
                      self.o_wr_addr.eq(addrs[4])]
         for i in range(p):
             m.d.comb += [

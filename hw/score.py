@@ -117,6 +117,7 @@ class ScoreStage(wiring.Component):
             m.d.sync += [a.eq(b) for a, b in zip(nxt, prev, strict=True)]
         (v1, *_), (_, g1b, *_), _, (v3, g3, k3, first3, last3, glast3) = tags
         self._g3 = g3                 # the group in c3 (the selection's lanes, registered)
+        self._k3 = k3                 # and the step (the mask's key-side sums, registered)
         # one multiplier per MAC serves both steps, its operands chosen by pe_qk (c1)
         m.d.comb += [self.pe_qk.eq(v1), self.pe_acc.eq(v3), self.pe_acc_first.eq(first3),
                      self.ml_addr.eq(g3), self.sc_addr.eq(g1b)]
@@ -160,6 +161,13 @@ class ScoreStage(wiring.Component):
         qd = Signal(signed(len(c.diag) + 2), name="qk_qdiag")
         qw = Signal(signed(len(c.win_diag) + 2), name="qk_qwin")
         m.d.sync += [qd.eq(c.q_pos + c.diag), qw.eq(c.q_pos + c.win_diag)]
+        # the step's first key less each diagonal, and the keys left from it: registered from
+        # the step in c3, so a line's masks in c4 are one compare each with its row (the fpga
+        # block's worst path was the row's register, an adder and the compare)
+        kbase3 = self._k3 << blog
+        wk = max(len(kbase3), len(qd), len(qw), len(c.keys)) + 2
+        kd, kw, kk = (Signal(signed(wk), name=f"qk_{n}") for n in ("kdiag", "kwin", "kleft"))
+        m.d.sync += [kd.eq(kbase3 - qd), kw.eq(kbase3 - qw), kk.eq(c.keys - kbase3)]
         # a selected part (COMPUTE.select): tile rows [sel_row, sel_row + head_rows) alone
         s_lo = Signal.like(c.sel_row, name="qk_sel_lo")
         s_hi = Signal(len(c.sel_row) + 1, name="qk_sel_hi")
@@ -181,11 +189,13 @@ class ScoreStage(wiring.Component):
                          chosen[i].eq(~c.select | ((row3 >= s_lo) & (row3 < s_hi)))]
             row = Mux(multi & (blog == 0), pos[i], row_r)
             key_i = (self.step << blog) + (i & bmask)
-            seen = causal_visible(key_i, row, qd)
-            inside = window_visible(key_i, row, qw)
+            # the masks with the diagonals on the key's side: key − diag ≤ row and key −
+            # win_diag ≥ row, whose step parts are registered sums of c3
+            seen = causal_visible(kd + (i & bmask), row, 0)
+            inside = window_visible(kw + (i & bmask), row, 0)
             pad = multi & past
             m.d.comb += self.visible[i].eq(
-                (key_i < c.keys) & chosen[i]
+                ((i & bmask) < kk) & chosen[i]
                 & (((~c.causal | seen) & (~c.window | inside)) | pad))
             if cfg.alibi_unit:            # ALiBi's distance: the row's position, its key
                 dist = Signal(signed(len(c.q_pos) + 4), name=f"alibi_dist{i}")

@@ -11,6 +11,8 @@ from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
 from attenio.contract.formats import SOFTCAP_CAP_BITS
+from attenio.hw.arith import delay as delay_regs
+from attenio.hw.arith import kept_copies
 from attenio.hw.lanes import Lanes
 from attenio.hw.layouts import alibi_layout, rel_bits, sink_layout
 from attenio.hw.sequencer import COUNTER_BITS
@@ -46,7 +48,8 @@ class SoftmaxStage(wiring.Component):
     ml_data : the group's m/ℓ, read with its scores (one word a bank).
     blog, groups : log2 keys per step (row ρ's chain: lines ρ·b … ρ·b + b − 1) and the
         tile's row groups.
-    ml_wr_addr, ml_wr_en, ml_wr_data : the new m, ℓ (a bank each).
+    ml_wr_addr, ml_wr_en, ml_wr_data : the new m, ℓ (a bank each, each with its own copy of
+        the address).
     pb_wr_addr, pb_wr_en, pb_wr_data : p and shift into the P buffer, half ``step mod 2``
         (each bank's address its own register: no adder before the write, one bank's fan-out).
     exp_done : steps whose softmax is written (the ``P V`` step of key j waits for j + 1);
@@ -75,7 +78,7 @@ class SoftmaxStage(wiring.Component):
                if cfg.alibi_unit else {}),
             "ml_data": In(data.ArrayLayout(ml_layout(cfg), p)),
             "blog": In(range(lkmax + 1)), "groups": In(range(gmax + 1)), "clear": In(1),
-            "ml_wr_addr": Out(range(gmax + 1)), "ml_wr_en": Out(1),
+            "ml_wr_addr": Out(data.ArrayLayout(range(gmax + 1), p)), "ml_wr_en": Out(1),
             "ml_wr_data": Out(data.ArrayLayout(ml_layout(cfg), p)),
             "pb_wr_addr": Out(data.ArrayLayout(range(2 * gmax), p)), "pb_wr_en": Out(1),
             "pb_wr_data": Out(data.ArrayLayout(pbuf_layout(cfg), p)),
@@ -117,19 +120,21 @@ class SoftmaxStage(wiring.Component):
             v = Signal(lay, name=f"sm_ml{j}")
             m.d.comb += [v.m.eq(sm.o.payload.m[j]), v.l.eq(sm.o.payload.l[j])]
             sm_ml.append(v)
-        m.d.comb += [self.ml_wr_addr.eq(tg), self.ml_wr_en.eq(sm.o.valid),
-                     self.pb_wr_en.eq(sm.o.valid)]
+        m.d.comb += [self.ml_wr_en.eq(sm.o.valid), self.pb_wr_en.eq(sm.o.valid)]
+        # the write addresses, a register per bank loaded from the tags a stage early (with
+        # the word a stage from the output): each fans out to one bank's LUT RAMs, not every
+        # bank's (one m/ℓ address register for all banks was the routed fpga preset's worst
+        # path, 16.2 ns of routing; the P buffer's, at speed 6, issue #31), the P buffer's
+        # (half by the step's parity, then the group) added there, so no adder before a write
+        v_pre = delay_regs(m, [sm.i.valid], sm.latency - 1, "sm_vpre")[0]
+        salts = [self.scores[i][0] for i in range(p)]   # kept_copies: keeps them apart
+        ml_wa = kept_copies(m, pg, v_pre, salts, "ml_wa")
+        pb_wa = kept_copies(m, Mux(pk[0], gmax, 0) + pg, v_pre, salts, "pb_wa")
         for i in range(p):
             # row ρ's new m, ℓ come from the last line of its chain: ρ·b + b − 1
-            m.d.comb += self.ml_wr_data[i].eq(lanes.from_chain_end(sm_ml, lay, i, "ml"))
-            # the P buffer's write address (half by the step's parity, then the group), added
-            # from the tags a stage early and registered per bank: no adder before the write
-            # and each register fans out to one bank's LUT RAMs, not every bank's (the routed
-            # fpga preset's speed-6 critical path, issue #31); distinct initial values keep
-            # synthesis from merging the copies (they are written before any write uses them)
-            pa = Signal(range(2 * gmax), name=f"pb_wa{i}", init=i % (2 * gmax))
-            m.d.sync += pa.eq(Mux(pk[0], gmax, 0) + pg)
-            m.d.comb += [self.pb_wr_addr[i].eq(pa),
+            m.d.comb += [self.ml_wr_data[i].eq(lanes.from_chain_end(sm_ml, lay, i, "ml")),
+                         self.ml_wr_addr[i].eq(ml_wa[i])]
+            m.d.comb += [self.pb_wr_addr[i].eq(pb_wa[i]),
                          self.pb_wr_data[i].p.eq(sm.o.payload.p[i]),
                          self.pb_wr_data[i].shift.eq(sm.o.payload.shift[i])]
         with m.If(self.clear):

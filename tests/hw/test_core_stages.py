@@ -144,7 +144,7 @@ def rtl_softmax(cfg, scores, cm, sh, vis, m_old, l_old, first, group=0, step=2):
                            l=[ctx.get(dut.ml_wr_data[i].l) for i in range(p)],
                            p=[ctx.get(dut.pb_wr_data[i].p) for i in range(p)],
                            shift=[ctx.get(dut.pb_wr_data[i].shift) for i in range(p)],
-                           addr=ctx.get(dut.ml_wr_addr),
+                           addr=[ctx.get(dut.ml_wr_addr[i]) for i in range(p)],
                            pb_addr=[ctx.get(dut.pb_wr_addr[i]) for i in range(p)])
         got["exp_done"] = ctx.get(dut.exp_done)
 
@@ -165,11 +165,13 @@ def test_softmax_stage_matches_the_model(first, seed):
     m_old = rng.integers(-3, 4, p)
     l_old = rng.integers(1 << cfg.numerics.exp_frac_bits, 1 << (cfg.numerics.exp_frac_bits + 2),
                          p)
-    got = rtl_softmax(cfg, scores, cm, sh, vis, m_old, l_old, first)
+    got = rtl_softmax(cfg, scores, cm, sh, vis, m_old, l_old, first, group=seed)
     m, l, pv, shift = ref_softmax(cfg, scores, cm, sh, vis, m_old, l_old, first)
     assert (got["m"], got["l"], got["p"], got["shift"]) == (m, l, pv, shift)
     step = 0 if first else 2
-    assert got["addr"] == 0 and got["pb_addr"] == [(step % 2) * cfg.row_groups] * p
+    # each bank's copy of the write addresses: the group, and the P buffer's half
+    assert got["addr"] == [seed] * p
+    assert got["pb_addr"] == [(step % 2) * cfg.row_groups + seed] * p
     assert got["exp_done"] == step + 1          # the tile's only group: the step is done
 
 

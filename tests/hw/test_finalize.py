@@ -44,3 +44,12 @@ def test_finalize_matches_model():
     for cfg in (C.tiny(), C.fpga()):
         items = cases(cfg, 150, 4)
         assert rtl_finalize(cfg, items) == ref_finalize(cfg, items)
+
+
+def test_finalize_words_apart():
+    # words one at a time with idle cycles between: each lane's copy of the row's shift and
+    # rounding position must come from its own word (hw/arith.kept_copies), not a neighbour's
+    for cfg in (C.tiny(), C.fpga()):
+        items = cases(cfg, 40, 5)
+        gapped = [x for item in items for x in (item, None, None, None)]
+        assert rtl_finalize(cfg, gapped) == ref_finalize(cfg, items)

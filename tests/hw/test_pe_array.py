@@ -75,7 +75,7 @@ def rtl_pv(o_old, p, v, shift, b, zero):
     async def tb(ctx):
         for i in range(P):
             ctx.set(dut.head[i], i % b == 0)
-        # c1: operands and shift; c2: the O words read; c3: zero; c4: the result
+        # c1: operands and shift; c2: the O words read and zero; c4: the result
         ctx.set(dut.qk, 0)
         for i in range(P):
             ctx.set(dut.p[i], int(p[i]))
@@ -86,8 +86,9 @@ def rtl_pv(o_old, p, v, shift, b, zero):
         for i in range(P):
             for lane in range(Q):
                 ctx.set(dut.o_old[i][lane], int(o_old[i][lane]))
-        await ctx.tick()
         ctx.set(dut.zero, zero)
+        await ctx.tick()
+        ctx.set(dut.zero, not zero)     # a cycle late: must not count
         await ctx.tick()
         out.extend([ctx.get(dut.o_new[i][lane]) for lane in range(Q)] for i in range(P))
 
