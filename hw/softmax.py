@@ -176,6 +176,9 @@ class SoftmaxUnit(wiring.Component):
         v3 = Signal()
         m3 = [Signal(signed(mb), name=f"m_new{k}") for k in range(p)]
         mo3 = [Signal(signed(mb), name=f"m_prev{k}") for k in range(p)]
+        # m + MAX_SHIFT beside m: stage 5's saturation compares with it while it subtracts
+        # (the two carry chains side by side, not one after the other)
+        mo3s = [Signal(signed(mb + 1), name=f"m_prev_sat{k}") for k in range(p)]
         t3 = [Signal.like(t2[k], name=f"t3_{k}") for k in range(p)]
         l3 = [Signal(unsigned(cfg.row_sum_bits), name=f"l_old{k}") for k in range(p)]
         # lanes that start a chain: combinational from chain_log2, which is held for a tile
@@ -197,7 +200,8 @@ class SoftmaxUnit(wiring.Component):
             floor_t = t2[k] >> f
             m_new = Signal(signed(mb), name=f"m_cand{k}")
             m.d.comb += m_new.eq(Mux(vis[k] & (floor_t > m_old), floor_t, m_old))
-            m.d.sync += [m3[k].eq(m_new), mo3[k].eq(m_old), t3[k].eq(t2[k]),
+            m.d.sync += [m3[k].eq(m_new), mo3[k].eq(m_old), mo3s[k].eq(m_old + MAX_SHIFT),
+                         t3[k].eq(t2[k]),
                          l3[k].eq(Mux(first, l_start[k], l_in[k]))]
             prev_m = m_new
         # stage 5: shift = m' − m (saturated) and y = t − m'·2**F
@@ -213,7 +217,7 @@ class SoftmaxUnit(wiring.Component):
             m.d.comb += diff.eq(m3[k] - mo3[k])
             m.d.sync += [
                 m4[k].eq(m3[k]),
-                sh4[k].eq(Mux(diff > MAX_SHIFT, MAX_SHIFT, diff)),
+                sh4[k].eq(Mux(m3[k] > mo3s[k], MAX_SHIFT, diff)),
                 y4[k].eq(Mux(vis3[k], t3[k] - (m3[k] << f), -(1 << (y_bits(cfg) - 2)))),
                 l4[k].eq(l3[k]),
             ]
