@@ -26,8 +26,8 @@ from attenio.sim.cost import ECP5_DEVICES, ecp5_lut_sites
 # stops on an assertion (`count_id(wire->name) == 0`, YosysHQ/yosys#4349, which its maintainers
 # say `splitnets` avoids; seen here on most netlists once the DSP instances went in, and on the
 # whole preset since 2026-12-06); with single-bit nets it maps them.
-ECP5_SCRIPT = ("synth_ecp5 -top attenio_top -run :map_luts; splitnets; "
-               "synth_ecp5 -top attenio_top -json {json} -run map_luts:")
+_ECP5_TO_LUTS = "synth_ecp5 -top attenio_top -run :map_luts; "   # both flows up to the LUTs
+ECP5_SCRIPT = _ECP5_TO_LUTS + "splitnets; synth_ecp5 -top attenio_top -json {json} -run map_luts:"
 # name -> (family, yosys command, device capacity by resource, nextpnr args)
 TARGETS = {
     "ecp5-85k": ("ecp5", ECP5_SCRIPT, ECP5_DEVICES["LFE5U-85F"],
@@ -41,8 +41,7 @@ TARGETS = {
 }
 # The same ECP5 flow with ABC instead of ABC9 for the LUT mapping: should ABC9 still stop
 # (exit status 1, the log's last pass an ABC9 step), synthesize() falls back to this script.
-ECP5_ABC_SCRIPT = ("synth_ecp5 -top attenio_top -run :map_luts; "
-                   "techmap -map +/lattice/latches_map.v; abc -lut 4:7; clean; "
+ECP5_ABC_SCRIPT = (_ECP5_TO_LUTS + "techmap -map +/lattice/latches_map.v; abc -lut 4:7; clean; "
                    "synth_ecp5 -top attenio_top -json {json} -run map_cells:")
 ECP5_CELLS = ("LUT4", "CCU2C", "TRELLIS_FF", "MULT18X18D", "DP16KD", "TRELLIS_DPR16X4")
 XILINX_CELLS = ("LUT1", "LUT2", "LUT3", "LUT4", "LUT5", "LUT6", "CARRY4", "CARRY8", "FDRE",

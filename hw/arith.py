@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal, signed, unsigned
+from amaranth import Const, Module, Mux, Signal, signed, unsigned
 from amaranth.hdl import Value
 
 PIECE = 17   # an unsigned piece of 17 bits, or a signed top piece, fits an 18×18 signed DSP
@@ -21,6 +21,12 @@ def _pieces(x: Value) -> list[tuple[int, Value]]:
         part = x[lo:hi]
         out.append((lo, part.as_signed() if is_signed and hi == width else part))
     return out
+
+
+def round_half(shift: Value) -> Value:
+    """``2**(shift − 1)``, 0 for ``shift = 0``: the constant that makes ``(x + c) >> shift``
+    round half up."""
+    return (Const(1, 1) << shift) >> 1
 
 
 def pipelined_product(m: Module, a: Value, b: Value, name: str,

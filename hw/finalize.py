@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Mux, Signal, signed, unsigned
+from amaranth import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
-from attenio.hw.arith import delay, kept_copies, pipelined_product
+from attenio.hw.arith import delay, kept_copies, pipelined_product, round_half
 from attenio.hw.reciprocal import Reciprocal, leading_one
 
 
@@ -88,12 +88,12 @@ class Finalize(wiring.Component):
         ob = scaled_o_bits(cfg)
         oa = [Signal(signed(ob), name=f"oa{i}") for i in range(q)]
         m.d.sync += [va.eq(recip.o.valid), ra.eq(r), za.eq(zero), ka.eq(k_a),
-                     rca.eq((Const(1, 1) << k_a) >> 1)]
+                     rca.eq(round_half(k_a))]
         for i in range(q):
             m.d.sync += oa[i].eq(o_d[i] >> s_lane[i])
         # stages B1-B2: products with the rounding constant added in their sums (two stages)
-        vb, zb = delay(m, [va, za], 2, "b")
-        vb1, kb1, rcb = delay(m, [va, ka, rca], 1, "b1")
+        vb1, zb1, kb1, rcb = delay(m, [va, za, ka, rca], 1, "b1")
+        vb, zb = delay(m, [vb1, zb1], 1, "b")
         prods = [pipelined_product(m, oa[i], ra, f"prod{i}", addend=rcb) for i in range(q)]
         # stages C1-C2: the shift by k (round half up) in two halves, its high bits then its
         # low ones ((x >> a) >> b = x >> (a + b)), each lane with its own copies of k

@@ -19,7 +19,7 @@ from attenio.contract.formats import (
 from attenio.contract.tables import tanh_table
 from attenio.contract.timing import ALIBI_LATENCY, SOFTCAP_LATENCY
 from attenio.hw.arith import delay as delay_regs
-from attenio.hw.arith import pipelined_product
+from attenio.hw.arith import pipelined_product, round_half
 from attenio.hw.exp2 import Exp2, y_bits
 from attenio.hw.layouts import alibi_layout, rel_bits, sink_layout
 
@@ -133,7 +133,7 @@ class SoftmaxUnit(wiring.Component):
         # stages 1-2: s·c_m + 2**(c_sh-1) (a two-stage product, the rounding constant, 0
         # when c_sh = 0, formed from c_sh in stage 1 and added in the product's sum)
         rc = [Signal(unsigned(63), name=f"rc{k}") for k in range(p)]
-        m.d.sync += [rc[k].eq((Const(1, 1) << self.c_sh[k]) >> 1) for k in range(p)]
+        m.d.sync += [rc[k].eq(round_half(self.c_sh[k])) for k in range(p)]
         prod1 = [pipelined_product(m, i.s[k], self.c_m[k], f"prod{k}", addend=rc[k])
                  for k in range(p)]
         v1 = delay(self.i.valid, 2, "v1")
@@ -267,7 +267,7 @@ class SoftmaxUnit(wiring.Component):
             prod = pipelined_product(m, self.alibi[k].m, self.rel[k], f"alibi_prod{k}")
             ash = delay_regs(m, [self.alibi[k].sh], 2, f"alibi_sh{k}")[0]
             b = Signal(unsigned(len(prod)), name=f"alibi_b{k}")
-            m.d.sync += b.eq((prod + ((Const(1, 1) << ash) >> 1)) >> ash)
+            m.d.sync += b.eq((prod + round_half(ash)) >> ash)
             out.append(b)
         return out
 
