@@ -30,7 +30,7 @@ class Timing:
     p_ready_latency: int = 16    # last Q Kᵀ issue of a step → first P V issue it allows
     ring_ready_latency: int = 1  # a step's last K/V row in the ring → the step may start
     pv_drain: int = 5            # last P V issue → finalize may read O
-    finalize_latency: int = 18   # finalize issue → word readable at the output FIFO's head
+    finalize_latency: int = 19   # finalize issue → word readable at the output FIFO's head
     fetch_chunk: int = 8         # instructions per program burst
     fetch_buffer: int = 16       # fetched, not yet dispatched instructions (two chunks)
     queue_depth: int = 8         # entries per instruction queue
@@ -40,6 +40,9 @@ class Timing:
     # controller hand-offs: each FIFO (fetch buffer, queues, W queue) delivers a word written
     # in cycle t in cycle t + fifo_latency
     fifo_latency: int = 2
+    # a load or store queue's head → the engine may start it (what it derives from the
+    # head's fields, a transfer's beats, registered in two stages: hw.ctrl.prepared_head)
+    head_latency: int = 2
     request_delay: int = 3       # a load or store instruction starts → its first AXI request
     request_gap: int = 3         # a data burst request → the next one (registered bursts)
     fetch_gap: int = 2           # a program burst request → the next one

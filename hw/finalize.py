@@ -82,19 +82,22 @@ class Finalize(wiring.Component):
         s_lane = kept_copies(m, s, v_pre, [o_d[i][0] for i in range(q)], "fin_s")
         k_a = Signal.like(k, name="fin_k_a")
         m.d.sync += k_a.eq(k)
-        va, ra, za = Signal(), Signal.like(r), Signal()
+        va, za = Signal(), Signal()
         ka = Signal(range(rf + g_bits + 2))
-        rca = Signal(len(ka) + (1 << len(ka)))
+        rca = Signal(rf + g_bits + 1)      # 2**(k−1), k ≤ rf + g_bits + 1
         ob = scaled_o_bits(cfg)
         oa = [Signal(signed(ob), name=f"oa{i}") for i in range(q)]
-        m.d.sync += [va.eq(recip.o.valid), ra.eq(r), za.eq(zero), ka.eq(k_a),
-                     rca.eq(round_half(k_a))]
+        m.d.sync += [va.eq(recip.o.valid), za.eq(zero), ka.eq(k_a), rca.eq(round_half(k_a))]
+        # the reciprocal a copy per lane (one register fed every lane's partial products, the
+        # block's worst path: its fan-out to all the DSPs); read only in the cycle after a load
+        ra_lane = kept_copies(m, r, recip.o.valid, [o_d[i][1] for i in range(q)], "fin_r")
         for i in range(q):
             m.d.sync += oa[i].eq(o_d[i] >> s_lane[i])
         # stages B1-B2: products with the rounding constant added in their sums (two stages)
         vb1, zb1, kb1, rcb = delay(m, [va, za, ka, rca], 1, "b1")
         vb, zb = delay(m, [vb1, zb1], 1, "b")
-        prods = [pipelined_product(m, oa[i], ra, f"prod{i}", addend=rcb) for i in range(q)]
+        prods = [pipelined_product(m, oa[i], ra_lane[i], f"prod{i}", addend=rcb)
+                 for i in range(q)]
         # stages C1-C2: the shift by k (round half up) in two halves, its high bits then its
         # low ones ((x >> a) >> b = x >> (a + b)), each lane with its own copies of k
         kb = kept_copies(m, kb1, vb1, [oa[i][0] for i in range(q)], "fin_kb")

@@ -24,8 +24,9 @@ OUT_FIFO_DEPTH = TIMING.out_fifo_depth
 # cycles from the step sequencer's end to the first finalize read of O: the last P V write
 # (c4) is then done
 PV_DRAIN = TIMING.pv_drain
-# the finalize issue (c0) reads O and ℓ (c1) and registers the selected row's (c2)
-FIN_READ_LATENCY = 2
+# the finalize issue (c0) reads O and ℓ (c1), registers every bank's word beside its RAM (c2),
+# then the selected row's (c3): the lane select is a register's fan-in, not a RAM's long net
+FIN_READ_LATENCY = 3
 FIFO_LATENCY = 2     # SyncFIFOBuffered: written in cycle t, readable in t + 2
 
 
@@ -102,25 +103,31 @@ class FinalizeStage(wiring.Component):
                     m.d.sync += f_all.eq(1)
             with m.Else():
                 m.d.sync += fw.eq(fw + 1)
-        f_lane = Signal(range(p))
-        fv1, fraw1 = Signal(), Signal()
-        m.d.sync += [fv1.eq(self.issue), fraw1.eq(f_raw), f_lane.eq(frow[:lp] if lp else 0)]
+        # c1: the banks' words; c2: each bank's registered (placed beside its RAM); c3: the
+        # selected row's, registered before the finalize unit
+        f_lane1, f_lane = Signal(range(p)), Signal(range(p))
+        fv1, fraw1, fv2, fraw2 = Signal(), Signal(), Signal(), Signal()
+        m.d.sync += [fv1.eq(self.issue), fraw1.eq(f_raw), f_lane1.eq(frow[:lp] if lp else 0),
+                     fv2.eq(fv1), fraw2.eq(fraw1), f_lane.eq(f_lane1)]
+        o_reg = Signal(data.ArrayLayout(acc_word_layout(cfg), p))
+        ml_reg = Signal(data.ArrayLayout(ml_layout(cfg), p))
+        m.d.sync += [o_reg.eq(self.o_data), ml_reg.eq(self.ml_data)]
         sel_o = Signal(acc_word_layout(cfg))
         sel_l = Signal(cfg.row_sum_bits)
         sel_m = Signal(signed(cfg.max_bits + 1))
         with m.Switch(f_lane):
             for i in range(p):
                 with m.Case(i):
-                    m.d.comb += [sel_o.eq(self.o_data[i]), sel_l.eq(self.ml_data[i].l),
-                                 sel_m.eq(self.ml_data[i].m)]
+                    m.d.comb += [sel_o.eq(o_reg[i]), sel_l.eq(ml_reg[i].l),
+                                 sel_m.eq(ml_reg[i].m)]
         # the selected row's O word and ℓ are registered before the finalize unit (with lse,
         # then its statistics: a row that saw no key reports m_init, model.numerics.row_stats)
-        fv2 = Signal()
+        fv3 = Signal()
         empty = no_keys | (sel_l == 0)
-        m.d.sync += [fv2.eq(fv1), fin.i.payload.o.eq(sel_o),
-                     fin.i.payload.l.eq(Mux(no_keys, 0, sel_l)), fin.i.payload.raw.eq(fraw1),
+        m.d.sync += [fv3.eq(fv2), fin.i.payload.o.eq(sel_o),
+                     fin.i.payload.l.eq(Mux(no_keys, 0, sel_l)), fin.i.payload.raw.eq(fraw2),
                      fin.i.payload.m.eq(Mux(empty, -(1 << cfg.max_bits), sel_m))]
-        m.d.comb += fin.i.valid.eq(fv2)
+        m.d.comb += fin.i.valid.eq(fv3)
         # the finalize unit never waits: its words fit the FIFO by the issue rule above
         m.d.comb += [ofifo.i.valid.eq(fin.o.valid), ofifo.i.payload.eq(fin.o.payload)]
         with m.If(self.issue & ~ofifo.i.valid):
@@ -131,7 +138,7 @@ class FinalizeStage(wiring.Component):
         # (the FIFO's level, not its output's valid: a word just written counts at once, where
         # its valid follows a cycle later; with valid the core ended a cycle early, the tile's
         # last word still in the FIFO, whenever it entered an empty one)
-        m.d.comb += self.drained.eq((inflight == 0) & (ofifo.level == 0) & ~fv1 & ~fv2)
+        m.d.comb += self.drained.eq((inflight == 0) & (ofifo.level == 0) & ~fv1 & ~fv2 & ~fv3)
         with m.If(self.clear):
             m.d.sync += [f_all.eq(0), drain.eq(0), frow.eq(0), fw.eq(0)]
         return m

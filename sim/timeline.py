@@ -160,6 +160,13 @@ class Schedule:
 STEP_SPAN_LIMIT = 20_000
 
 
+def _head_ready(timing: Timing, queue: str, disp: int) -> int:
+    """The earliest cycle an engine may start an instruction dispatched at ``disp``: the
+    queue's FIFO, and for the load and store engines the two stages that prepare the head's
+    beat count (``head_latency``)."""
+    return disp + timing.fifo_latency + (timing.head_latency if queue != "compute" else 0)
+
+
 class _Fetch:
     """The instruction fetch: chunks of ``Timing.fetch_chunk`` instructions on their own read
     port, ``Timing.fetch_buffer`` instructions ahead of dispatch."""
@@ -265,7 +272,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
             disp = max(disp, qstarts[q][-timing.queue_depth] + 1)   # starts (measured)
         dispatch[k] = disp
         tok = pop_time(ins, q)
-        st = max(disp + timing.fifo_latency, q_end[q], tok)
+        st = max(_head_ready(timing, q, disp), q_end[q], tok)
         start[k] = st
         qstarts[q].append(st)
         if len(qstarts[q]) > timing.queue_depth:

@@ -19,7 +19,7 @@ from attenio.hw.ctrl.layouts import (
 )
 from attenio.hw.streamfifo import StreamFIFO
 
-__all__ = ["Dispatch", "queue_signature", "engine_ports", "TOKEN_PAIRS"]
+__all__ = ["Dispatch", "queue_signature", "engine_ports", "prepared_head", "TOKEN_PAIRS"]
 
 QUEUE_DEPTH = TIMING.queue_depth
 # (producer, consumer) of every token counter: neighbours in the chain load ↔ compute ↔ store
@@ -48,6 +48,20 @@ def engine_ports() -> dict:
     ``started`` (an instruction started this cycle)."""
     return {"go": In(1), "stop": In(1), "queue": In(queue_signature()), **error_ports(),
             "ended": Out(1), "started": Out(1)}
+
+
+def prepared_head(m: Module, queue, name: str) -> Signal:
+    """High while the queue's head has been there, untaken, for ``Timing.head_latency`` (2)
+    cycles: an engine registers what it derives from the head's fields (a transfer's beat
+    count, a product of them) in two stages every cycle, and starts the head only then, so
+    those products are off its start path. The head is steady while valid and not taken (a
+    FIFO's oldest entry), so both stages then hold the head's own values."""
+    head = queue.head
+    stay = head.valid & ~head.ready
+    v1, v2 = Signal(name=f"{name}_prep1"), Signal(name=f"{name}_prep2")
+    m.d.sync += [v1.eq(stay), v2.eq(v1 & stay)]
+    assert TIMING.head_latency == 2
+    return v2
 
 
 class Dispatch(wiring.Component):

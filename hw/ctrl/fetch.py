@@ -62,27 +62,30 @@ class ProgramFetch(wiring.Component):
         ipb = INSTR_BYTES // ab                  # AXI beats per instruction
         lib = log2(INSTR_BYTES)
         m.submodules.buffer = ififo = StreamFIFO(fetch_entry_layout(), FETCH_BUFFER)
-        f_next = Signal(32)
         f_inflight = Signal(range(FETCH_BUFFER + 1))
         i_out = Signal(range(FETCH_BUFFER + 1))      # instruction bursts in flight
         f_addr = Signal(ADDR_BITS)
         f_n = Signal(range(FETCH_CHUNK + 1))
-        f_left = Signal(32)
-        f_4k = Signal(8)
         # the next burst (address, length, whether one is left) is a register computed from
-        # f_next of the cycle before; f_ready is low in the cycle after f_next moved or the
-        # engine was reset (Timing.fetch_gap, fetch_delay)
-        f_addr_c = Signal(ADDR_BITS)
+        # the state of the cycle before; f_ready is low in the cycle after a request or the
+        # engine's reset (Timing.fetch_gap, fetch_delay). The state is the next address and
+        # the instructions left, registers moved by each request (no sum of PROG_BASE and an
+        # instruction count on the burst's path); before the first, PROG_BASE and PROG_LEN
+        f_first = Signal(init=1)
+        f_addr_r = Signal(ADDR_BITS)
+        f_left_r = Signal(32)
+        addr_now, left_now = Signal(ADDR_BITS), Signal(32)
+        f_4k = Signal(8)
         f_more = Signal()
         f_ready = Signal()
         m.d.comb += [
-            f_addr_c.eq(self.prog_base + (f_next << lib)),
-            f_left.eq(self.prog_len - f_next),
-            f_4k.eq((4096 - f_addr_c[:12]) >> lib),
+            addr_now.eq(Mux(f_first, self.prog_base, f_addr_r)),
+            left_now.eq(Mux(f_first, self.prog_len, f_left_r)),
+            f_4k.eq((4096 - addr_now[:12]) >> lib),
         ]
-        f_n1 = Mux(f_left < FETCH_CHUNK, f_left, FETCH_CHUNK)
-        m.d.sync += [f_addr.eq(f_addr_c), f_n.eq(Mux(f_4k < f_n1, f_4k, f_n1)),
-                     f_more.eq(f_next < self.prog_len)]
+        f_n1 = Mux(left_now < FETCH_CHUNK, left_now, FETCH_CHUNK)
+        m.d.sync += [f_addr.eq(addr_now), f_n.eq(Mux(f_4k < f_n1, f_4k, f_n1)),
+                     f_more.eq(left_now != 0)]
         # PROG_BASE must hold whole instructions (a 4 KB line then always falls between two)
         misaligned = Signal()
         m.d.comb += misaligned.eq(self.prog_base[:lib] != 0)
@@ -111,7 +114,8 @@ class ProgramFetch(wiring.Component):
                 raise_error(m, self, ErrorCode.AXI_READ)
         m.d.sync += f_ready.eq(~iar)
         with m.If(iar):
-            m.d.sync += f_next.eq(f_next + f_n)
+            m.d.sync += [f_first.eq(0), f_addr_r.eq(f_addr + (f_n << lib)),
+                         f_left_r.eq(left_now - f_n)]
         # an instruction stays in flight until its decode register writes it to the buffer
         push_d = Signal()
         m.d.sync += push_d.eq(push_i)
@@ -134,7 +138,7 @@ class ProgramFetch(wiring.Component):
                      ififo.i.valid.eq(push_d), ififo.i.payload.eq(entry)]
         wiring.connect(m, ififo.o, wiring.flipped(self.head))
         m.d.comb += [
-            self.exhausted.eq((f_next >= self.prog_len) & (f_inflight == 0)
+            self.exhausted.eq((left_now == 0) & (f_inflight == 0)
                               & (ififo.level == 0)),
             self.idle.eq((i_out == 0) & ~self.arvalid),
             self.active.eq(iar | ir),

@@ -15,7 +15,7 @@ from attenio.contract.timing import TIMING
 from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, log2
 from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address
 from attenio.hw.ctrl.decode import kps_log2_of
-from attenio.hw.ctrl.dispatch import engine_ports
+from attenio.hw.ctrl.dispatch import engine_ports, prepared_head
 from attenio.hw.ctrl.layouts import load_tag_layout, raise_error, view
 from attenio.hw.ctrl.pagewalk import first_factor_beat, group_mask, page_start, page_walk
 from attenio.hw.layouts import kv_beat_layout, q_side_words, qcmd_layout, word_layout
@@ -173,13 +173,14 @@ class LoadEngine(wiring.Component):
             core_q.payload.sinks.eq(view(lhead.insn, Op.LOAD_Q).sinks if cfg.sinks_unit else 0),
             core_q.payload.alibi.eq(view(lhead.insn, Op.LOAD_Q).alibi if cfg.alibi_unit else 0),
         ]
+        l_prep = prepared_head(m, self.queue, "ld")
         with m.If(self.queue.head.valid & ~lbusy & ~load_end & self.go & ~self.stop):
             with m.If(lop == int(Op.END)):
                 m.d.comb += l_pop_end.eq(1)
                 m.d.sync += load_end.eq(1)
             # ok and underflow exclude each other; testing ok first keeps the other engines'
             # state (underflow needs "the producer has ended") off the start path
-            with m.Elif(l_ok):
+            with m.Elif(l_ok & l_prep):
                 m.d.comb += core_q.valid.eq(l_is_q_head)
                 m.d.comb += l_start.eq(~l_is_q_head | core_q.ready)
             with m.Elif(l_under):
@@ -201,31 +202,39 @@ class LoadEngine(wiring.Component):
         nk0 = Signal(range(kps_max + 1))
         keys_h, kps_h = kv_head.keys, kv_head.keys_per_step
         m.d.comb += nk0.eq(Mux(keys_h < kps_h, keys_h, kps_h))
+        # the head's first transfer's beats, prepared in two stages (prepared_head): a Q
+        # tile's rows, or a K/V instruction's first block, whole when the rows are contiguous
+        qv = view(lhead.insn, Op.LOAD_Q)
+        wq1, rows1, contig_q1 = Signal(wq_head.shape()), Signal.like(qv.rows), Signal()
+        wk1, nk1, contig_k1 = Signal(wk_head.shape()), Signal.like(nk0), Signal()
+        steps1 = Signal.like(u.steps)
+        m.d.sync += [wq1.eq(wq_head), rows1.eq(qv.rows),
+                     contig_q1.eq(qv.row_stride == (wq_head << lab)),
+                     wk1.eq(wk_head), nk1.eq(nk0),
+                     steps1.eq((keys_h + kps_h - 1) >> kps_log2_of(kps_h, kps_max)),
+                     contig_k1.eq(kv_head.row_stride == (wk_head << lab))]
+        q_beats, k_beats = Signal.like(lb.beats), Signal.like(lb.beats)
+        contig_q, contig_k = Signal(), Signal()
+        m.d.sync += [q_beats.eq(Mux(contig_q1, rows1 * wq1, wq1)), contig_q.eq(contig_q1),
+                     k_beats.eq(Mux(contig_k1, nk1 * wk1, wk1)), contig_k.eq(contig_k1)]
         with m.If(l_start):
             m.d.sync += [lraw.eq(lhead.insn), lbusy.eq(1), l_trow.eq(0), l_unit_first.eq(1),
                          lb.off.eq(0), l_h.eq(0), l_ks.eq(0), l_vs.eq(0), l_on_v.eq(0)]
             with m.If(l_is_q_head):
-                addr = view(lhead.insn, Op.LOAD_Q).addr
-                stride = view(lhead.insn, Op.LOAD_Q).row_stride
-                rows = view(lhead.insn, Op.LOAD_Q).rows
-                contig = stride == (wq_head << lab)
-                m.d.sync += [l_is_kv.eq(0), l_hbase.eq(addr), lb.base.eq(addr),
-                             l_rows.eq(rows), l_contig.eq(contig), l_stride.eq(stride),
-                             lb.beats.eq(Mux(contig, rows * wq_head, wq_head))]
+                m.d.sync += [l_is_kv.eq(0), l_hbase.eq(qv.addr), lb.base.eq(qv.addr),
+                             l_rows.eq(qv.rows), l_contig.eq(contig_q),
+                             l_stride.eq(qv.row_stride), lb.beats.eq(q_beats)]
             with m.Else():
-                kaddr = view(lhead.insn, Op.LOAD_KV).k_addr
-                stride = view(lhead.insn, Op.LOAD_KV).row_stride
-                keys, kps = keys_h, kps_h
-                contig = stride == (wk_head << lab)
-                k_beats = Mux(contig, nk0 * wk_head, wk_head)
+                kaddr = kv_head.k_addr
+                stride = kv_head.row_stride
+                contig = contig_k
                 # (a paged first block's factor word: one more beat, added the cycle after,
                 # off the start path; its page's entry comes a DRAM round trip later)
                 m.d.sync += [u.k_fw.eq(pf_head), u.k_fw_add.eq(pf_head), l_is_kv.eq(1),
                              l_kbase.eq(kaddr), lb.base.eq(kaddr),
-                             l_vbase.eq(view(lhead.insn, Op.LOAD_KV).v_addr), l_b.eq(kps),
-                             l_steps.eq((keys + kps - 1) >> kps_log2_of(kps, kps_max)),
-                             l_rows.eq(nk0), l_contig.eq(contig), l_stride.eq(stride),
-                             lb.beats.eq(k_beats)]
+                             l_vbase.eq(view(lhead.insn, Op.LOAD_KV).v_addr), l_b.eq(kps_h),
+                             l_steps.eq(steps1), l_rows.eq(nk1), l_contig.eq(contig),
+                             l_stride.eq(stride), lb.beats.eq(k_beats)]
                 page_start(cfg, m, u, lb, kv_head, k_beats)
         first_factor_beat(m, u)
         credit = Signal()

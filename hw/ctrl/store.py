@@ -12,7 +12,7 @@ from attenio.contract.program import INSTR_BITS, Op
 from attenio.contract.timing import TIMING
 from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, held_while_waiting, log2
 from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address
-from attenio.hw.ctrl.dispatch import engine_ports
+from attenio.hw.ctrl.dispatch import engine_ports, prepared_head
 from attenio.hw.ctrl.layouts import raise_error, view
 from attenio.hw.finalize import out_word_layout
 from attenio.hw.streamfifo import StreamFIFO
@@ -92,27 +92,30 @@ class StoreEngine(wiring.Component):
         s_contig = Signal()
         wr_out = Signal(range(MAX_OUTSTANDING + 1))
         s_out = Signal(range(MAX_OUTSTANDING + 1))   # this instruction's bursts in flight
+        s_prep = prepared_head(m, self.queue, "st")
         with m.If(self.queue.head.valid & ~s_busy & ~store_end & self.go & ~self.stop):
             with m.If(sop == int(Op.END)):
                 m.d.comb += s_pop_end.eq(1)
                 m.d.sync += store_end.eq(1)
             with m.Elif(s_ok):
-                m.d.comb += s_start.eq(1)
+                m.d.comb += s_start.eq(s_prep)
             with m.Elif(s_under):
                 fail(ErrorCode.TOKEN_UNDERFLOW)
         m.d.comb += self.queue.start.eq(s_start)
         m.d.comb += self.queue.head.ready.eq(s_pop_end | s_start)
-        # a row's words: its O, and with lse its statistics word
-        wd_shead = (words_of(view(shead.insn, Op.STORE_O).d)
-                    + view(shead.insn, Op.STORE_O).lse) * k_out
+        # the head's beats, prepared in two stages (a row's words: its O, and with lse its
+        # statistics word; all rows at once when they are contiguous)
+        sv = view(shead.insn, Op.STORE_O)
+        wd_shead = (words_of(sv.d) + sv.lse) * k_out
+        wd1, rows1, contig1 = Signal(wd_shead.shape()), Signal.like(sv.rows), Signal()
+        m.d.sync += [wd1.eq(wd_shead), rows1.eq(sv.rows),
+                     contig1.eq(sv.row_stride == (wd_shead << lab))]
+        beats2, contig2 = Signal.like(sb.beats), Signal()
+        m.d.sync += [beats2.eq(Mux(contig1, rows1 * wd1, wd1)), contig2.eq(contig1)]
         with m.If(s_start):
-            addr = view(shead.insn, Op.STORE_O).addr
-            stride = view(shead.insn, Op.STORE_O).row_stride
-            contig = stride == (wd_shead << lab)
-            rows = view(shead.insn, Op.STORE_O).rows
             m.d.sync += [sraw.eq(shead.insn), s_busy.eq(1), s_wait.eq(0), s_h.eq(0),
-                         s_hbase.eq(addr), sb.base.eq(addr), sb.off.eq(0), s_trow.eq(0),
-                         s_contig.eq(contig), sb.beats.eq(Mux(contig, rows * wd_shead, wd_shead))]
+                         s_hbase.eq(sv.addr), sb.base.eq(sv.addr), sb.off.eq(0), s_trow.eq(0),
+                         s_contig.eq(contig2), sb.beats.eq(beats2)]
         # the beats of each requested burst, in order (W follows AW)
         m.submodules.wq = wq = StreamFIFO(9, MAX_OUTSTANDING)
         s_want = Signal()

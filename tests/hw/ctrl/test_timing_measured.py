@@ -81,7 +81,7 @@ def test_fetch_chunk_buffer_delay_and_gap():
     assert axi.ar_at[1] - axi.ar_at[0] == TIMING.fetch_gap
 
 
-def test_load_requests_delay_gap_and_outstanding():
+def test_load_head_latency_requests_delay_gap_and_outstanding():
     # K/V rows apart (one burst a row) from a memory that answers 300 cycles late: the
     # engine requests until max_outstanding bursts wait, then waits for their data
     hw = TINY
@@ -105,6 +105,8 @@ def test_load_requests_delay_gap_and_outstanding():
         cycle[0] += 1
 
     run_engine(dut, [feeder, axi], step, {}, max_cycles=20_000)
+    # the head is offered from cycle 0: the engine takes it once it has prepared its beats
+    assert started[0] == TIMING.head_latency
     assert axi.ar_at[0] - started[0] == TIMING.request_delay
     first = axi.ar_at[:TIMING.max_outstanding]
     assert {b - a for a, b in zip(first, first[1:], strict=False)} == {TIMING.request_gap}
