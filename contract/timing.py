@@ -47,7 +47,7 @@ class Timing:
     request_gap: int = 3         # a data burst request → the next one (registered bursts)
     fetch_gap: int = 2           # a program burst request → the next one
     fetch_delay: int = 1         # the run starts → the first program request may go out
-    decode_latency: int = 1      # an instruction's last beat → it is written to the buffer
+    decode_latency: int = 2      # an instruction's last beat → it is written to the buffer
     cmd_latency: int = 2         # COMPUTE starts → the PE array may issue
     idle_latency: int = 2        # the last output beat → the compute queue moves on
     # the compute queue sees the core idle → the next tile's first K/V request may go out (the

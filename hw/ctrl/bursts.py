@@ -25,7 +25,8 @@ class BurstSplitter(wiring.Component):
     (``Timing.request_gap``).
 
     Window: with ``win_size`` ≠ 0, a transfer whose bytes leave ``[win_base, win_base +
-    win_size)`` sets ``bad`` (a register of the state) and is never requested: ``valid`` is
+    win_size)`` sets ``bad`` (a register, two stages from the state and the window, as the
+    burst's) and is never requested: ``valid`` is
     ``want & ~bad`` and ``window_fail`` is ``want & bad``.
 
     Parameters
@@ -58,13 +59,15 @@ class BurstSplitter(wiring.Component):
         moved1 = Signal()
         m.d.sync += [self.addr.eq(addr), self.len.eq(length), self.last.eq(length == left),
                      moved1.eq(self.moved), self.ready.eq(~self.moved & ~moved1)]
-        # the window, per transfer: registers beside the bursts
-        win_on = Signal()
-        win_end = Signal(65)
-        m.d.sync += [win_on.eq(self.win_size != 0), win_end.eq(self.win_base + self.win_size)]
-        outside = win_on & ((self.base < self.win_base)
-                            | (self.base + (self.beats << lab) > win_end))
-        m.d.sync += self.bad.eq(outside)
+        # the window, per transfer, in two stages like the burst (the transfer's end and the
+        # window's registered, then compared): ``bad`` is read with ``ready``, two cycles after
+        # the state last moved, so both stages then hold the transfer's own values
+        win_on, below = Signal(), Signal()
+        win_end, t_end = Signal(65), Signal(65)
+        m.d.sync += [win_on.eq(self.win_size != 0), win_end.eq(self.win_base + self.win_size),
+                     below.eq(self.base < self.win_base),
+                     t_end.eq(self.base + (self.beats << lab))]
+        m.d.sync += self.bad.eq(win_on & (below | (t_end > win_end)))
         m.d.comb += [self.valid.eq(self.want & ~self.bad),
                      self.window_fail.eq(self.want & self.bad)]
         return m

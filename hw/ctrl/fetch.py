@@ -32,9 +32,10 @@ class ProgramFetch(wiring.Component):
     (``ar*``/``r*``) in bursts of ``Timing.fetch_chunk`` instructions (never across 4 KB),
     while the fetch buffer has room for a whole chunk beside those in flight.
 
-    Each assembled instruction is registered with rows·heads (``Timing.decode_latency``);
-    :class:`InstructionDecoder` checks it from those registers as it enters the fetch buffer,
-    so ``head`` (the buffer's oldest entry) carries a stored error code.
+    Each assembled instruction is registered with rows·heads, :class:`InstructionDecoder`
+    checks it from those registers, and the entry with its verdict is registered again before
+    it enters the fetch buffer (``Timing.decode_latency`` = 2), so ``head`` (the buffer's
+    oldest entry) carries a stored error code.
 
     Ports
     -----
@@ -116,10 +117,10 @@ class ProgramFetch(wiring.Component):
         with m.If(iar):
             m.d.sync += [f_first.eq(0), f_addr_r.eq(f_addr + (f_n << lib)),
                          f_left_r.eq(left_now - f_n)]
-        # an instruction stays in flight until its decode register writes it to the buffer
-        push_d = Signal()
+        # an instruction stays in flight until its decode registers write it to the buffer
+        push_d, push_e = Signal(), Signal()
         m.d.sync += push_d.eq(push_i)
-        m.d.sync += f_inflight.eq(f_inflight + Mux(iar, f_n, 0) - push_d)
+        m.d.sync += f_inflight.eq(f_inflight + Mux(iar, f_n, 0) - push_e)
         m.d.sync += i_out.eq(i_out + iar - (ir & self.rlast))
 
         # decode: the assembled instruction and its rows·heads product are registered
@@ -133,9 +134,12 @@ class ProgramFetch(wiring.Component):
             m.d.sync += [raw.eq(assembled), rows_heads.eq(a.rows * a.heads)]
         m.submodules.decode = dec = InstructionDecoder(self.cfg)
         m.d.comb += [dec.raw.eq(raw), dec.rows_heads.eq(rows_heads)]
+        # the entry with its verdict registered before the buffer (the checks' carry chains
+        # and the buffer's write are a cycle each: Timing.decode_latency = 2)
         entry = Signal(fetch_entry_layout())
-        m.d.comb += [entry.insn.eq(raw), entry.bad.eq(dec.bad), entry.rh.eq(rows_heads[:RH_BITS]),
-                     ififo.i.valid.eq(push_d), ififo.i.payload.eq(entry)]
+        m.d.sync += [entry.insn.eq(raw), entry.bad.eq(dec.bad),
+                     entry.rh.eq(rows_heads[:RH_BITS]), push_e.eq(push_d)]
+        m.d.comb += [ififo.i.valid.eq(push_e), ififo.i.payload.eq(entry)]
         wiring.connect(m, ififo.o, wiring.flipped(self.head))
         m.d.comb += [
             self.exhausted.eq((left_now == 0) & (f_inflight == 0)

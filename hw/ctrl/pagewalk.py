@@ -52,9 +52,16 @@ def page_walk(cfg: HardwareConfig, m: Module, u, lb: BurstRegs, fail, stop):
     m.d.comb += pages.eq((kv.keys + (Const(1, 16) << kv.page_log2) - 1) >> kv.page_log2)
     m.d.sync += words.eq((kv.table[2:lab] if lab > 2 else 0) + pages + u.epb - 1
                          >> log2(u.epb))
+    # whether table words are left, a register of the cycle before (the word compare off the
+    # request path): it lags the state by a cycle only after a start (the first request is 3
+    # cycles later, and no entry can be taken then: the slots were emptied) or after a table
+    # word's request (requests wait 2 cycles for lb.ready; an entry is taken only with t_pre
+    # = 0, and t_pre stays above 0 after a table request only for the start's first word,
+    # whose slots are empty)
+    t_more = Signal(name="l_t_more")
+    m.d.sync += t_more.eq(u.busy & u.is_kv & kv.paged & (u.t_req < words))
     is_t = Signal()
-    m.d.comb += is_t.eq(u.busy & u.is_kv & ~u.on_v & kv.paged & (u.t_pre != 0)
-                        & (u.t_req < words))
+    m.d.comb += is_t.eq(t_more & ~u.on_v & (u.t_pre != 0))
     entry = Signal(32)
     m.d.comb += entry.eq(u.slots[u.e_word].word_select(u.e_idx if u.epb > 1 else 0, 32))
     page = Signal(ADDR_BITS)
