@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Mux, Value
+from amaranth import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -18,8 +18,9 @@ __all__ = ["InstructionDecoder", "kps_log2_of"]
 
 
 class InstructionDecoder(wiring.Component):
-    """Combinational: ``bad`` is the first failing check's :class:`ErrorCode` (0 when the
-    instruction is good) of ``raw`` with ``rows_heads`` = rows·heads.
+    """``bad`` is the first failing check's :class:`ErrorCode` (0 when the instruction is
+    good) of ``raw`` with ``rows_heads`` = rows·heads: combinational, or with ``registered``
+    a cycle later (each check's result registered, then their priority).
 
     The checks, in order: ``RESERVED_BITS``; ``FIELD_RANGE`` (every rule of
     ``contract.fieldrules.FIELD_RULES``, the table ``validate()`` checks too: rows·heads, d,
@@ -30,8 +31,12 @@ class InstructionDecoder(wiring.Component):
     with no format is ``ILLEGAL_OPCODE``.
     """
 
-    def __init__(self, cfg: HardwareConfig):
+    def __init__(self, cfg: HardwareConfig, registered: bool = False):
         self.cfg = cfg
+        # registered: each check's result and the opcode are registered, and ``bad`` (their
+        # priority) follows a cycle after ``raw``: the checks' carry chains and the verdict
+        # are a cycle each (the fetch's decode stage)
+        self.registered = registered
         super().__init__({"raw": In(INSTR_BITS), "rows_heads": In(24), "bad": Out(ERR_BITS)})
 
     def _range_checks(self, op: Op) -> list:
@@ -47,35 +52,47 @@ class InstructionDecoder(wiring.Component):
         return [Value.cast(getattr(v, n))[:lab] != 0 for n in LAYOUTS[op]
                 if n.endswith("addr") or n.endswith("stride")] if lab else []
 
+    def _checks(self, op: Op) -> list:
+        """(condition, error code) of ``op``'s checks, in priority order."""
+        hdr = view(self.raw)
+        used = 0xFF
+        for lsb, width in LAYOUTS[op].values():
+            used |= ((1 << width) - 1) << lsb
+        reserved = Const(((1 << INSTR_BITS) - 1) & ~used, INSTR_BITS)
+        rng = self._range_checks(op) if op != Op.END else []
+        aln = self._align_checks(op)
+        checks = [((self.raw & reserved) != 0, ErrorCode.RESERVED_BITS)]
+        if rng:
+            checks.append((Cat(*rng).any(), ErrorCode.FIELD_RANGE))
+        if aln:
+            checks.append((Cat(*aln).any(), ErrorCode.ADDRESS_RANGE))
+        # a queue without a previous (load) or next (store) neighbour
+        q = QUEUE_OF.get(op)
+        for side, nbr in (("prev", PREV), ("next", NEXT)):
+            if q is not None and nbr[q] is None:
+                checks.append((getattr(hdr, f"pop_{side}"), ErrorCode.TOKEN_UNDERFLOW))
+                checks.append((getattr(hdr, f"push_{side}"), ErrorCode.TOKEN_OVERFLOW))
+        return checks
+
     def elaborate(self, platform):
         m = Module()
-        hdr = view(self.raw)
-        with m.Switch(hdr.opcode):
-            for op in Op:
-                if op == Op.ILLEGAL:
-                    continue
+        opcode = view(self.raw).opcode
+        ops = [op for op in Op if op != Op.ILLEGAL]
+        checks = {op: self._checks(op) for op in ops}
+        if self.registered:
+            op_r = Signal.like(opcode, name="dec_opcode")
+            m.d.sync += op_r.eq(opcode)
+            opcode = op_r
+            for op in ops:
+                flags = [Signal(name=f"dec_{op.name.lower()}_{i}")
+                         for i in range(len(checks[op]))]
+                m.d.sync += [f.eq(c) for f, (c, _) in zip(flags, checks[op], strict=True)]
+                checks[op] = [(f, code) for f, (_, code) in zip(flags, checks[op], strict=True)]
+        with m.Switch(opcode):
+            for op in ops:
                 with m.Case(int(op)):
-                    used = 0xFF
-                    for lsb, width in LAYOUTS[op].values():
-                        used |= ((1 << width) - 1) << lsb
-                    reserved = Const(((1 << INSTR_BITS) - 1) & ~used, INSTR_BITS)
-                    rng = self._range_checks(op) if op != Op.END else []
-                    aln = self._align_checks(op)
-                    checks = [((self.raw & reserved) != 0, ErrorCode.RESERVED_BITS)]
-                    if rng:
-                        checks.append((Cat(*rng).any(), ErrorCode.FIELD_RANGE))
-                    if aln:
-                        checks.append((Cat(*aln).any(), ErrorCode.ADDRESS_RANGE))
-                    # a queue without a previous (load) or next (store) neighbour
-                    q = QUEUE_OF.get(op)
-                    for side, nbr in (("prev", PREV), ("next", NEXT)):
-                        if q is not None and nbr[q] is None:
-                            checks.append((getattr(hdr, f"pop_{side}"),
-                                           ErrorCode.TOKEN_UNDERFLOW))
-                            checks.append((getattr(hdr, f"push_{side}"),
-                                           ErrorCode.TOKEN_OVERFLOW))
                     # the first failing check names the error (later assignments win)
-                    for cond, code in reversed(checks):
+                    for cond, code in reversed(checks[op]):
                         with m.If(cond):
                             m.d.comb += self.bad.eq(int(code))
             with m.Default():

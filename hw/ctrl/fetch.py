@@ -32,10 +32,10 @@ class ProgramFetch(wiring.Component):
     (``ar*``/``r*``) in bursts of ``Timing.fetch_chunk`` instructions (never across 4 KB),
     while the fetch buffer has room for a whole chunk beside those in flight.
 
-    Each assembled instruction is registered with rows·heads, :class:`InstructionDecoder`
-    checks it from those registers, and the entry with its verdict is registered again before
-    it enters the fetch buffer (``Timing.decode_latency`` = 2), so ``head`` (the buffer's
-    oldest entry) carries a stored error code.
+    Each assembled instruction is registered with rows·heads; :class:`InstructionDecoder`
+    checks it from those registers, each check's result registered with the instruction, and
+    their verdict enters the fetch buffer with it (``Timing.decode_latency`` = 2), so ``head``
+    (the buffer's oldest entry) carries a stored error code.
 
     Ports
     -----
@@ -132,14 +132,16 @@ class ProgramFetch(wiring.Component):
         with m.If(push_i):
             a = data.View(tile_layout, assembled)
             m.d.sync += [raw.eq(assembled), rows_heads.eq(a.rows * a.heads)]
-        m.submodules.decode = dec = InstructionDecoder(self.cfg)
+        # the checks from those registers are registered with the instruction, and their
+        # verdict enters the buffer with it (the checks' carry chains and the verdict with the
+        # buffer's write are a cycle each: Timing.decode_latency = 2)
+        m.submodules.decode = dec = InstructionDecoder(self.cfg, registered=True)
         m.d.comb += [dec.raw.eq(raw), dec.rows_heads.eq(rows_heads)]
-        # the entry with its verdict registered before the buffer (the checks' carry chains
-        # and the buffer's write are a cycle each: Timing.decode_latency = 2)
         entry = Signal(fetch_entry_layout())
-        m.d.sync += [entry.insn.eq(raw), entry.bad.eq(dec.bad),
-                     entry.rh.eq(rows_heads[:RH_BITS]), push_e.eq(push_d)]
-        m.d.comb += [ififo.i.valid.eq(push_e), ififo.i.payload.eq(entry)]
+        insn_e, rh_e = Signal(INSTR_BITS), Signal(RH_BITS)
+        m.d.sync += [insn_e.eq(raw), rh_e.eq(rows_heads[:RH_BITS]), push_e.eq(push_d)]
+        m.d.comb += [entry.insn.eq(insn_e), entry.bad.eq(dec.bad), entry.rh.eq(rh_e),
+                     ififo.i.valid.eq(push_e), ififo.i.payload.eq(entry)]
         wiring.connect(m, ififo.o, wiring.flipped(self.head))
         m.d.comb += [
             self.exhausted.eq((left_now == 0) & (f_inflight == 0)

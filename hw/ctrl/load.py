@@ -17,7 +17,13 @@ from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address
 from attenio.hw.ctrl.decode import kps_log2_of
 from attenio.hw.ctrl.dispatch import engine_ports, prepared_head
 from attenio.hw.ctrl.layouts import load_tag_layout, raise_error, view
-from attenio.hw.ctrl.pagewalk import first_factor_beat, group_mask, page_start, page_walk
+from attenio.hw.ctrl.pagewalk import (
+    first_factor_beat,
+    group_mask,
+    page_start,
+    page_walk,
+    table_words,
+)
 from attenio.hw.layouts import kv_beat_layout, q_side_words, qcmd_layout, word_layout
 from attenio.hw.streamfifo import StreamFIFO
 
@@ -67,6 +73,7 @@ class _LoadRegs:
         self.k_beats = Signal(24, name="l_k_beats")  # its beats, set with its page
         ab = cfg.axi_data_bytes
         self.epb = max(1, ab // ENTRY_BYTES)
+        self.t_words = Signal(25, name="l_t_words")    # a paged table's words
         self.e_idx = Signal(max(1, log2(self.epb)), name="l_e_idx")  # next page's entry
         self.e_word = Signal(name="l_e_word")        # ... in the word of this slot
         self.slots = Array(Signal(ab * 8, name=f"l_slot{i}") for i in range(2))
@@ -213,6 +220,7 @@ class LoadEngine(wiring.Component):
                      wk1.eq(wk_head), nk1.eq(nk0),
                      steps1.eq((keys_h + kps_h - 1) >> kps_log2_of(kps_h, kps_max)),
                      contig_k1.eq(kv_head.row_stride == (wk_head << lab))]
+        t_words = table_words(cfg, m, u, kv_head)
         q_beats, k_beats = Signal.like(lb.beats), Signal.like(lb.beats)
         contig_q, contig_k = Signal(), Signal()
         m.d.sync += [q_beats.eq(Mux(contig_q1, rows1 * wq1, wq1)), contig_q.eq(contig_q1),
@@ -235,7 +243,7 @@ class LoadEngine(wiring.Component):
                              l_vbase.eq(view(lhead.insn, Op.LOAD_KV).v_addr), l_b.eq(kps_h),
                              l_steps.eq(steps1), l_rows.eq(nk1), l_contig.eq(contig),
                              l_stride.eq(stride), lb.beats.eq(k_beats)]
-                page_start(cfg, m, u, lb, kv_head, k_beats)
+                page_start(cfg, m, u, lb, kv_head, k_beats, t_words)
         first_factor_beat(m, u)
         credit = Signal()
         m.d.comb += credit.eq(~l_is_kv | ~l_unit_first

@@ -19,10 +19,27 @@ from attenio.hw.ctrl.layouts import view
 __all__ = ["page_start", "page_walk", "group_mask", "first_factor_beat"]
 
 
+def table_words(cfg: HardwareConfig, m: Module, u, kv_head) -> Signal:
+    """The block-table words a paged ``LOAD_KV`` at the queue's head reads, prepared from
+    its fields in two stages (``prepared_head``): its pages, then the words from the one
+    holding ``table`` that hold their entries."""
+    lab = log2(cfg.axi_data_bytes)
+    pages1 = Signal(25, name="l_pages1")
+    words2 = Signal(25, name="l_words2")
+    m.d.sync += [
+        pages1.eq((kv_head.keys + (Const(1, 16) << kv_head.page_log2) - 1)
+                  >> kv_head.page_log2),
+        words2.eq(((kv_head.table[2:lab] if lab > 2 else 0) + pages1 + u.epb - 1)
+                  >> log2(u.epb)),
+    ]
+    return words2
+
+
 def page_start(cfg: HardwareConfig, m: Module, u, lb: BurstRegs, kv_head,
-               k_beats) -> None:
+               k_beats, t_words) -> None:
     """A ``LOAD_KV`` starts: a paged one first requests table words 0 and 1 (from the
-    word holding ``table``), then waits for its first page (contract.rules.PageWalk)."""
+    word holding ``table``), then waits for its first page (contract.rules.PageWalk);
+    ``t_words``: its table's words (:func:`table_words`)."""
     lab = log2(cfg.axi_data_bytes)
     paged = kv_head.paged
     tbase = Signal(ADDR_BITS)
@@ -30,7 +47,8 @@ def page_start(cfg: HardwareConfig, m: Module, u, lb: BurstRegs, kv_head,
     e0 = kv_head.table[2:lab] if lab > 2 else 0
     m.d.sync += [u.t_req.eq(0), u.t_addr.eq(tbase), u.t_pre.eq(Mux(paged, 2, 0)),
                  u.need_entry.eq(paged), u.e_idx.eq(e0), u.e_word.eq(0),
-                 u.slot_ok[0].eq(0), u.slot_ok[1].eq(0), u.k_beats.eq(k_beats)]
+                 u.slot_ok[0].eq(0), u.slot_ok[1].eq(0), u.k_beats.eq(k_beats),
+                 u.t_words.eq(t_words)]
     with m.If(paged):
         m.d.sync += [lb.base.eq(tbase), lb.beats.eq(1)]
 
@@ -44,14 +62,7 @@ def page_walk(cfg: HardwareConfig, m: Module, u, lb: BurstRegs, fail, stop):
     ab = cfg.axi_data_bytes
     lab = log2(ab)
     kv = view(u.raw, Op.LOAD_KV)
-    pages = Signal(25)
-    words = Signal(25, name="l_t_words")
-    # the table's word count is the instruction's: a register, set the cycle after the
-    # instruction starts (u.raw), read from the first request on (lb.ready: 3 cycles
-    # after the start), so its two adds and shifts stay off the request path
-    m.d.comb += pages.eq((kv.keys + (Const(1, 16) << kv.page_log2) - 1) >> kv.page_log2)
-    m.d.sync += words.eq((kv.table[2:lab] if lab > 2 else 0) + pages + u.epb - 1
-                         >> log2(u.epb))
+    words = u.t_words     # the table's word count, set with the start (table_words)
     # whether table words are left, a register of the cycle before (the word compare off the
     # request path): it lags the state by a cycle only after a start (the first request is 3
     # cycles later, and no entry can be taken then: the slots were emptied) or after a table
