@@ -56,6 +56,13 @@ class _LoadRegs:
         self.steps = Signal(25, name="l_steps")
         self.ks = Signal(25, name="l_ks")
         self.vs = Signal(25, name="l_vs")
+        # ks + 1, vs + 1, and whether a K block follows when the current unit is K (k_k) or
+        # V (k_v): set with ks and vs (contract.rules.next_is_v), so the next unit's choice
+        # is a mux of registers, not adds and compares of the counts
+        self.ks1 = Signal(25, name="l_ks1")
+        self.vs1 = Signal(25, name="l_vs1")
+        self.k_k = Signal(name="l_k_k")
+        self.k_v = Signal(name="l_k_v")
         self.kbase = Signal(ADDR_BITS, name="l_kbase")
         self.vbase = Signal(ADDR_BITS, name="l_vbase")
         self.on_v = Signal(name="l_on_v")        # the current unit is a V block
@@ -228,6 +235,7 @@ class LoadEngine(wiring.Component):
         with m.If(l_start):
             m.d.sync += [lraw.eq(lhead.insn), lbusy.eq(1), l_trow.eq(0), l_unit_first.eq(1),
                          lb.off.eq(0), l_h.eq(0), l_ks.eq(0), l_vs.eq(0), l_on_v.eq(0)]
+            next_counts(m, u, 0, 0, steps1)
             with m.If(l_is_q_head):
                 m.d.sync += [l_is_kv.eq(0), l_hbase.eq(qv.addr), lb.base.eq(qv.addr),
                              l_rows.eq(qv.rows), l_contig.eq(contig_q),
@@ -299,9 +307,9 @@ class LoadEngine(wiring.Component):
         # two register stages: (1) which block is next, its index and addresses; (2) its
         # size, base and whether it ends the instruction (the unit waits 3 cycles: lb.ready)
         nks, nvs = Signal.like(u.ks), Signal.like(u.vs)
-        m.d.comb += [nks.eq(u.ks + ~u.on_v), nvs.eq(u.vs + u.on_v)]
+        m.d.comb += [nks.eq(Mux(u.on_v, u.ks, u.ks1)), nvs.eq(Mux(u.on_v, u.vs1, u.vs))]
         next_v = Signal()          # (with V in K's rows there are K blocks only)
-        m.d.comb += next_v.eq(next_is_v(nks, nvs, u.steps) & ~view(u.raw, Op.LOAD_KV).v_in_k)
+        m.d.comb += next_v.eq(~Mux(u.on_v, u.k_v, u.k_k) & ~view(u.raw, Op.LOAD_KV).v_in_k)
         step_bytes = Mux(u.on_v, u.vstride, u.stride) * u.b
         s1_ns = Signal.like(u.ks)
         kv = view(u.raw, Op.LOAD_KV)
@@ -366,6 +374,7 @@ class LoadEngine(wiring.Component):
                     m.d.sync += [u.h.eq(u.h + 1), u.hbase.eq(p_hbase), lb.base.eq(p_hbase),
                                  u.trow.eq(0), u.unit_first.eq(1)]
                 with m.Else():                       # next K/V block
+                    next_counts(m, u, p_nks, p_nvs, u.steps)
                     m.d.sync += [u.ks.eq(p_nks), u.vs.eq(p_nvs), u.on_v.eq(p_next_v),
                                  u.kbase.eq(p_kbase2), u.vbase.eq(p_vbase),
                                  lb.base.eq(p_base), u.rows.eq(p_rows),
@@ -381,6 +390,15 @@ class LoadEngine(wiring.Component):
                                      lb.base.eq(u.t_addr), lb.beats.eq(1),
                                      u.k_beats.eq(p_beats)]
         return instr_done
+
+
+def next_counts(m: Module, u: _LoadRegs, ks, vs, steps) -> None:
+    """K/V blocks ``ks`` and ``vs`` are the current counts from the next cycle: set them
+    and what follows from them (``ks1``, ``vs1``; ``k_k``, ``k_v``: the block after a K or
+    a V block is a K block, ``not next_is_v`` of the counts after it)."""
+    m.d.sync += [u.ks1.eq(ks + 1), u.vs1.eq(vs + 1),
+                 u.k_k.eq(~next_is_v(ks + 1, vs, steps)),
+                 u.k_v.eq(~next_is_v(ks, vs + 1, steps))]
 
 
 def _ring_credit(eng: LoadEngine, m: Module, cur_s, l_b, l_on_v, ring: int, v_in_k):
