@@ -10,7 +10,7 @@ from amaranth.lib.wiring import In, Out
 from attenio.contract.timing import TIMING
 from attenio.hw.ctrl.axi import ADDR_BITS, kept_offered, log2
 
-__all__ = ["BurstSplitter"]
+__all__ = ["BurstSplitter", "BurstRegs", "drive_address", "prepared_transfer"]
 
 
 class BurstSplitter(wiring.Component):
@@ -103,3 +103,16 @@ def drive_address(m: Module, splitter: BurstSplitter, chan: dict, want) -> objec
         chan["burst"].eq(1),
     ]
     return chan["valid"] & chan["ready"]
+
+
+def prepared_transfer(m: Module, words, rows, stride, lab: int, name: str):
+    """A queue head's first transfer, from its fields in the two stages of
+    ``hw.ctrl.dispatch.prepared_head``: ``rows`` rows of ``words`` beats, whole when the rows
+    are contiguous (``stride`` = the row's bytes), else a row. Returns (beats, contiguous,
+    rows), registers that hold the head's values once it is prepared."""
+    w1, r1, c1 = (Signal(words.shape(), name=f"{name}_w1"), Signal(rows.shape(), name=f"{name}_r1"),
+                  Signal(name=f"{name}_c1"))
+    m.d.sync += [w1.eq(words), r1.eq(rows), c1.eq(stride == (words << lab))]
+    beats, contig = Signal(24, name=f"{name}_beats2"), Signal(name=f"{name}_c2")
+    m.d.sync += [beats.eq(Mux(c1, r1 * w1, w1)), contig.eq(c1)]
+    return beats, contig, r1

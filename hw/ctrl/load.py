@@ -13,7 +13,7 @@ from attenio.contract.program import INSTR_BITS, Op
 from attenio.contract.rules import ENTRY_BYTES, next_is_v
 from attenio.contract.timing import TIMING
 from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, log2
-from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address
+from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address, prepared_transfer
 from attenio.hw.ctrl.decode import kps_log2_of
 from attenio.hw.ctrl.dispatch import engine_ports, prepared_head
 from attenio.hw.ctrl.layouts import load_tag_layout, raise_error, view
@@ -219,19 +219,12 @@ class LoadEngine(wiring.Component):
         # the head's first transfer's beats, prepared in two stages (prepared_head): a Q
         # tile's rows, or a K/V instruction's first block, whole when the rows are contiguous
         qv = view(lhead.insn, Op.LOAD_Q)
-        wq1, rows1, contig_q1 = Signal(wq_head.shape()), Signal.like(qv.rows), Signal()
-        wk1, nk1, contig_k1 = Signal(wk_head.shape()), Signal.like(nk0), Signal()
+        q_beats, contig_q, _ = prepared_transfer(m, wq_head, qv.rows, qv.row_stride, lab, "ldq")
+        k_beats, contig_k, nk1 = prepared_transfer(m, wk_head, nk0, kv_head.row_stride, lab,
+                                                   "ldk")
         steps1 = Signal.like(u.steps)
-        m.d.sync += [wq1.eq(wq_head), rows1.eq(qv.rows),
-                     contig_q1.eq(qv.row_stride == (wq_head << lab)),
-                     wk1.eq(wk_head), nk1.eq(nk0),
-                     steps1.eq((keys_h + kps_h - 1) >> kps_log2_of(kps_h, kps_max)),
-                     contig_k1.eq(kv_head.row_stride == (wk_head << lab))]
+        m.d.sync += steps1.eq((keys_h + kps_h - 1) >> kps_log2_of(kps_h, kps_max))
         t_words = table_words(cfg, m, u, kv_head)
-        q_beats, k_beats = Signal.like(lb.beats), Signal.like(lb.beats)
-        contig_q, contig_k = Signal(), Signal()
-        m.d.sync += [q_beats.eq(Mux(contig_q1, rows1 * wq1, wq1)), contig_q.eq(contig_q1),
-                     k_beats.eq(Mux(contig_k1, nk1 * wk1, wk1)), contig_k.eq(contig_k1)]
         with m.If(l_start):
             m.d.sync += [lraw.eq(lhead.insn), lbusy.eq(1), l_trow.eq(0), l_unit_first.eq(1),
                          lb.off.eq(0), l_h.eq(0), l_ks.eq(0), l_vs.eq(0), l_on_v.eq(0)]

@@ -11,7 +11,7 @@ from attenio.base.errors import ErrorCode
 from attenio.contract.program import INSTR_BITS, Op
 from attenio.contract.timing import TIMING
 from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, held_while_waiting, log2
-from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address
+from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address, prepared_transfer
 from attenio.hw.ctrl.dispatch import engine_ports, prepared_head
 from attenio.hw.ctrl.layouts import raise_error, view
 from attenio.hw.finalize import out_word_layout
@@ -107,11 +107,7 @@ class StoreEngine(wiring.Component):
         # statistics word; all rows at once when they are contiguous)
         sv = view(shead.insn, Op.STORE_O)
         wd_shead = (words_of(sv.d) + sv.lse) * k_out
-        wd1, rows1, contig1 = Signal(wd_shead.shape()), Signal.like(sv.rows), Signal()
-        m.d.sync += [wd1.eq(wd_shead), rows1.eq(sv.rows),
-                     contig1.eq(sv.row_stride == (wd_shead << lab))]
-        beats2, contig2 = Signal.like(sb.beats), Signal()
-        m.d.sync += [beats2.eq(Mux(contig1, rows1 * wd1, wd1)), contig2.eq(contig1)]
+        beats2, contig2, _ = prepared_transfer(m, wd_shead, sv.rows, sv.row_stride, lab, "st")
         with m.If(s_start):
             m.d.sync += [sraw.eq(shead.insn), s_busy.eq(1), s_wait.eq(0), s_h.eq(0),
                          s_hbase.eq(sv.addr), sb.base.eq(sv.addr), sb.off.eq(0), s_trow.eq(0),
