@@ -46,7 +46,7 @@ class Timing:
     request_delay: int = 3       # a load or store instruction starts → its first AXI request
     request_gap: int = 3         # a data burst request → the next one (registered bursts)
     fetch_gap: int = 2           # a program burst request → the next one
-    fetch_delay: int = 1         # the run starts → the first program request may go out
+    fetch_delay: int = 2         # the run starts → the first program request may go out
     decode_latency: int = 2      # an instruction's last beat → it is written to the buffer
     cmd_latency: int = 2         # COMPUTE starts → the PE array may issue
     idle_latency: int = 2        # the last output beat → the compute queue moves on
@@ -91,9 +91,6 @@ def timing_for(hw) -> Timing:
 EQUIVALENT_MUTATIONS: dict[tuple[str, int], str] = {
     # the fetch buffer holds whole chunks (fetch_buffer // fetch_chunk): 17 holds two, as 16
     ("fetch_buffer", +1): "the buffer holds whole chunks",
-    # the channel's first request waits fetch_gap after its initial "last request" at −1:
-    # with fetch_gap = 2 it is at cycle ≥ 1 whatever fetch_delay below 1 says
-    ("fetch_delay", -1): "the first request is at cycle ≥ fetch_gap − 1 = 1 anyway",
     # a chunk's data takes ≥ 2 cycles (8 instructions of 32 B on a bus of ≤ 128 B), so the
     # next chunk's data never starts before the last ends when requests are 1 or 2 apart
     ("fetch_gap", -1): "a chunk's data outlasts a gap of 1 or 2",

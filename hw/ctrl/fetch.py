@@ -68,25 +68,21 @@ class ProgramFetch(wiring.Component):
         f_addr = Signal(ADDR_BITS)
         f_n = Signal(range(FETCH_CHUNK + 1))
         # the next burst (address, length, whether one is left) is a register computed from
-        # the state of the cycle before; f_ready is low in the cycle after a request or the
-        # engine's reset (Timing.fetch_gap, fetch_delay). The state is the next address and
-        # the instructions left, registers moved by each request (no sum of PROG_BASE and an
-        # instruction count on the burst's path); before the first, PROG_BASE and PROG_LEN
+        # the state of the cycle before; f_ready is low in the cycle after a request and in
+        # the engine's first two (Timing.fetch_gap, fetch_delay = 2). The state is the next
+        # address and the instructions left, registers moved by each request (no sum of
+        # PROG_BASE and an instruction count on the burst's path), loaded from PROG_BASE and
+        # PROG_LEN in the engine's first cycle (f_first)
         f_first = Signal(init=1)
         f_addr_r = Signal(ADDR_BITS)
         f_left_r = Signal(32)
-        addr_now, left_now = Signal(ADDR_BITS), Signal(32)
         f_4k = Signal(8)
         f_more = Signal()
         f_ready = Signal()
-        m.d.comb += [
-            addr_now.eq(Mux(f_first, self.prog_base, f_addr_r)),
-            left_now.eq(Mux(f_first, self.prog_len, f_left_r)),
-            f_4k.eq((4096 - addr_now[:12]) >> lib),
-        ]
-        f_n1 = Mux(left_now < FETCH_CHUNK, left_now, FETCH_CHUNK)
-        m.d.sync += [f_addr.eq(addr_now), f_n.eq(Mux(f_4k < f_n1, f_4k, f_n1)),
-                     f_more.eq(left_now != 0)]
+        m.d.comb += f_4k.eq((4096 - f_addr_r[:12]) >> lib)
+        f_n1 = Mux(f_left_r < FETCH_CHUNK, f_left_r, FETCH_CHUNK)
+        m.d.sync += [f_addr.eq(f_addr_r), f_n.eq(Mux(f_4k < f_n1, f_4k, f_n1)),
+                     f_more.eq(f_left_r != 0)]
         # PROG_BASE must hold whole instructions (a 4 KB line then always falls between two)
         misaligned = Signal()
         m.d.comb += misaligned.eq(self.prog_base[:lib] != 0)
@@ -113,10 +109,11 @@ class ProgramFetch(wiring.Component):
             # beats after END are not the program's: their responses do not matter
             with m.If((self.rresp != 0) & ~f_end):
                 raise_error(m, self, ErrorCode.AXI_READ)
-        m.d.sync += f_ready.eq(~iar)
-        with m.If(iar):
-            m.d.sync += [f_first.eq(0), f_addr_r.eq(f_addr + (f_n << lib)),
-                         f_left_r.eq(left_now - f_n)]
+        m.d.sync += f_ready.eq(~iar & ~f_first)
+        with m.If(f_first):
+            m.d.sync += [f_first.eq(0), f_addr_r.eq(self.prog_base), f_left_r.eq(self.prog_len)]
+        with m.Elif(iar):
+            m.d.sync += [f_addr_r.eq(f_addr + (f_n << lib)), f_left_r.eq(f_left_r - f_n)]
         # an instruction stays in flight until its decode registers write it to the buffer
         push_d, push_e = Signal(), Signal()
         m.d.sync += push_d.eq(push_i)
@@ -144,7 +141,7 @@ class ProgramFetch(wiring.Component):
                      ififo.i.valid.eq(push_e), ififo.i.payload.eq(entry)]
         wiring.connect(m, ififo.o, wiring.flipped(self.head))
         m.d.comb += [
-            self.exhausted.eq((left_now == 0) & (f_inflight == 0)
+            self.exhausted.eq(~f_first & (f_left_r == 0) & (f_inflight == 0)
                               & (ififo.level == 0)),
             self.idle.eq((i_out == 0) & ~self.arvalid),
             self.active.eq(iar | ir),
