@@ -43,6 +43,15 @@ TOP = "attenio_top"
 BUILD_FLAGS = "O2-ports-quiet"  # part of the build key: change it to force a rebuild
 
 
+def _cocotb_home() -> str:
+    """Where the cocotb a model links against is installed: part of every build key, since a
+    model built by one environment runs cocotb's libraries from that environment's folder
+    (a cached model outlived its environment's removal and failed to start, exit code 127)."""
+    import cocotb
+
+    return str(Path(cocotb.__file__).resolve().parent)
+
+
 def build_root() -> Path:
     """Where compiled simulation models are cached: ``$ATTENIO_BUILD/sim`` if set, else the
     user's cache directory (``$XDG_CACHE_HOME/attenio/sim``, ``~/.cache/attenio/sim``), so a
@@ -160,7 +169,8 @@ def build_verilog(text: str, top: str, sim: str = "verilator", *, waves: bool = 
                   log=print) -> Path:
     """Compile the Verilog ``text`` with ``top`` as its top for ``sim`` (cached by hash)."""
     _tool_path(sim)
-    key = hashlib.sha1((text + sim + str(waves) + BUILD_FLAGS).encode()).hexdigest()[:12]
+    key = hashlib.sha1((text + sim + str(waves) + BUILD_FLAGS + _cocotb_home()).encode()
+                       ).hexdigest()[:12]
     bdir = (BUILD_ROOT / f"{sim}-{key}").resolve()
     stamp = bdir / "built"
     if stamp.exists():
@@ -251,7 +261,8 @@ def _runtime_dir(sim: str, args: list, extra: str, waves: bool) -> Path:
     tool = shutil.which("verilator") or ""
     stat = os.stat(tool) if tool else None
     key = hashlib.sha1(repr((sim, [str(a) for a in args], extra, waves, BUILD_FLAGS, tool,
-                             stat and (stat.st_size, stat.st_mtime))).encode()).hexdigest()[:12]
+                             stat and (stat.st_size, stat.st_mtime), _cocotb_home())
+                            ).encode()).hexdigest()[:12]
     return BUILD_ROOT / f"runtime-{key}"
 
 
