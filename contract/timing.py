@@ -34,6 +34,9 @@ class Timing:
     fetch_chunk: int = 8         # instructions per program burst
     fetch_buffer: int = 16       # fetched, not yet dispatched instructions (two chunks)
     queue_depth: int = 8         # entries per instruction queue
+    # a load or store queue's head taken → its FIFO pops it (a register, off the engine's
+    # start: hw.ctrl.dispatch._registered_pop); a full queue takes the next entry then
+    pop_delay: int = 1
     max_outstanding: int = 16    # data bursts in flight per AXI direction
     max_burst_beats: int = 256   # AXI4 INCR limit (and never across a 4 KB line)
     out_fifo_depth: int = 16     # finalized output words the core buffers
@@ -99,6 +102,8 @@ EQUIVALENT_MUTATIONS: dict[tuple[str, int], str] = {
     # queue wait on its data (tokens) in generated programs
     ("queue_depth", +1): "the engines, not the queues' room, hold instructions back",
     ("queue_depth", -1): "the engines, not the queues' room, hold instructions back",
+    ("pop_delay", +1): "the engines, not the queues' room, hold instructions back",
+    ("pop_delay", -1): "the engines, not the queues' room, hold instructions back",
     # the ring caps K/V bursts in flight at 2 · ring rows ≤ 16 and Q/O transfers are one
     # burst a row or a 4 KB line: 17 in flight never occurs
     ("max_outstanding", +1): "no program has 17 bursts in flight",

@@ -209,6 +209,7 @@ class ComputeCore(wiring.Component):
         running = Signal()
         m.d.comb += [
             qbuf.core_busy.eq(self.busy), qbuf.q_free.eq(self.steps_done & ~c.more),
+            qbuf.cmd_taken.eq(take),
             seq.g_lo.eq(g_lo), seq.g_hi.eq(g_hi),
             seq.running.eq(running), seq.keys.eq(c.keys), seq.blog.eq(blog), seq.ops.eq(ops),
             seq.skip.eq(skip & c.causal), seq.groups.eq(groups), seq.t0.eq(t0),

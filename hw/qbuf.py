@@ -24,7 +24,8 @@ class QBuffer(wiring.Component):
     ``qcmd`` (rows, d, log2 keys per step) is taken when no tile's rows are loading or loaded
     and the buffer is not read: the core is idle (``core_busy`` low) or its tile's steps are
     all issued (``q_free``: the last ``Q Kᵀ`` read is past, so the next tile's rows load while
-    this one's output is finalized and stored); the ``q`` stream then carries the rows,
+    this one's output is finalized and stored; ``qcmd.ready`` is a register, a cycle behind
+    these); the ``q`` stream then carries the rows,
     ``⌈d/q⌉`` words each, lanes past d stored as 0. With one key per step, row ρ goes to bank
     ρ mod p at word (ρ div p)·⌈max_head_dim/q⌉ + w; with b = 2**k keys per step (one row
     group) row ρ is copied into the b banks ρ·b … ρ·b + b − 1 that take its b keys.
@@ -53,7 +54,8 @@ class QBuffer(wiring.Component):
         super().__init__({
             "qcmd": In(stream.Signature(qcmd_layout(cfg))),
             "q": In(stream.Signature(word_layout(cfg))),
-            "core_busy": In(1), "q_free": In(1), "clear": In(1), "loaded": Out(1),
+            "core_busy": In(1), "q_free": In(1), "cmd_taken": In(1), "clear": In(1),
+            "loaded": Out(1),
             "rd_addr": In(range(self.depth + 1)),
             "rd_data": Out(data.ArrayLayout(word_layout(cfg), p)),
             "sc_addr": In(range(self.groups + 1)),
@@ -86,7 +88,15 @@ class QBuffer(wiring.Component):
         q_words = Signal(range(wmax + side + 1))      # with row_scales, the side words
         qblog = Signal(range(lkmax + 1))
         m.d.comb += qblog.eq(qc.kps_log2)
-        m.d.comb += self.qcmd.ready.eq((~self.core_busy | self.q_free) & ~q_loading & ~q_done)
+        # ready is a register (off the path into the load engine's start and its queue's
+        # pop): the buffer's state a cycle ago, low after a command is taken or a tile's
+        # command is (``cmd_taken``: its rows are loading or loaded then, or it is a part of a
+        # tile that holds them). It rises a cycle late as the steps end, the cycle the
+        # COMPUTE's token that a LOAD_Q waits for reaches the load queue (docs/isa.md).
+        ready = Signal(init=1)
+        m.d.sync += ready.eq((~self.core_busy | self.q_free) & ~q_loading & ~q_done
+                             & ~(self.qcmd.valid & self.qcmd.ready) & ~self.cmd_taken)
+        m.d.comb += self.qcmd.ready.eq(ready)
         with m.If(self.qcmd.valid & self.qcmd.ready):
             pl = self.qcmd.payload
             m.d.sync += [qc.eq(pl), q_loading.eq(1), qrow.eq(0), qw.eq(0),

@@ -269,7 +269,8 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
             break
         q = ins.queue
         if len(qstarts[q]) >= timing.queue_depth:   # full: taken the cycle after the oldest
-            disp = max(disp, qstarts[q][-timing.queue_depth] + 1)   # starts (measured)
+            pop = timing.pop_delay if q != "compute" else 0     # leaves (measured)
+            disp = max(disp, qstarts[q][-timing.queue_depth] + 1 + pop)
         dispatch[k] = disp
         tok = pop_time(ins, q)
         st = max(_head_ready(timing, q, disp), q_end[q], tok)

@@ -64,6 +64,24 @@ def prepared_head(m: Module, queue, name: str) -> Signal:
     return v2
 
 
+# queues whose FIFO pops the cycle after the engine takes the head (_registered_pop)
+REGISTERED_POP = ("load", "store")
+
+
+def _registered_pop(m: Module, fifo: StreamFIFO, head, name: str) -> None:
+    """The engine takes ``fifo``'s oldest entry (``head.ready``) in one cycle and the FIFO
+    pops it in the next, from a register: the engine's start (its AXI, token and core
+    hand-shakes) stays off the FIFO's read logic and its output register's wide enable. The
+    head shows invalid in between, so it is taken once; the next entry shows a cycle later
+    than it would, which the engine hides: a load or store instruction keeps its engine at
+    least ``request_delay + 1`` cycles, longer than the entry takes to show and be prepared
+    (``head_latency``)."""
+    pop = Signal(name=f"{name}_pop")
+    m.d.sync += pop.eq(head.valid & head.ready)
+    m.d.comb += [head.valid.eq(fifo.o.valid & ~pop), head.payload.eq(fifo.o.payload),
+                 fifo.o.ready.eq(pop)]
+
+
 class Dispatch(wiring.Component):
     """In-order dispatch and the token counters.
 
@@ -102,7 +120,10 @@ class Dispatch(wiring.Component):
         for name in QUEUES:
             queues[name] = qf = StreamFIFO(queue_entry_layout(), QUEUE_DEPTH)
             m.submodules[f"{name}_queue"] = qf
-            wiring.connect(m, qf.o, wiring.flipped(ports[name].head))
+            if name in REGISTERED_POP:
+                _registered_pop(m, qf, ports[name].head, name)
+            else:
+                wiring.connect(m, qf.o, wiring.flipped(ports[name].head))
         head = self.fetched.payload
         hop = view(head.insn).opcode
         end_seen = Signal()

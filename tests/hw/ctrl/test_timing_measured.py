@@ -1,6 +1,6 @@
 """The controller's depths and latencies of the timing contract (contract/timing.py) observed in
 simulation, not read from the constants the RTL is built from (issue #34): a queue holds
-``queue_depth`` instructions and takes the next the cycle after its oldest starts; the fetch
+``queue_depth`` instructions and takes the next the cycle after its oldest leaves; the fetch
 asks for ``fetch_chunk`` instructions a burst, ``fetch_buffer`` ahead of dispatch, its first
 request ``fetch_delay`` cycles after the start and the next ``fetch_gap`` later; the load
 engine's first request comes ``request_delay`` cycles after its instruction starts, the next
@@ -50,8 +50,11 @@ def test_queue_depth_and_the_dispatch_after_a_start():
     assert taken[:depth] == list(range(depth))   # one a cycle until the queue is full
     # the entry written in cycle 0 is at the queue's head fifo_latency cycles later
     assert valid_from[0] == TIMING.fifo_latency
-    # full: the next is taken the cycle after the oldest starts (sim/timeline.py's rule)
-    assert taken[depth:] == [50 + 1]
+    # full: the next is taken the cycle after the oldest leaves, pop_delay after its start
+    # (sim/timeline.py's rule)
+    assert taken[depth:] == [50 + TIMING.pop_delay + 1]
+    # the taken head shows invalid until the pop, then the next shows
+    assert 51 not in valid_from and 51 + TIMING.pop_delay in valid_from
 
 
 def test_fetch_chunk_buffer_delay_and_gap():
