@@ -253,8 +253,11 @@ class LoadEngine(wiring.Component):
         m.submodules.tags = tags = StreamFIFO(load_tag_layout(), MAX_OUTSTANDING)
         is_t, base_set = page_walk(cfg, m, u, lb, fail, self.stop)
         l_want = Signal()
-        m.d.comb += l_want.eq(lbusy & lb.ready & ~self.stop & credit & (rd_out < MAX_OUTSTANDING)
-                              & tags.i.ready & ~(u.need_entry & ~is_t))
+        rd_room = Signal(init=1)   # rd_out < MAX_OUTSTANDING, kept with it: a register
+        # (the tag FIFO holds one entry a burst in flight, pushed and popped with rd_out's
+        # moves, so its room is this too: its level is never on the request's path)
+        m.d.comb += l_want.eq(lbusy & lb.ready & ~self.stop & credit & rd_room
+                              & ~(u.need_entry & ~is_t))
         with m.If(splitter.window_fail):
             fail(ErrorCode.ADDRESS_RANGE)
         ar = drive_address(m, splitter, {k: getattr(self, f"ar{k}") for k in
@@ -267,7 +270,8 @@ class LoadEngine(wiring.Component):
         r = _read_data(self, m, tags, fail, u)
         r_burst_end = r & self.rlast
         m.d.comb += tags.o.ready.eq(r_burst_end)
-        m.d.sync += rd_out.eq(rd_out + ar - r_burst_end)
+        m.d.sync += [rd_out.eq(rd_out + ar - r_burst_end),
+                     rd_room.eq(rd_out + ar - r_burst_end < MAX_OUTSTANDING)]
         t = tags.o.payload
         with m.If(r_burst_end & t.end & t.push & ~self.stop):
             m.d.comb += self.queue.push_next.eq(1)
@@ -340,7 +344,9 @@ class LoadEngine(wiring.Component):
         p_fw = Signal()
         m.d.comb += fw_next.eq(kv.paged & Mux(p_next_v, kv.value_scales & ((p_nvs & gmask) == 0),
                                               kv.key_scales & ((p_nks & gmask) == 0)))
+        p_page = Signal()          # the next unit is a K block that starts a page
         m.d.sync += [
+            p_page.eq(kv.paged & ~p_next_v & ((p_nks & pmask) == 0)),
             p_kv_last.eq(Mux(kv.v_in_k, p_nks >= u.steps, p_next_v & (p_nvs >= u.steps))),
             p_kbase2.eq(k_next),       # (its factor word's step here, off the product's path)
             p_base.eq(Mux(p_next_v, p_vbase, k_next)),
@@ -378,7 +384,7 @@ class LoadEngine(wiring.Component):
                         m.d.sync += u.v_fw.eq(p_fw)
                     # a K block that starts a page: its table word first (the first page
                     # of a word), then its entry (_page_walk)
-                    with m.If(kv.paged & ~p_next_v & ((p_nks & pmask) == 0)):
+                    with m.If(p_page):
                         m.d.sync += [u.need_entry.eq(1), u.t_pre.eq(u.e_idx == 0),
                                      lb.base.eq(u.t_addr), lb.beats.eq(1),
                                      u.k_beats.eq(p_beats)]

@@ -118,8 +118,14 @@ class StoreEngine(wiring.Component):
         s_first = Signal()   # the instruction's first burst: it waits for the first output word
         with m.If(s_start):
             m.d.sync += s_first.eq(1)
-        m.d.comb += s_want.eq(s_busy & sb.ready & ~s_wait & ~self.stop & (wr_out < MAX_OUTSTANDING)
-                              & wq.i.ready & (~s_first | self.o.valid))
+        # room for a burst: wr_out < MAX_OUTSTANDING, a register moved with wr_out (off the
+        # request's path). The W queue's room follows: it holds a burst from its AW to its
+        # last W beat, and wr_out counts the burst until its response, which AXI4 sends
+        # only after that beat (a slave waits for WLAST before BVALID), so the queue holds
+        # at most wr_out bursts
+        wr_room = Signal(init=1)
+        m.d.comb += s_want.eq(s_busy & sb.ready & ~s_wait & ~self.stop & wr_room
+                              & (~s_first | self.o.valid))
         with m.If(splitter.window_fail):
             fail(ErrorCode.ADDRESS_RANGE)
         aw = drive_address(m, splitter, {k: getattr(self, f"aw{k}") for k in
@@ -182,7 +188,8 @@ class StoreEngine(wiring.Component):
         m.d.comb += self.bready.eq(1)
         with m.If(b & (self.bresp != 0)):
             fail(ErrorCode.AXI_WRITE)
-        m.d.sync += [wr_out.eq(wr_out + aw - b), s_out.eq(s_out + aw - b)]
+        m.d.sync += [wr_out.eq(wr_out + aw - b), s_out.eq(s_out + aw - b),
+                     wr_room.eq(wr_out + aw - b < MAX_OUTSTANDING)]
         s_end = Signal()
         m.d.comb += s_end.eq(s_busy & s_wait & (s_out == 0))
         with m.If(s_end):
