@@ -39,7 +39,7 @@ SUPPORTED_AXI_BITS = (32, 64, 128, 256, 512, 1024)
 _INT64_BITS = 63
 # A scale word's exponent field (c_sh of a Q row, k_e of a K row): shifts up to 62 fit in 6 bits.
 SCALE_EXP_BITS = 6
-TABLE_RAMS = ("lut", "block")     # HardwareConfig.table_ram
+TABLE_RAMS = ("lut", "block", "pbuf-block")     # HardwareConfig.table_ram
 # A K row's factor k_m keeps this many significant bits (its top bits; the rest are zero): c_m·k_m
 # is exact (docs/numerics.md, "Per-key K scales"; a rounded product broke the contract on large
 # logits, issue #33), and off the DSPs (a 4-bit piece and the implicit leading one).
@@ -152,8 +152,8 @@ class HardwareConfig(Serializable):
     table_ram
         Where the small per-row tables live (the m/ℓ table, the P buffer, the Q scale table):
         ``"lut"`` asks synthesis for distributed RAM (keeps block RAM for the O and Q buffers),
-        ``"block"`` for block RAM (gives the LUTs back to routing). Behaviour and cycles are
-        the same either way; only the FPGA mapping differs (docs/fpga.md).
+        ``"block"`` for block RAM (gives LUTs back to routing), ``"pbuf-block"`` for the P buffer
+        alone (its deepest: a block RAM a bank). Cycles never differ, only the FPGA mapping.
     softcap_unit
         Build the logit soft-capping unit (``c·tanh(logit/c)``, Gemma 2) in the softmax
         pipeline: runs may then set a cap. It adds its stages to the softmax's latency

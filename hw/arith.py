@@ -106,6 +106,17 @@ def kept_copies(m: Module, value: Value, load: Value, salts: list[Value],
     return out
 
 
+def table_ram(cfg) -> str:
+    """The RAM style of the small per-row tables (m/ℓ, the Q scale table): ``cfg.table_ram``,
+    with ``"pbuf-block"`` leaving them in distributed RAM."""
+    return "block" if cfg.table_ram == "block" else "lut"
+
+
+def pbuf_ram(cfg) -> str:
+    """The P buffer's RAM style: block RAM with ``table_ram`` ``"block"`` or ``"pbuf-block"``."""
+    return "lut" if cfg.table_ram == "lut" else "block"
+
+
 def memory_banks(m, name: str, shape, depth: int, count: int, style: str | None = None):
     """``count`` memories of ``depth`` words added to ``m`` as ``name0``, ``name1``, …; returns
     (read ports, write ports). ``style``: ask synthesis for ``"lut"`` (distributed) RAM, which

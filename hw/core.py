@@ -30,7 +30,7 @@ from amaranth.lib.wiring import In, Out
 from attenio.base.config import HardwareConfig
 from attenio.contract.rules import skips_row_groups
 from attenio.contract.timing import TIMING
-from attenio.hw.arith import memory_banks
+from attenio.hw.arith import memory_banks, pbuf_ram, table_ram
 from attenio.hw.finalize import Finalize, out_word_layout
 from attenio.hw.finalize_stage import FIFO_LATENCY, FIN_READ_LATENCY, FinalizeStage
 from attenio.hw.kvring import KVRing
@@ -147,9 +147,9 @@ class ComputeCore(wiring.Component):
 
         # ---- memories: O accumulators, m/ℓ, the P buffer (a bank per line) ----
         o_rd, o_wr = memory_banks(m, "obuf", acc_word_layout(cfg), gmax * wmax, p)
-        ml_rd, ml_wr = memory_banks(m, "ml", ml_layout(cfg), gmax, p, style=cfg.table_ram)
+        ml_rd, ml_wr = memory_banks(m, "ml", ml_layout(cfg), gmax, p, style=table_ram(cfg))
         pb_rd, pb_wr = memory_banks(m, "pbuf", pbuf_layout(cfg), 2 * gmax, p,
-                                    style=cfg.table_ram)
+                                    style=pbuf_ram(cfg))
         m.submodules.qbuf = qbuf = QBuffer(cfg)
         m.submodules.kv_ring = kvr = KVRing(cfg)
         m.submodules.sequencer = seq = StepSequencer(cfg)

@@ -7,7 +7,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
-from attenio.hw.arith import memory_banks
+from attenio.hw.arith import memory_banks, table_ram
 from attenio.hw.layouts import q_side_layout, q_side_words, qcmd_layout, word_layout
 
 __all__ = ["QBuffer"]
@@ -75,7 +75,7 @@ class QBuffer(wiring.Component):
         scales = cfg.row_scales_supported
         if scales:
             s_rd, s_wr = memory_banks(m, "qscale", q_side_layout(cfg), self.groups, p,
-                                      style=cfg.table_ram)
+                                      style=table_ram(cfg))
             for i in range(p):
                 m.d.comb += [s_rd[i].addr.eq(self.sc_addr), self.sc_data[i].eq(s_rd[i].data)]
 

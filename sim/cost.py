@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from attenio.base.config import HardwareConfig
+from attenio.base.config import SCALE_EXP_BITS, HardwareConfig
 
 __all__ = ["asic_area", "energy", "fpga_area", "fit_fpga", "dp16kd_blocks", "ecp5_lut_sites",
            "ESTIMATE", "FPGA_DEVICE"]
@@ -138,9 +138,10 @@ DP16KD_SHAPES = ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 
 LUTRAM_MAX_DEPTH = 32
 
 
-def dp16kd_blocks(depth: int, width: int) -> int:
-    """Fewest DP16KD for one ``depth × width`` memory (0 for one shallow enough for LUTs)."""
-    if depth <= LUTRAM_MAX_DEPTH:
+def dp16kd_blocks(depth: int, width: int, asked: bool = False) -> int:
+    """Fewest DP16KD for one ``depth × width`` memory (0 for one shallow enough for LUTs,
+    unless block RAM is ``asked`` for: ``ram_style = "block"``)."""
+    if depth <= LUTRAM_MAX_DEPTH and not asked:
         return 0
     return min(math.ceil(depth / d) * math.ceil(width / w) for d, w in DP16KD_SHAPES)
 
@@ -159,7 +160,18 @@ def _bram(hw: HardwareConfig) -> int:
     qbuf = p * dp16kd_blocks(gmax * wmax, q * hw.data_bits)
     obuf = p * dp16kd_blocks(gmax * wmax, q * hw.acc_bits)
     rings = 2 * hw.max_keys_per_step * dp16kd_blocks(ring * wmax, q * hw.data_bits)
-    return qbuf + obuf + rings
+    # the per-row tables table_ram puts in block RAM (hw.arith.table_ram, pbuf_ram), a bank
+    # a line: the P buffer (two keys' p and 6-bit O shift), m/ℓ (m: max_bits + 1) and the
+    # row multipliers (at least c_m and its exponent; one block holds up to 36 bits)
+    tables = 0
+    if hw.table_ram != "lut":
+        tables += p * dp16kd_blocks(2 * gmax, hw.exp_bits + 6, asked=True)
+    if hw.table_ram == "block":
+        tables += p * dp16kd_blocks(gmax, hw.max_bits + 1 + hw.row_sum_bits, asked=True)
+        if hw.row_scales_supported:
+            tables += p * dp16kd_blocks(gmax, hw.numerics.scale_mult_bits + SCALE_EXP_BITS,
+                                         asked=True)
+    return qbuf + obuf + rings + tables
 
 
 def _features(hw: HardwareConfig, mapper: str = "abc9") -> list[float]:

@@ -167,6 +167,12 @@ def _head_ready(timing: Timing, queue: str, disp: int) -> int:
     return disp + timing.fifo_latency + (timing.head_latency if queue != "compute" else 0)
 
 
+def _pop_delay(timing: Timing, queue: str) -> int:
+    """A queue's oldest entry started → it leaves the queue (measured): the load and store
+    queues pop from a register a cycle later (``pop_delay``), the compute queue at once."""
+    return timing.pop_delay if queue != "compute" else 0
+
+
 class _Fetch:
     """The instruction fetch: chunks of ``Timing.fetch_chunk`` instructions on their own read
     port, ``Timing.fetch_buffer`` instructions ahead of dispatch."""
@@ -269,8 +275,7 @@ def simulate_program(hw: HardwareConfig, wl: Workload, program: list[Instr],
             break
         q = ins.queue
         if len(qstarts[q]) >= timing.queue_depth:   # full: taken the cycle after the oldest
-            pop = timing.pop_delay if q != "compute" else 0     # leaves (measured)
-            disp = max(disp, qstarts[q][-timing.queue_depth] + 1 + pop)
+            disp = max(disp, qstarts[q][-timing.queue_depth] + 1 + _pop_delay(timing, q))
         dispatch[k] = disp
         tok = pop_time(ins, q)
         st = max(_head_ready(timing, q, disp), q_end[q], tok)
