@@ -549,12 +549,12 @@ def fpga() -> HardwareConfig:
     (the traffic of K/V doubles: 8.5 against 4.5 times the compulsory 4Nd at N = 4096). Four
     lines of 8 MACs (one 64-bit K/V word a beat) is the largest array that routes with the
     WebAssembly nextpnr (issue #31: 8 × 8 and 8 × 4 place but do not route; docs/fpga.md); the
-    8 × 8 array is configs/fpga-8x8.toml."""
+    8 × 8 array is configs/fpga-8x8.toml. Its P buffer is block RAM (``table_ram``)."""
     return HardwareConfig(
         mac_lines=4, macs_per_line=8, data_bits=8, tile_rows=256, max_head_dim=128,
         kv_ring_depth=16, exp_lanes=4, axi_data_bits=64, dram_latency=100,
         dram_bytes_per_cycle=8, clock_mhz=100.0, max_seq_len=65536, softmax_block=1,
-        max_keys_per_step=1)
+        max_keys_per_step=1, table_ram="pbuf-block")
 
 
 def asplos26() -> HardwareConfig:

@@ -85,8 +85,11 @@ class FinalizeStage(wiring.Component):
         f_all = self.all_issued
         no_keys = Signal()
         m.d.comb += no_keys.eq(c.keys == 0)
+        # finalize owns the O and m/ℓ read ports from pv_drain cycles after the last step: a
+        # register (the ports' address muxes select by it, off the sequencer's state), set
+        # the cycle the drain count reaches pv_drain and cleared with the tile
         ready = Signal()
-        m.d.comb += ready.eq(self.running & ~self.steps_left & (drain == PV_DRAIN))
+        m.d.sync += ready.eq(self.running & ~self.steps_left & (drain >= PV_DRAIN - 1))
         with m.If(self.running & ~self.steps_left & (drain != PV_DRAIN)):
             m.d.sync += drain.eq(drain + 1)
         m.d.comb += [
@@ -140,5 +143,5 @@ class FinalizeStage(wiring.Component):
         # last word still in the FIFO, whenever it entered an empty one)
         m.d.comb += self.drained.eq((inflight == 0) & (ofifo.level == 0) & ~fv1 & ~fv2 & ~fv3)
         with m.If(self.clear):
-            m.d.sync += [f_all.eq(0), drain.eq(0), frow.eq(0), fw.eq(0)]
+            m.d.sync += [f_all.eq(0), drain.eq(0), frow.eq(0), fw.eq(0), ready.eq(0)]
         return m

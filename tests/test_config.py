@@ -163,9 +163,11 @@ def test_fpga_preset_has_the_256_row_tile_and_the_512_row_config_is_the_briefs()
     hw, wl = load_toml(configs / "fpga-512.toml")
     assert wl is None
     # the brief's 8 × 8 array with its 512-row tile; the preset is 4 × 8 (the one that routes)
-    assert hw == C.replace(C.fpga(), tile_rows=512, mac_lines=8, exp_lanes=8)
+    # (the configurations routed before the preset's P buffer moved to block RAM keep their
+    # tables in LUT RAM)
+    assert hw == C.replace(C.fpga(), tile_rows=512, mac_lines=8, exp_lanes=8, table_ram="lut")
     assert load_toml(configs / "fpga-8x8.toml")[0] == C.replace(C.fpga(), mac_lines=8,
-                                                                   exp_lanes=8)
+                                                                   exp_lanes=8, table_ram="lut")
     assert load_toml(configs / "fpga-4x8.toml")[0] == C.fpga()
 
 
@@ -175,7 +177,7 @@ def test_shipped_closure_config_is_the_fpga_datapath_on_4x4_macs():
     hw, _ = load_toml(Path(__file__).parent.parent / "configs" / "fpga-closure-4x4.toml")
     assert hw == C.replace(C.fpga(), mac_lines=4, macs_per_line=4, tile_rows=64,
                            max_head_dim=64, kv_ring_depth=8, exp_lanes=4, axi_data_bits=32,
-                           dram_bytes_per_cycle=4)
+                           dram_bytes_per_cycle=4, table_ram="lut")
 
 
 def test_rtl_rules_live_in_the_config():
