@@ -92,7 +92,8 @@ class QBuffer(wiring.Component):
         # pop): the buffer's state a cycle ago, low after a command is taken or a tile's
         # command is (``cmd_taken``: its rows are loading or loaded then, or it is a part of a
         # tile that holds them). It rises a cycle late as the steps end, the cycle the
-        # COMPUTE's token that a LOAD_Q waits for reaches the load queue (docs/isa.md).
+        # COMPUTE's token that a LOAD_Q waits for reaches the load queue (docs/architecture.md,
+        # the timing model's LOAD_Q).
         ready = Signal(init=1)
         m.d.sync += ready.eq((~self.core_busy | self.q_free) & ~q_loading & ~q_done
                              & ~(self.qcmd.valid & self.qcmd.ready) & ~self.cmd_taken)

@@ -253,7 +253,7 @@ class LoadEngine(wiring.Component):
         m.submodules.tags = tags = StreamFIFO(load_tag_layout(), MAX_OUTSTANDING)
         is_t, base_set = page_walk(cfg, m, u, lb, fail, self.stop)
         l_want = Signal()
-        rd_room = Signal(init=1)   # rd_out < 16 moved with rd_out, as the tag FIFO's level
+        rd_room = Signal(init=1)   # rd_out < MAX_OUTSTANDING (= the tag FIFO's room), a register
         m.d.comb += l_want.eq(lbusy & lb.ready & ~self.stop & credit & rd_room
                               & ~(u.need_entry & ~is_t))
         with m.If(splitter.window_fail):
