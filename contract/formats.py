@@ -12,8 +12,9 @@ import numpy as np
 
 from attenio.base.config import KEY_MANT_BITS, SCALE_EXP_BITS, SINK_M_BITS, HardwareConfig
 
-__all__ = ["MAX_SHIFT", "SCALE_SHIFT_MAX", "SCALE_EXP_BITS", "KEY_MANT_BITS", "SOFTCAP_X_EXTRA",
-           "SOFTCAP_X_INT", "SOFTCAP_SEG_LOG2", "SOFTCAP_Y_BITS", "SOFTCAP_CAP_BITS", "SINK_M_BITS",
+__all__ = ["MAX_SHIFT", "SHIFT_BITS", "SCALE_SHIFT_MAX", "SCALE_EXP_BITS", "KEY_MANT_BITS",
+           "SOFTCAP_X_EXTRA", "SOFTCAP_X_INT", "SOFTCAP_SEG_LOG2", "SOFTCAP_Y_BITS",
+           "SOFTCAP_CAP_BITS", "SINK_M_BITS",
            "scale_word", "scale_word_bytes", "factor_slot", "sink_word_bytes", "side_word_bytes",
            "pack_fields", "stats_word_bytes", "stats_of_words"]
 
@@ -21,6 +22,8 @@ __all__ = ["MAX_SHIFT", "SCALE_SHIFT_MAX", "SCALE_EXP_BITS", "KEY_MANT_BITS", "S
 # so a shift of 62 already clears them (or leaves -1 for a negative O, as a hardware arithmetic
 # shifter saturated at its width does); it also keeps int64 shifts well defined.
 MAX_SHIFT = 62
+# the shift's field (the P buffer, the P V stage): 6 bits hold 0 … MAX_SHIFT
+SHIFT_BITS = MAX_SHIFT.bit_length()
 # The softmax multiplier's shift c_sh (and c_sh + k_e with per-key factors): a 6-bit field,
 # capped so the rounding constant 2**(sh-1) fits int64.
 SCALE_SHIFT_MAX = 62

@@ -72,6 +72,8 @@ class Timing:
 
 
 TIMING = Timing()
+# the queues whose FIFO pops a taken head pop_delay cycles later (the compute queue's at once)
+REGISTERED_POP = ("load", "store")
 
 
 def timing_for(hw) -> Timing:

@@ -16,10 +16,10 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
+from attenio.contract.formats import SHIFT_BITS
 from attenio.hw.arith import kept_copies
 from attenio.hw.dsp import input_registered_product
 from attenio.hw.layouts import word_layout
-from attenio.hw.softmax import SHIFT_BITS
 
 __all__ = ["PEArray"]
 

@@ -10,9 +10,9 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import KEY_MANT_BITS, HardwareConfig
+from attenio.contract.formats import SHIFT_BITS
 from attenio.hw.lanes import Lanes
 from attenio.hw.layouts import row_scale_layout, word_layout
-from attenio.hw.softmax import SHIFT_BITS
 from attenio.hw.softmax_stage import pbuf_layout
 
 __all__ = ["PVStage", "acc_word_layout"]

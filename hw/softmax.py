@@ -10,6 +10,7 @@ from amaranth.lib.wiring import In, Out
 from attenio.base.config import HardwareConfig
 from attenio.contract.formats import (
     MAX_SHIFT,
+    SHIFT_BITS,
     SOFTCAP_CAP_BITS,
     SOFTCAP_SEG_LOG2,
     SOFTCAP_X_EXTRA,
@@ -22,8 +23,6 @@ from attenio.hw.arith import delay as delay_regs
 from attenio.hw.arith import pipelined_product, round_half
 from attenio.hw.exp2 import Exp2, y_bits
 from attenio.hw.layouts import alibi_layout, rel_bits, sink_layout
-
-SHIFT_BITS = 6  # rescale shifts saturate at MAX_SHIFT = 62, as the model's do
 
 
 def softmax_latency(cfg: HardwareConfig) -> int:

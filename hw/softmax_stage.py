@@ -10,13 +10,13 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
-from attenio.contract.formats import SOFTCAP_CAP_BITS
+from attenio.contract.formats import SHIFT_BITS, SOFTCAP_CAP_BITS
 from attenio.hw.arith import delay as delay_regs
 from attenio.hw.arith import kept_copies
 from attenio.hw.lanes import Lanes
 from attenio.hw.layouts import alibi_layout, rel_bits, sink_layout
 from attenio.hw.sequencer import COUNTER_BITS
-from attenio.hw.softmax import SHIFT_BITS, SoftmaxUnit, m_bits
+from attenio.hw.softmax import SoftmaxUnit, m_bits
 
 __all__ = ["SoftmaxStage", "ml_layout", "pbuf_layout"]
 

@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from attenio.base.config import SCALE_EXP_BITS, HardwareConfig
+from attenio.contract.formats import SHIFT_BITS
 
 __all__ = ["asic_area", "energy", "fpga_area", "fit_fpga", "dp16kd_blocks", "ecp5_lut_sites",
            "ESTIMATE", "FPGA_DEVICE"]
@@ -161,11 +162,11 @@ def _bram(hw: HardwareConfig) -> int:
     obuf = p * dp16kd_blocks(gmax * wmax, q * hw.acc_bits)
     rings = 2 * hw.max_keys_per_step * dp16kd_blocks(ring * wmax, q * hw.data_bits)
     # the per-row tables table_ram puts in block RAM (hw.arith.table_ram, pbuf_ram), a bank
-    # a line: the P buffer (two keys' p and 6-bit O shift), m/ℓ (m: max_bits + 1) and the
+    # a line: the P buffer (two keys' p and O shift), m/ℓ (m: max_bits + 1) and the
     # row multipliers (at least c_m and its exponent; one block holds up to 36 bits)
     tables = 0
     if hw.table_ram != "lut":
-        tables += p * dp16kd_blocks(2 * gmax, hw.exp_bits + 6, asked=True)
+        tables += p * dp16kd_blocks(2 * gmax, hw.exp_bits + SHIFT_BITS, asked=True)
     if hw.table_ram == "block":
         tables += p * dp16kd_blocks(gmax, hw.max_bits + 1 + hw.row_sum_bits, asked=True)
         if hw.row_scales_supported:

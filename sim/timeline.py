@@ -13,7 +13,7 @@ from attenio.base.config import HardwareConfig, Workload
 from attenio.base.errors import bad
 from attenio.contract.isa import d_v_of, q_row_elements_of
 from attenio.contract.program import INSTR_BYTES, NEXT, PREV, QUEUES, Instr, Op
-from attenio.contract.timing import Timing, timing_for
+from attenio.contract.timing import REGISTERED_POP, Timing, timing_for
 from attenio.model import io_analysis as io
 from attenio.sim.engines import ENGINES, Channel, Span, Stats, cdiv
 from attenio.sim.tile_loop import tile_loop, tile_loop_memo
@@ -169,8 +169,8 @@ def _head_ready(timing: Timing, queue: str, disp: int) -> int:
 
 def _pop_delay(timing: Timing, queue: str) -> int:
     """A queue's oldest entry started → it leaves the queue (measured): the load and store
-    queues pop from a register a cycle later (``pop_delay``), the compute queue at once."""
-    return timing.pop_delay if queue != "compute" else 0
+    queues pop from a register ``pop_delay`` cycles later, the compute queue at once."""
+    return timing.pop_delay if queue in REGISTERED_POP else 0
 
 
 class _Fetch:

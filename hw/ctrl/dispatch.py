@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from attenio.base.errors import ErrorCode
 from attenio.contract.program import NEXT, PREV, QUEUE_OF, QUEUES, TOKEN_MAX, Op
-from attenio.contract.timing import TIMING
+from attenio.contract.timing import REGISTERED_POP, TIMING
 from attenio.hw.ctrl.layouts import (
     error_ports,
     fetch_entry_layout,
@@ -62,10 +62,6 @@ def prepared_head(m: Module, queue, name: str) -> Signal:
     m.d.sync += [v1.eq(stay), v2.eq(v1 & stay)]
     assert TIMING.head_latency == 2
     return v2
-
-
-# queues whose FIFO pops the cycle after the engine takes the head (_registered_pop)
-REGISTERED_POP = ("load", "store")
 
 
 def _registered_pop(m: Module, fifo: StreamFIFO, head, name: str) -> None:
