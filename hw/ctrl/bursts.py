@@ -22,7 +22,9 @@ class BurstSplitter(wiring.Component):
     stages from the state of two cycles before; ``ready`` is low in the two cycles after
     ``moved``, while these and the engine's own look-ahead registers catch up. So a burst can
     follow the previous one (or the instruction's start) three cycles later
-    (``Timing.request_gap``).
+    (``Timing.request_gap``). ``ready_next`` is ``ready``'s value in the next cycle (for an
+    engine that registers its request: it is high only when the state did not move in this
+    cycle or the one before).
 
     Window: with ``win_size`` ≠ 0, a transfer whose bytes leave ``[win_base, win_base +
     win_size)`` sets ``bad`` (a register, two stages from the state and the window, as the
@@ -40,6 +42,7 @@ class BurstSplitter(wiring.Component):
         super().__init__({
             "base": In(ADDR_BITS), "beats": In(24), "off": In(24), "moved": In(1),
             "addr": Out(ADDR_BITS), "len": Out(9), "last": Out(1), "ready": Out(1),
+            "ready_next": Out(1),
             "win_base": In(64), "win_size": In(64), "want": In(1),
             "bad": Out(1), "valid": Out(1), "window_fail": Out(1),
         })
@@ -57,8 +60,9 @@ class BurstSplitter(wiring.Component):
         n1 = Mux(left < max_beats, left, max_beats)
         length = Mux(to4k < n1, to4k, n1)
         moved1 = Signal()
+        m.d.comb += self.ready_next.eq(~self.moved & ~moved1)
         m.d.sync += [self.addr.eq(addr), self.len.eq(length), self.last.eq(length == left),
-                     moved1.eq(self.moved), self.ready.eq(~self.moved & ~moved1)]
+                     moved1.eq(self.moved), self.ready.eq(self.ready_next)]
         # the window, per transfer, in two stages like the burst (the transfer's end and the
         # window's registered, then compared): ``bad`` is read with ``ready``, two cycles after
         # the state last moved, so both stages then hold the transfer's own values
@@ -75,8 +79,8 @@ class BurstSplitter(wiring.Component):
 
 class BurstRegs:
     """The transfer state an engine keeps for its :class:`BurstSplitter` (``base``, ``beats``,
-    ``off``: registers the engine writes), wired to it; ``addr``, ``len``, ``last``, ``ready``
-    and ``moved`` are the splitter's ports."""
+    ``off``: registers the engine writes), wired to it; ``addr``, ``len``, ``last``, ``ready``,
+    ``ready_next`` and ``moved`` are the splitter's ports."""
 
     def __init__(self, m: Module, splitter: BurstSplitter, name: str):
         self.base = Signal(ADDR_BITS, name=f"{name}_base")
@@ -86,6 +90,7 @@ class BurstRegs:
                      splitter.off.eq(self.off)]
         self.addr, self.len, self.last = splitter.addr, splitter.len, splitter.last
         self.ready, self.moved = splitter.ready, splitter.moved
+        self.ready_next = splitter.ready_next
 
 
 def drive_address(m: Module, splitter: BurstSplitter, chan: dict, want) -> object:

@@ -246,30 +246,28 @@ class LoadEngine(wiring.Component):
                              l_stride.eq(stride), lb.beats.eq(k_beats)]
                 page_start(cfg, m, u, lb, kv_head, k_beats, t_words)
         first_factor_beat(m, u)
-        credit = Signal()
-        m.d.comb += credit.eq(~l_is_kv | ~l_unit_first
-                              | _ring_credit(self, m, Mux(l_on_v, l_vs, l_ks), l_b, l_on_v, ring,
-                                             view(lraw, Op.LOAD_KV).v_in_k))
+        credit_next = Signal()     # the current unit may be requested in the next cycle
+        m.d.comb += credit_next.eq(~l_is_kv | ~l_unit_first
+                                   | _ring_credit(self, m, Mux(l_on_v, l_vs, l_ks), l_b, l_on_v,
+                                                  ring, view(lraw, Op.LOAD_KV).v_in_k))
         m.submodules.tags = tags = StreamFIFO(load_tag_layout(), MAX_OUTSTANDING)
         is_t, base_set = page_walk(cfg, m, u, lb, fail, self.stop)
-        l_want = Signal()
-        rd_room = Signal(init=1)   # rd_out < MAX_OUTSTANDING (= the tag FIFO's room), a register
-        m.d.comb += l_want.eq(lbusy & lb.ready & ~self.stop & credit & rd_room
-                              & ~(u.need_entry & ~is_t))
+        rd_room_next = Signal()    # rd_out < MAX_OUTSTANDING in the next cycle (no request now)
+        l_want, is_t_r = _registered_want(m, lb, u, credit_next, rd_room_next, is_t, self.stop)
         with m.If(splitter.window_fail):
             fail(ErrorCode.ADDRESS_RANGE)
         ar = drive_address(m, splitter, {k: getattr(self, f"ar{k}") for k in
                                          ("valid", "ready", "addr", "len", "size", "burst")},
                            l_want)
         m.d.comb += lb.moved.eq(l_start | ar | base_set)
-        instr_done = self._advance(m, u, lb, ar, is_t)
-        tag = _tag(cfg, m, u, instr_done, is_t, lb.off)
+        instr_done = _advance(cfg, m, u, lb, ar, is_t_r)
+        tag = _tag(cfg, m, u, instr_done, is_t_r, lb.off)
         m.d.comb += [tags.i.valid.eq(ar), tags.i.payload.eq(tag)]
         r = _read_data(self, m, tags, fail, u)
         r_burst_end = r & self.rlast
-        m.d.comb += tags.o.ready.eq(r_burst_end)
-        m.d.sync += [rd_out.eq(rd_out + ar - r_burst_end),
-                     rd_room.eq(rd_out + ar - r_burst_end < MAX_OUTSTANDING)]
+        m.d.comb += [tags.o.ready.eq(r_burst_end),
+                     rd_room_next.eq(rd_out - r_burst_end < MAX_OUTSTANDING)]
+        m.d.sync += rd_out.eq(rd_out + ar - r_burst_end)
         t = tags.o.payload
         with m.If(r_burst_end & t.end & t.push & ~self.stop):
             m.d.comb += self.queue.push_next.eq(1)
@@ -279,114 +277,137 @@ class LoadEngine(wiring.Component):
                      self.request.eq(ar), self.beat.eq(r), self.started.eq(l_start)]
         return m
 
-    def _advance(self, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is_t):
-        """The unit after the current one, kept as registers, and the move to it with each
-        request that ends a unit (next row, next head, next K/V block, or the instruction's
-        end). Returns ``instr_done``: the request ends the instruction."""
-        kps_max = self.cfg.max_keys_per_step
-        ab = self.cfg.axi_data_bytes
-        # What follows the current unit, as registers: the unit changes only with a request or
-        # the instruction's start, and the next request is three cycles later (lb.ready).
-        # K/V: K(ks) if ks < steps and ks ≤ vs + 1, else V(vs).
-        p_row_last = Signal()       # the current row is the unit's last
-        p_nks, p_nvs = Signal.like(u.ks), Signal.like(u.vs)
-        p_next_v = Signal()
-        p_kv_last = Signal()        # the next unit would be past the instruction's end
-        p_q_last = Signal()         # the current head is the last
-        p_kbase, p_kbase2, p_vbase, p_base = (Signal(ADDR_BITS, name=f"ld_next_{x}")
-                                              for x in ("kbase", "kbase2", "vbase", "base"))
-        p_rows = Signal(range(kps_max + 1))
-        p_beats = Signal.like(lb.beats)
-        p_hbase = Signal(ADDR_BITS)
-        p_rowbase = Signal(ADDR_BITS)
-        # two register stages: (1) which block is next, its index and addresses; (2) its
-        # size, base and whether it ends the instruction (the unit waits 3 cycles: lb.ready)
-        nks, nvs = Signal.like(u.ks), Signal.like(u.vs)
-        m.d.comb += [nks.eq(Mux(u.on_v, u.ks, u.ks1)), nvs.eq(Mux(u.on_v, u.vs1, u.vs))]
-        next_v = Signal()          # (with V in K's rows there are K blocks only)
-        m.d.comb += next_v.eq(~Mux(u.on_v, u.k_v, u.k_k) & ~view(u.raw, Op.LOAD_KV).v_in_k)
-        step_bytes = Mux(u.on_v, u.vstride, u.stride) * u.b
-        s1_ns = Signal.like(u.ks)
-        kv = view(u.raw, Op.LOAD_KV)
-        # a paged cache: blocks per page − 1 (a block starts a page when its index & pmask
-        # is 0); a V block that starts one lies at its K block's page + v_addr
-        pmask = Signal(16)
-        pshift = Signal(4)             # page_log2 ≥ log2(keys_per_step): the decoder's check
-        # (a register: the fields are steady; the first unit changes 3 cycles after the start)
-        m.d.comb += pshift.eq(kv.page_log2 - kps_log2_of(kv.keys_per_step, kps_max))
-        m.d.sync += pmask.eq((Const(1, 16) << pshift) - 1)
-        gmask = group_mask(self.cfg, m, kv)
-        v_page = kv.paged & ((nvs & pmask) == 0)
-        # the next V block's address: a word further after a block that read its factors' word
-        v_step = step_bytes + Mux(u.v_fw, self.cfg.axi_data_bytes, 0)
-        m.d.sync += [
-            p_row_last.eq(u.trow == u.rows - 1), p_nks.eq(nks), p_nvs.eq(nvs),
-            p_next_v.eq(next_v), s1_ns.eq(Mux(next_v, nvs, nks)),
-            p_q_last.eq(u.h == view(u.raw, Op.LOAD_Q).heads - 1),
-            p_kbase.eq(u.kbase + Mux(u.on_v, 0, step_bytes)),
-            p_vbase.eq(Mux(v_page, (u.kpage[nvs[0]] + kv.v_addr)[:ADDR_BITS],
-                           u.vbase + Mux(u.on_v, v_step, 0))),
-            p_hbase.eq(u.hbase + view(u.raw, Op.LOAD_Q).head_stride),
-            p_rowbase.eq(lb.base + Mux(u.is_kv & u.on_v, u.vstride, u.stride)),
-        ]
-        p_wn = Signal(13)          # words of a row of the next unit (a V row has no factor)
-        m.d.comb += p_wn.eq(Mux(p_next_v, u.wv, u.wk))
-        keys_l = view(u.raw, Op.LOAD_KV).keys
-        nk_left = Signal(25)
-        m.d.comb += nk_left.eq(keys_l - s1_ns * u.b)
-        nk_rows = Signal(range(kps_max + 1))   # ≤ keys per step
-        m.d.comb += nk_rows.eq(Mux(nk_left < u.b, nk_left, u.b))
-        # the next K block's address: a word further after a block that read its factors' word
-        k_next = p_kbase + Mux(u.k_fw & ~u.on_v, ab, 0)
-        fw_next = Signal()         # the next unit is a K (V) block that starts a factor group
-        p_fw = Signal()
-        m.d.comb += fw_next.eq(kv.paged & Mux(p_next_v, kv.value_scales & ((p_nvs & gmask) == 0),
-                                              kv.key_scales & ((p_nks & gmask) == 0)))
-        p_page = Signal()          # the next unit is a K block that starts a page
-        m.d.sync += [
-            p_page.eq(kv.paged & ~p_next_v & ((p_nks & pmask) == 0)),
-            p_kv_last.eq(Mux(kv.v_in_k, p_nks >= u.steps, p_next_v & (p_nvs >= u.steps))),
-            p_kbase2.eq(k_next),       # (its factor word's step here, off the product's path)
-            p_base.eq(Mux(p_next_v, p_vbase, k_next)),
-            p_rows.eq(nk_rows), p_beats.eq(Mux(u.contig, nk_rows * p_wn, p_wn) + fw_next),
-            p_fw.eq(fw_next),
-        ]
-        unit_done = Signal()
-        instr_done = Signal()
-        m.d.comb += unit_done.eq(lb.last & (u.contig | p_row_last) & ~is_t)
-        m.d.comb += instr_done.eq(unit_done & Mux(u.is_kv, p_kv_last, p_q_last))
-        with m.If(ar):
-            m.d.sync += [lb.off.eq(lb.off + lb.len), u.unit_first.eq(0)]
-            with m.If(is_t):                         # a table word: into slot t_req mod 2
-                m.d.sync += [lb.off.eq(0), u.t_req.eq(u.t_req + 1), u.t_pre.eq(u.t_pre - 1),
-                             u.t_addr.eq(u.t_addr + ab), lb.base.eq(u.t_addr + ab),
-                             u.slot_ok[u.t_req[0]].eq(0)]
-            with m.Elif(lb.last):
-                m.d.sync += lb.off.eq(0)
-                with m.If(instr_done):
-                    m.d.sync += u.busy.eq(0)
-                with m.Elif(~unit_done):            # next row of the unit
-                    m.d.sync += [u.trow.eq(u.trow + 1), lb.base.eq(p_rowbase)]
-                with m.Elif(~u.is_kv):                # next head
-                    m.d.sync += [u.h.eq(u.h + 1), u.hbase.eq(p_hbase), lb.base.eq(p_hbase),
-                                 u.trow.eq(0), u.unit_first.eq(1)]
-                with m.Else():                       # next K/V block
-                    next_counts(m, u, p_nks, p_nvs, u.steps)
-                    m.d.sync += [u.ks.eq(p_nks), u.vs.eq(p_nvs), u.on_v.eq(p_next_v),
-                                 u.kbase.eq(p_kbase2), u.vbase.eq(p_vbase),
-                                 lb.base.eq(p_base), u.rows.eq(p_rows),
-                                 lb.beats.eq(p_beats), u.trow.eq(0), u.unit_first.eq(1)]
-                    with m.If(~p_next_v):
-                        m.d.sync += u.k_fw.eq(p_fw)
-                    with m.Else():
-                        m.d.sync += u.v_fw.eq(p_fw)
-                    # a K block that starts a page: its table word first (the first page
-                    # of a word), then its entry (_page_walk)
-                    with m.If(p_page):
-                        m.d.sync += [u.need_entry.eq(1), u.t_pre.eq(u.e_idx == 0),
-                                     lb.base.eq(u.t_addr), lb.beats.eq(1),
-                                     u.k_beats.eq(p_beats)]
-        return instr_done
+
+def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar,
+             is_t):
+    """The unit after the current one, kept as registers, and the move to it with each
+    request that ends a unit (next row, next head, next K/V block, or the instruction's
+    end). Returns ``instr_done``: the request ends the instruction."""
+    kps_max = cfg.max_keys_per_step
+    ab = cfg.axi_data_bytes
+    # What follows the current unit, as registers: the unit changes only with a request or
+    # the instruction's start, and the next request is three cycles later (lb.ready).
+    # K/V: K(ks) if ks < steps and ks ≤ vs + 1, else V(vs).
+    p_row_last = Signal()       # the current row is the unit's last
+    p_nks, p_nvs = Signal.like(u.ks), Signal.like(u.vs)
+    p_next_v = Signal()
+    p_kv_last = Signal()        # the next unit would be past the instruction's end
+    p_q_last = Signal()         # the current head is the last
+    p_kbase, p_kbase2, p_vbase, p_base = (Signal(ADDR_BITS, name=f"ld_next_{x}")
+                                          for x in ("kbase", "kbase2", "vbase", "base"))
+    p_rows = Signal(range(kps_max + 1))
+    p_beats = Signal.like(lb.beats)
+    p_hbase = Signal(ADDR_BITS)
+    p_rowbase = Signal(ADDR_BITS)
+    # two register stages: (1) which block is next, its index and addresses; (2) its
+    # size, base and whether it ends the instruction (the unit waits 3 cycles: lb.ready)
+    nks, nvs = Signal.like(u.ks), Signal.like(u.vs)
+    m.d.comb += [nks.eq(Mux(u.on_v, u.ks, u.ks1)), nvs.eq(Mux(u.on_v, u.vs1, u.vs))]
+    next_v = Signal()          # (with V in K's rows there are K blocks only)
+    m.d.comb += next_v.eq(~Mux(u.on_v, u.k_v, u.k_k) & ~view(u.raw, Op.LOAD_KV).v_in_k)
+    step_bytes = Mux(u.on_v, u.vstride, u.stride) * u.b
+    s1_ns = Signal.like(u.ks)
+    kv = view(u.raw, Op.LOAD_KV)
+    # a paged cache: blocks per page − 1 (a block starts a page when its index & pmask
+    # is 0); a V block that starts one lies at its K block's page + v_addr
+    pmask = Signal(16)
+    pshift = Signal(4)             # page_log2 ≥ log2(keys_per_step): the decoder's check
+    # (a register: the fields are steady; the first unit changes 3 cycles after the start)
+    m.d.comb += pshift.eq(kv.page_log2 - kps_log2_of(kv.keys_per_step, kps_max))
+    m.d.sync += pmask.eq((Const(1, 16) << pshift) - 1)
+    gmask = group_mask(cfg, m, kv)
+    v_page = kv.paged & ((nvs & pmask) == 0)
+    # the next V block's address: a word further after a block that read its factors' word
+    v_step = step_bytes + Mux(u.v_fw, cfg.axi_data_bytes, 0)
+    m.d.sync += [
+        p_row_last.eq(u.trow == u.rows - 1), p_nks.eq(nks), p_nvs.eq(nvs),
+        p_next_v.eq(next_v), s1_ns.eq(Mux(next_v, nvs, nks)),
+        p_q_last.eq(u.h == view(u.raw, Op.LOAD_Q).heads - 1),
+        p_kbase.eq(u.kbase + Mux(u.on_v, 0, step_bytes)),
+        p_vbase.eq(Mux(v_page, (u.kpage[nvs[0]] + kv.v_addr)[:ADDR_BITS],
+                       u.vbase + Mux(u.on_v, v_step, 0))),
+        p_hbase.eq(u.hbase + view(u.raw, Op.LOAD_Q).head_stride),
+        p_rowbase.eq(lb.base + Mux(u.is_kv & u.on_v, u.vstride, u.stride)),
+    ]
+    p_wn = Signal(13)          # words of a row of the next unit (a V row has no factor)
+    m.d.comb += p_wn.eq(Mux(p_next_v, u.wv, u.wk))
+    keys_l = view(u.raw, Op.LOAD_KV).keys
+    nk_left = Signal(25)
+    m.d.comb += nk_left.eq(keys_l - s1_ns * u.b)
+    nk_rows = Signal(range(kps_max + 1))   # ≤ keys per step
+    m.d.comb += nk_rows.eq(Mux(nk_left < u.b, nk_left, u.b))
+    # the next K block's address: a word further after a block that read its factors' word
+    k_next = p_kbase + Mux(u.k_fw & ~u.on_v, ab, 0)
+    fw_next = Signal()         # the next unit is a K (V) block that starts a factor group
+    p_fw = Signal()
+    m.d.comb += fw_next.eq(kv.paged & Mux(p_next_v, kv.value_scales & ((p_nvs & gmask) == 0),
+                                          kv.key_scales & ((p_nks & gmask) == 0)))
+    p_page = Signal()          # the next unit is a K block that starts a page
+    m.d.sync += [
+        p_page.eq(kv.paged & ~p_next_v & ((p_nks & pmask) == 0)),
+        p_kv_last.eq(Mux(kv.v_in_k, p_nks >= u.steps, p_next_v & (p_nvs >= u.steps))),
+        p_kbase2.eq(k_next),       # (its factor word's step here, off the product's path)
+        p_base.eq(Mux(p_next_v, p_vbase, k_next)),
+        p_rows.eq(nk_rows), p_beats.eq(Mux(u.contig, nk_rows * p_wn, p_wn) + fw_next),
+        p_fw.eq(fw_next),
+    ]
+    unit_done = Signal()
+    instr_done = Signal()
+    m.d.comb += unit_done.eq(lb.last & (u.contig | p_row_last) & ~is_t)
+    m.d.comb += instr_done.eq(unit_done & Mux(u.is_kv, p_kv_last, p_q_last))
+    with m.If(ar):
+        m.d.sync += [lb.off.eq(lb.off + lb.len), u.unit_first.eq(0)]
+        with m.If(is_t):                         # a table word: into slot t_req mod 2
+            m.d.sync += [lb.off.eq(0), u.t_req.eq(u.t_req + 1), u.t_pre.eq(u.t_pre - 1),
+                         u.t_addr.eq(u.t_addr + ab), lb.base.eq(u.t_addr + ab),
+                         u.slot_ok[u.t_req[0]].eq(0)]
+        with m.Elif(lb.last):
+            m.d.sync += lb.off.eq(0)
+            with m.If(instr_done):
+                m.d.sync += u.busy.eq(0)
+            with m.Elif(~unit_done):            # next row of the unit
+                m.d.sync += [u.trow.eq(u.trow + 1), lb.base.eq(p_rowbase)]
+            with m.Elif(~u.is_kv):                # next head
+                m.d.sync += [u.h.eq(u.h + 1), u.hbase.eq(p_hbase), lb.base.eq(p_hbase),
+                             u.trow.eq(0), u.unit_first.eq(1)]
+            with m.Else():                       # next K/V block
+                next_counts(m, u, p_nks, p_nvs, u.steps)
+                m.d.sync += [u.ks.eq(p_nks), u.vs.eq(p_nvs), u.on_v.eq(p_next_v),
+                             u.kbase.eq(p_kbase2), u.vbase.eq(p_vbase),
+                             lb.base.eq(p_base), u.rows.eq(p_rows),
+                             lb.beats.eq(p_beats), u.trow.eq(0), u.unit_first.eq(1)]
+                with m.If(~p_next_v):
+                    m.d.sync += u.k_fw.eq(p_fw)
+                with m.Else():
+                    m.d.sync += u.v_fw.eq(p_fw)
+                # a K block that starts a page: its table word first (the first page
+                # of a word), then its entry (_page_walk)
+                with m.If(p_page):
+                    m.d.sync += [u.need_entry.eq(1), u.t_pre.eq(u.e_idx == 0),
+                                 lb.base.eq(u.t_addr), lb.beats.eq(1),
+                                 u.k_beats.eq(p_beats)]
+    return instr_done
+
+
+def _registered_want(m: Module, lb: BurstRegs, u: _LoadRegs, credit_next, rd_room_next, is_t,
+                     stop):
+    """The request, a register set a cycle ahead from what the next cycle will hold (off the
+    path from the unit's state to ARVALID and the handshake's enables: the routed preset's
+    worst path in session 9). A request needs the splitter's ready, which is high only two
+    cycles after the state last moved (a start, a request, a page's entry): the unit's
+    registers, the table walk's ``is_t`` among them, then hold in the next cycle what they
+    hold now. The ring credit and the tag FIFO's room change without a move: their next
+    values are taken (``credit_next``, ``rd_room_next``). ``stop`` is not known ahead and
+    gates the register's output. Returns (want, ``is_t`` a cycle old: the same value
+    wherever a request is taken, for the handshake's branches)."""
+    want_r = Signal(name="l_want_r")
+    m.d.sync += want_r.eq(lb.ready_next & u.busy & credit_next & rd_room_next
+                          & ~(u.need_entry & ~is_t))
+    want = Signal(name="l_want")
+    m.d.comb += want.eq(want_r & ~stop)
+    is_t_r = Signal(name="l_is_t_r")
+    m.d.sync += is_t_r.eq(is_t)
+    return want, is_t_r
 
 
 def next_counts(m: Module, u: _LoadRegs, ks, vs, steps) -> None:
@@ -399,19 +420,18 @@ def next_counts(m: Module, u: _LoadRegs, ks, vs, steps) -> None:
 
 
 def _ring_credit(eng: LoadEngine, m: Module, cur_s, l_b, l_on_v, ring: int, v_in_k):
-    """The current K/V block may be requested: block s of b keys waits until
-    s·b + b ≤ freed + ring. Both sides are registers: the need depends on the unit only,
-    and the compare is a cycle old (off the path to ARVALID; Timing.credit_latency): the
-    credits only grow within a tile and are held stale across a tile's end, so an old
-    compare is never wrongly true, and the next request comes 3 cycles after a unit
-    changes, by which time it is the new unit's."""
+    """The current K/V block may be requested in the next cycle: block s of b keys waits
+    until s·b + b ≤ freed + ring. The need is a register (it depends on the unit only); the
+    compare against the credits is made this cycle for the next one's request (which the
+    engine registers), so the credits a request sees are a cycle old (Timing.credit_latency):
+    they only grow within a tile and are held stale across a tile's end, so an old compare is
+    never wrongly true, and the next request comes 3 cycles after a unit changes, by which
+    time the need is the new unit's."""
     need = Signal(signed(28))
     m.d.sync += need.eq(cur_s * l_b + l_b - ring)
-    ok = Signal()
     # with V in K's rows a K block fills V's slots too: it waits for both rings' credits
-    m.d.sync += ok.eq((need <= Mux(l_on_v, eng.v_free, eng.k_free))
-                      & (~v_in_k | (need <= eng.v_free)) & ~eng.credits_stale)
-    return ok
+    return ((need <= Mux(l_on_v, eng.v_free, eng.k_free))
+            & (~v_in_k | (need <= eng.v_free)) & ~eng.credits_stale)
 
 
 def _tag(cfg: HardwareConfig, m: Module, u: _LoadRegs, instr_done, is_t, lb_off):
