@@ -260,7 +260,7 @@ class LoadEngine(wiring.Component):
                                          ("valid", "ready", "addr", "len", "size", "burst")},
                            l_want)
         m.d.comb += lb.moved.eq(l_start | ar | base_set)
-        instr_done = _advance(cfg, m, u, lb, ar, is_t_r)
+        instr_done = _advance(cfg, m, u, lb, ar, is_t, is_t_r)
         tag = _tag(cfg, m, u, instr_done, is_t_r, lb.off)
         m.d.comb += [tags.i.valid.eq(ar), tags.i.payload.eq(tag)]
         r = _read_data(self, m, tags, fail, u)
@@ -278,11 +278,12 @@ class LoadEngine(wiring.Component):
         return m
 
 
-def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar,
-             is_t):
+def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is_t,
+             is_t_r):
     """The unit after the current one, kept as registers, and the move to it with each
     request that ends a unit (next row, next head, next K/V block, or the instruction's
-    end). Returns ``instr_done``: the request ends the instruction."""
+    end). ``is_t``: the table walk's (current), ``is_t_r``: a cycle old (the same wherever
+    a request is taken). Returns ``instr_done``: the request ends the instruction."""
     kps_max = cfg.max_keys_per_step
     ab = cfg.axi_data_bytes
     # What follows the current unit, as registers: the unit changes only with a request or
@@ -323,6 +324,7 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar,
         p_row_last.eq(u.trow == u.rows - 1), p_nks.eq(nks), p_nvs.eq(nvs),
         p_next_v.eq(next_v), s1_ns.eq(Mux(next_v, nvs, nks)),
         p_q_last.eq(u.h == view(u.raw, Op.LOAD_Q).heads - 1),
+        p_kv_last.eq(Mux(kv.v_in_k, nks >= u.steps, next_v & (nvs >= u.steps))),
         p_kbase.eq(u.kbase + Mux(u.on_v, 0, step_bytes)),
         p_vbase.eq(Mux(v_page, (u.kpage[nvs[0]] + kv.v_addr)[:ADDR_BITS],
                        u.vbase + Mux(u.on_v, v_step, 0))),
@@ -345,16 +347,25 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar,
     p_page = Signal()          # the next unit is a K block that starts a page
     m.d.sync += [
         p_page.eq(kv.paged & ~p_next_v & ((p_nks & pmask) == 0)),
-        p_kv_last.eq(Mux(kv.v_in_k, p_nks >= u.steps, p_next_v & (p_nvs >= u.steps))),
         p_kbase2.eq(k_next),       # (its factor word's step here, off the product's path)
         p_base.eq(Mux(p_next_v, p_vbase, k_next)),
         p_rows.eq(nk_rows), p_beats.eq(Mux(u.contig, nk_rows * p_wn, p_wn) + fw_next),
         p_fw.eq(fw_next),
     ]
+    # What a request does, decided a stage ahead (the handshake only selects: its enables
+    # were the routed preset's worst path): the unit ends with its last burst, and the
+    # instruction with it; and the next block's counts. Registers of registers of the state,
+    # which holds for the two cycles before a request (lb.ready), so they are the state's.
+    d_unit, d_instr = Signal(name="ld_d_unit"), Signal(name="ld_d_instr")
+    u_end = (u.contig | p_row_last) & ~is_t
+    m.d.sync += [d_unit.eq(u_end), d_instr.eq(u_end & Mux(u.is_kv, p_kv_last, p_q_last))]
+    n_counts = [Signal.like(x, name=f"ld_next_{x.name}") for x in (u.ks1, u.vs1, u.k_k, u.k_v)]
+    m.d.sync += [r.eq(v) for r, v in zip(n_counts, counts_after(p_nks, p_nvs, u.steps),
+                                         strict=True)]
     unit_done = Signal()
     instr_done = Signal()
-    m.d.comb += unit_done.eq(lb.last & (u.contig | p_row_last) & ~is_t)
-    m.d.comb += instr_done.eq(unit_done & Mux(u.is_kv, p_kv_last, p_q_last))
+    m.d.comb += [unit_done.eq(lb.last & d_unit), instr_done.eq(lb.last & d_instr)]
+    is_t = is_t_r
     with m.If(ar):
         m.d.sync += [lb.off.eq(lb.off + lb.len), u.unit_first.eq(0)]
         with m.If(is_t):                         # a table word: into slot t_req mod 2
@@ -371,7 +382,8 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar,
                 m.d.sync += [u.h.eq(u.h + 1), u.hbase.eq(p_hbase), lb.base.eq(p_hbase),
                              u.trow.eq(0), u.unit_first.eq(1)]
             with m.Else():                       # next K/V block
-                next_counts(m, u, p_nks, p_nvs, u.steps)
+                m.d.sync += [r.eq(v) for r, v in zip((u.ks1, u.vs1, u.k_k, u.k_v), n_counts,
+                                                     strict=True)]
                 m.d.sync += [u.ks.eq(p_nks), u.vs.eq(p_nvs), u.on_v.eq(p_next_v),
                              u.kbase.eq(p_kbase2), u.vbase.eq(p_vbase),
                              lb.base.eq(p_base), u.rows.eq(p_rows),
@@ -410,13 +422,18 @@ def _registered_want(m: Module, lb: BurstRegs, u: _LoadRegs, credit_next, rd_roo
     return want, is_t_r
 
 
+def counts_after(ks, vs, steps) -> tuple:
+    """What follows from K/V block counts ``ks`` and ``vs``: ``ks + 1``, ``vs + 1`` and
+    whether the block after a K (a V) block is a K block (``not next_is_v`` of the counts
+    after it)."""
+    return ks + 1, vs + 1, ~next_is_v(ks + 1, vs, steps), ~next_is_v(ks, vs + 1, steps)
+
+
 def next_counts(m: Module, u: _LoadRegs, ks, vs, steps) -> None:
-    """K/V blocks ``ks`` and ``vs`` are the current counts from the next cycle: set them
-    and what follows from them (``ks1``, ``vs1``; ``k_k``, ``k_v``: the block after a K or
-    a V block is a K block, ``not next_is_v`` of the counts after it)."""
-    m.d.sync += [u.ks1.eq(ks + 1), u.vs1.eq(vs + 1),
-                 u.k_k.eq(~next_is_v(ks + 1, vs, steps)),
-                 u.k_v.eq(~next_is_v(ks, vs + 1, steps))]
+    """K/V blocks ``ks`` and ``vs`` are the current counts from the next cycle (the
+    instruction's start): set what follows from them (:func:`counts_after`)."""
+    m.d.sync += [r.eq(v) for r, v in zip((u.ks1, u.vs1, u.k_k, u.k_v),
+                                         counts_after(ks, vs, steps), strict=True)]
 
 
 def _ring_credit(eng: LoadEngine, m: Module, cur_s, l_b, l_on_v, ring: int, v_in_k):
