@@ -61,7 +61,10 @@ class BurstSplitter(wiring.Component):
         length = Mux(to4k < n1, to4k, n1)
         moved1 = Signal()
         m.d.comb += self.ready_next.eq(~self.moved & ~moved1)
-        m.d.sync += [self.addr.eq(addr), self.len.eq(length), self.last.eq(length == left),
+        # (the burst ends the transfer when the beats left fit both limits: two compares side
+        # by side, not the length's muxes and a compare after them)
+        m.d.sync += [self.addr.eq(addr), self.len.eq(length),
+                     self.last.eq((left <= max_beats) & (left <= to4k)),
                      moved1.eq(self.moved), self.ready.eq(self.ready_next)]
         # the window, per transfer, in two stages like the burst (the transfer's end and the
         # window's registered, then compared): ``bad`` is read with ``ready``, two cycles after
