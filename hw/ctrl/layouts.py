@@ -60,14 +60,17 @@ def queue_entry_layout() -> data.StructLayout:
     return data.StructLayout({"insn": unsigned(INSTR_BITS), "rh": unsigned(RH_BITS)})
 
 
-def load_tag_layout() -> data.StructLayout:
-    """What a load burst's beats mean: K/V or Q, which ring, words per row, lanes of a row's
-    last data word, whether each K/V row ends with a K factor's word (``sc``), whether each K
+def load_tag_layout(q: int) -> data.StructLayout:
+    """What a load burst's beats mean: K/V or Q, which ring, the index of a row's last word
+    (``wd1``: words − 1) and of its last data word (``dl``), the lanes of that word kept (a mask
+    of ``q``), whether each K/V row ends with a K factor's word (``sc``), whether each K
     row's first ``wv`` words are also a V row (``vk``, its last word's ``vlanes``), whether the
     burst ends the instruction and it pushes a token; a block-table word (``t``) and the
     buffer ``slot`` it fills. A paged cache's K factors: the burst starts with a word of
-    factors (``pf``), each K row takes the next (``pk``)."""
-    return data.StructLayout({"kv": 1, "v": 1, "wd": 12, "lanes": 8, "sc": 1, "end": 1,
+    factors (``pf``), each K row takes the next (``pk``). The indices and the mask are made
+    when the burst is requested, off the beats' path."""
+    return data.StructLayout({"kv": 1, "v": 1, "wd1": 12, "dl": 12, "mask": q, "sc": 1,
+                              "end": 1,
                               "pf": 1, "pk": 1,
                               "push": 1, "t": 1, "slot": 1,
                               # K rows whose first wv words are V's row too (LOAD_KV.v_in_k),

@@ -250,7 +250,8 @@ class LoadEngine(wiring.Component):
         m.d.comb += credit_next.eq(~l_is_kv | ~l_unit_first
                                    | _ring_credit(self, m, Mux(l_on_v, l_vs, l_ks), l_b, l_on_v,
                                                   ring, view(lraw, Op.LOAD_KV).v_in_k))
-        m.submodules.tags = tags = StreamFIFO(load_tag_layout(), MAX_OUTSTANDING)
+        m.submodules.tags = tags = StreamFIFO(load_tag_layout(cfg.macs_per_line),
+                                                 MAX_OUTSTANDING)
         is_t, base_set = page_walk(cfg, m, u, lb, fail, self.stop)
         rd_room_next = Signal()    # rd_out < MAX_OUTSTANDING in the next cycle (no request now)
         l_want, is_t_r = _registered_want(m, lb, u, credit_next, rd_room_next, is_t, self.stop)
@@ -454,26 +455,30 @@ def _ring_credit(eng: LoadEngine, m: Module, cur_s, l_b, l_on_v, ring: int, v_in
 def _tag(cfg: HardwareConfig, m: Module, u: _LoadRegs, instr_done, is_t, lb_off):
     """A burst's tag: where its beats go and what its last beat means. Words of a row (R
     beats count rows by it): a Q row with its multiplier or a K row with key_scales has
-    one more, a V row has V's head dim's; ``lanes`` are those of the row's last data word. A
+    one more, a V row has V's head dim's; ``mask`` the lanes kept of the row's last data word. A
     block-table word (``is_t``) goes to the slot ``t_req mod 2``, one word a "row"."""
     lraw, l_is_kv, l_on_v, l_wd, l_wk, slot = u.raw, u.is_kv, u.on_v, u.wd, u.wk, u.t_req[0]
     kv = view(lraw, Op.LOAD_KV)
-    tag_in = Signal(load_tag_layout())
+    tag_in = Signal(load_tag_layout(cfg.macs_per_line))
     lq = log2(cfg.macs_per_line)
     lastlanes = Mux(l_on_v, u.dv - ((u.wv - 1) << lq),
                     view(lraw, Op.LOAD_KV).d - ((l_wd - 1) << lq))
+    wd, sc = Signal(12), Signal()            # the row's words; a K factor's word ends it
+    m.d.comb += [wd.eq(Mux(is_t, 1, Mux(l_is_kv, Mux(l_on_v, u.wv, l_wk),
+                                        l_wd + q_side_words(cfg, view(lraw, Op.LOAD_Q))))),
+                 sc.eq(l_is_kv & ~l_on_v & kv.key_scales & ~kv.paged & ~is_t)]
     m.d.comb += [
         tag_in.kv.eq(l_is_kv & ~is_t), tag_in.v.eq(l_on_v),
-        tag_in.wd.eq(Mux(is_t, 1, Mux(l_is_kv, Mux(l_on_v, u.wv, l_wk),
-                                      l_wd + q_side_words(cfg, view(lraw, Op.LOAD_Q))))),
-        tag_in.sc.eq(l_is_kv & ~l_on_v & kv.key_scales & ~kv.paged & ~is_t),
+        tag_in.wd1.eq(wd - 1), tag_in.dl.eq(wd - 1 - sc),
+        *(tag_in.mask[lane].eq(lane < lastlanes) for lane in range(cfg.macs_per_line)),
+        tag_in.sc.eq(sc),
         # a paged cache's packed factors: the unit's first burst starts with their word
         tag_in.pf.eq(l_is_kv & Mux(l_on_v, u.v_fw, u.k_fw) & (lb_off == 0) & ~is_t),
         tag_in.pk.eq(l_is_kv & Mux(l_on_v, kv.value_scales, kv.key_scales) & kv.paged & ~is_t),
         tag_in.vk.eq(l_is_kv & ~l_on_v & view(lraw, Op.LOAD_KV).v_in_k & ~is_t),
         tag_in.wv.eq(u.wv), tag_in.vlanes.eq(u.dv - ((u.wv - 1) << lq)),
         tag_in.t.eq(is_t), tag_in.slot.eq(slot),
-        tag_in.lanes.eq(lastlanes), tag_in.end.eq(instr_done),
+        tag_in.end.eq(instr_done),
         tag_in.push.eq(view(lraw).push_next),
     ]
     return tag_in
@@ -485,14 +490,14 @@ def _read_data(eng: LoadEngine, m: Module, tags, fail, u: _LoadRegs):
     cfg = eng.cfg
     q = cfg.macs_per_line
     t = tags.o.payload
-    t_kv, t_v, t_wd, t_lanes, t_end = t.kv, t.v, t.wd, t.lanes, t.end
+    t_kv, t_v, t_end = t.kv, t.v, t.end
     rw = Signal(12)
     row_last = Signal()
     data_last = Signal()       # the row's last data word (before a K/V row's factor word)
     r_first = Signal(init=1)   # the next beat is its burst's first
     pw = Signal()              # a word of a paged cache's K factors (a burst's first)
     m.d.comb += [pw.eq(t.pf & r_first),
-                 row_last.eq((rw == t_wd - 1) & ~pw), data_last.eq((rw == t_wd - 1 - t.sc) & ~pw)]
+                 row_last.eq((rw == t.wd1) & ~pw), data_last.eq((rw == t.dl) & ~pw)]
     beat_ok = eng.rvalid & tags.o.valid
     m.d.comb += [
         eng.q.valid.eq(beat_ok & ~eng.stop & ~t_kv & ~t.t),
@@ -511,7 +516,7 @@ def _read_data(eng: LoadEngine, m: Module, tags, fail, u: _LoadRegs):
         elem = eng.rdata[lane * cfg.data_bits:(lane + 1) * cfg.data_bits]
         m.d.comb += [eng.q.payload[lane].eq(elem),
                      eng.kv.payload.data[lane].eq(
-                         Mux(~data_last | (lane < t_lanes), elem, 0))]
+                         Mux(~data_last | t.mask[lane], elem, 0))]
     r = eng.rvalid & eng.rready
     with m.If(r & t.t):                          # a block-table word
         m.d.sync += [u.slots[t.slot].eq(eng.rdata), u.slot_ok[t.slot].eq(1)]
