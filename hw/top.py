@@ -108,10 +108,18 @@ class _Engine(Elaboratable):
         m.submodules.dma_counters = dctr = DmaCounters(ab)
 
         err = self.err
+        err_next = Signal.like(err)      # the error register's value in the next cycle
         stop = Signal()
         m.d.comb += stop.eq(err != 0)
+        # each unit stops from a register of its own, equal to `stop` (the error register only
+        # leaves 0 by the engine's reset): one net a unit instead of `stop`'s fan-out across the
+        # die, which with the units' error logic and the error register's input made a loop
+        # of two long nets (the routed preset's worst path after the load engine's cut). Each
+        # copy's input holds its own output, so synthesis keeps them apart.
         for unit in (fetch, disp, load, issue, store):
-            m.d.comb += [unit.go.eq(self.go), unit.stop.eq(stop)]
+            own = Signal(name=f"stop_{type(unit).__name__.lower()}")
+            m.d.sync += own.eq(own | (err_next != 0))
+            m.d.comb += [unit.go.eq(self.go), unit.stop.eq(own)]
         m.d.comb += [load.win_base.eq(self.win_base), load.win_size.eq(self.win_size),
                      load.kvwin_base.eq(self.kvwin_base), load.kvwin_size.eq(self.kvwin_size),
                      store.win_base.eq(self.wwin_base), store.win_size.eq(self.wwin_size)]
@@ -139,9 +147,12 @@ class _Engine(Elaboratable):
                      issue.part_wait.eq(core.part_wait)]
 
         # errors: the first one is kept; of several in one cycle the last unit here wins
+        m.d.comb += err_next.eq(err)
+        m.d.sync += err.eq(err_next)
+
         def fail(cond, code):
             with m.If(cond & (err == 0)):
-                m.d.sync += err.eq(code)
+                m.d.comb += err_next.eq(code)
 
         fail(self.abort & self.go, ErrorCode.ABORTED)
         fail(self.no_wwin & self.go, ErrorCode.NO_WRITE_WINDOW)
