@@ -461,22 +461,36 @@ def _tag(cfg: HardwareConfig, m: Module, u: _LoadRegs, instr_done, is_t, lb_off)
     kv = view(lraw, Op.LOAD_KV)
     tag_in = Signal(load_tag_layout(cfg.macs_per_line))
     lq = log2(cfg.macs_per_line)
-    lastlanes = Mux(l_on_v, u.dv - ((u.wv - 1) << lq),
-                    view(lraw, Op.LOAD_KV).d - ((l_wd - 1) << lq))
-    wd, sc = Signal(12), Signal()            # the row's words; a K factor's word ends it
-    m.d.comb += [wd.eq(Mux(is_t, 1, Mux(l_is_kv, Mux(l_on_v, u.wv, l_wk),
-                                        l_wd + q_side_words(cfg, view(lraw, Op.LOAD_Q))))),
-                 sc.eq(l_is_kv & ~l_on_v & kv.key_scales & ~kv.paged & ~is_t)]
+    # A row's last word and last data word, and that word's lanes, for each kind of unit:
+    # registers of the instruction's fields (steady while it runs; its first request comes
+    # three cycles after its start), so a request only selects them (a K row with key_scales
+    # ends with its factor's word, ``ksc``).
+    ksc = kv.key_scales & ~kv.paged
+    k_wd1, k_dl, v_wd1, q_wd1 = (Signal(12, name=f"ld_tag_{x}") for x in ("kwd1", "kdl", "vwd1",
+                                                                         "qwd1"))
+    q = cfg.macs_per_line
+    k_mask, v_mask = Signal(q, name="ld_tag_kmask"), Signal(q, name="ld_tag_vmask")
+    v_lanes_r = Signal(8, name="ld_tag_vlanes")
+    k_lanes = view(lraw, Op.LOAD_KV).d - ((l_wd - 1) << lq)
+    v_lanes = u.dv - ((u.wv - 1) << lq)
+    m.d.sync += [v_lanes_r.eq(v_lanes), k_wd1.eq(l_wk - 1), k_dl.eq(l_wk - 1 - ksc),
+                 v_wd1.eq(u.wv - 1),
+                 q_wd1.eq(l_wd + q_side_words(cfg, view(lraw, Op.LOAD_Q)) - 1),
+                 *(k_mask[lane].eq(lane < k_lanes) for lane in range(q)),
+                 *(v_mask[lane].eq(lane < v_lanes) for lane in range(q))]
+    sc = Signal()
+    m.d.comb += sc.eq(l_is_kv & ~l_on_v & ksc & ~is_t)
     m.d.comb += [
         tag_in.kv.eq(l_is_kv & ~is_t), tag_in.v.eq(l_on_v),
-        tag_in.wd1.eq(wd - 1), tag_in.dl.eq(wd - 1 - sc),
-        *(tag_in.mask[lane].eq(lane < lastlanes) for lane in range(cfg.macs_per_line)),
+        tag_in.wd1.eq(Mux(is_t, 0, Mux(l_is_kv, Mux(l_on_v, v_wd1, k_wd1), q_wd1))),
+        tag_in.dl.eq(Mux(is_t, 0, Mux(l_is_kv, Mux(l_on_v, v_wd1, k_dl), q_wd1))),
+        tag_in.mask.eq(Mux(l_on_v, v_mask, k_mask)),
         tag_in.sc.eq(sc),
         # a paged cache's packed factors: the unit's first burst starts with their word
         tag_in.pf.eq(l_is_kv & Mux(l_on_v, u.v_fw, u.k_fw) & (lb_off == 0) & ~is_t),
         tag_in.pk.eq(l_is_kv & Mux(l_on_v, kv.value_scales, kv.key_scales) & kv.paged & ~is_t),
         tag_in.vk.eq(l_is_kv & ~l_on_v & view(lraw, Op.LOAD_KV).v_in_k & ~is_t),
-        tag_in.wv.eq(u.wv), tag_in.vlanes.eq(u.dv - ((u.wv - 1) << lq)),
+        tag_in.wv.eq(u.wv), tag_in.vlanes.eq(v_lanes_r),
         tag_in.t.eq(is_t), tag_in.slot.eq(slot),
         tag_in.end.eq(instr_done),
         tag_in.push.eq(view(lraw).push_next),
