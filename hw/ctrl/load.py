@@ -366,10 +366,9 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is
     unit_done = Signal()
     instr_done = Signal()
     m.d.comb += [unit_done.eq(lb.last & d_unit), instr_done.eq(lb.last & d_instr)]
-    is_t = is_t_r
     with m.If(ar):
         m.d.sync += [lb.off.eq(lb.off + lb.len), u.unit_first.eq(0)]
-        with m.If(is_t):                         # a table word: into slot t_req mod 2
+        with m.If(is_t_r):                         # a table word: into slot t_req mod 2
             m.d.sync += [lb.off.eq(0), u.t_req.eq(u.t_req + 1), u.t_pre.eq(u.t_pre - 1),
                          u.t_addr.eq(u.t_addr + ab), lb.base.eq(u.t_addr + ab),
                          u.slot_ok[u.t_req[0]].eq(0)]
