@@ -87,6 +87,10 @@ class _LoadRegs:
         self.slot_ok = Array(Signal(name=f"l_slot_ok{i}") for i in range(2))
         self.kpage = Array(Signal(ADDR_BITS, name=f"l_kpage{i}") for i in range(2))
 
+    def counts(self) -> tuple:
+        """What follows from the K/V block counts: ``ks1``, ``vs1``, ``k_k``, ``k_v``."""
+        return self.ks1, self.vs1, self.k_k, self.k_v
+
 
 class LoadEngine(wiring.Component):
     """Runs the load queue: ``LOAD_Q`` (a tile's rows, per head) and ``LOAD_KV`` (K and V blocks
@@ -228,7 +232,7 @@ class LoadEngine(wiring.Component):
         with m.If(l_start):
             m.d.sync += [lraw.eq(lhead.insn), lbusy.eq(1), l_trow.eq(0), l_unit_first.eq(1),
                          lb.off.eq(0), l_h.eq(0), l_ks.eq(0), l_vs.eq(0), l_on_v.eq(0)]
-            next_counts(m, u, 0, 0, steps1)
+            set_counts(m, u, counts_after(0, 0, steps1))
             with m.If(l_is_q_head):
                 m.d.sync += [l_is_kv.eq(0), l_hbase.eq(qv.addr), lb.base.eq(qv.addr),
                              l_rows.eq(qv.rows), l_contig.eq(contig_q),
@@ -360,7 +364,7 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is
     d_unit, d_instr = Signal(name="ld_d_unit"), Signal(name="ld_d_instr")
     u_end = (u.contig | p_row_last) & ~is_t
     m.d.sync += [d_unit.eq(u_end), d_instr.eq(u_end & Mux(u.is_kv, p_kv_last, p_q_last))]
-    n_counts = [Signal.like(x, name=f"ld_next_{x.name}") for x in (u.ks1, u.vs1, u.k_k, u.k_v)]
+    n_counts = [Signal.like(x, name=f"ld_next_{x.name}") for x in u.counts()]
     m.d.sync += [r.eq(v) for r, v in zip(n_counts, counts_after(p_nks, p_nvs, u.steps),
                                          strict=True)]
     unit_done = Signal()
@@ -382,8 +386,7 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is
                 m.d.sync += [u.h.eq(u.h + 1), u.hbase.eq(p_hbase), lb.base.eq(p_hbase),
                              u.trow.eq(0), u.unit_first.eq(1)]
             with m.Else():                       # next K/V block
-                m.d.sync += [r.eq(v) for r, v in zip((u.ks1, u.vs1, u.k_k, u.k_v), n_counts,
-                                                     strict=True)]
+                set_counts(m, u, n_counts)
                 m.d.sync += [u.ks.eq(p_nks), u.vs.eq(p_nvs), u.on_v.eq(p_next_v),
                              u.kbase.eq(p_kbase2), u.vbase.eq(p_vbase),
                              lb.base.eq(p_base), u.rows.eq(p_rows),
@@ -429,11 +432,10 @@ def counts_after(ks, vs, steps) -> tuple:
     return ks + 1, vs + 1, ~next_is_v(ks + 1, vs, steps), ~next_is_v(ks, vs + 1, steps)
 
 
-def next_counts(m: Module, u: _LoadRegs, ks, vs, steps) -> None:
-    """K/V blocks ``ks`` and ``vs`` are the current counts from the next cycle (the
-    instruction's start): set what follows from them (:func:`counts_after`)."""
-    m.d.sync += [r.eq(v) for r, v in zip((u.ks1, u.vs1, u.k_k, u.k_v),
-                                         counts_after(ks, vs, steps), strict=True)]
+def set_counts(m: Module, u: _LoadRegs, values) -> None:
+    """The registers of what follows from the current K/V block counts (``u.counts()``) take
+    ``values`` (:func:`counts_after` of the counts they hold from the next cycle)."""
+    m.d.sync += [r.eq(v) for r, v in zip(u.counts(), values, strict=True)]
 
 
 def _ring_credit(eng: LoadEngine, m: Module, cur_s, l_b, l_on_v, ring: int, v_in_k):
