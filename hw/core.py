@@ -30,7 +30,7 @@ from amaranth.lib.wiring import In, Out
 from attenio.base.config import HardwareConfig
 from attenio.contract.rules import skips_row_groups
 from attenio.contract.timing import TIMING
-from attenio.hw.arith import memory_banks, pbuf_ram, table_ram
+from attenio.hw.arith import kept_copies, memory_banks, pbuf_ram, table_ram
 from attenio.hw.finalize import Finalize, out_word_layout
 from attenio.hw.finalize_stage import FIFO_LATENCY, FIN_READ_LATENCY, FinalizeStage
 from attenio.hw.kvring import KVRing
@@ -255,7 +255,14 @@ class ComputeCore(wiring.Component):
             fin.cmd.eq(c),
             self.exp_busy.eq(smx.exp_busy), self.fin_busy.eq(fin.fin_busy),
         ]
-        # the memories' ports: finalize takes the O and m/ℓ reads once the steps are done
+        # the memories' ports: finalize takes the O and m/ℓ reads once the steps are done. The
+        # O banks' addresses are registers of their own, a copy a bank loaded a cycle ahead
+        # (a bank is several block RAMs: one address drove them all, the speed-6 route's worst
+        # net); a bit of the bank's read word keeps the copies apart (kept_copies)
+        salts = [o_rd[i].data[0][0] for i in range(p)]
+        o_ra = kept_copies(m, Mux(fin.active_next, fin.o_addr_next, pv.o_rd_next),
+                           fin.active_next | pv.o_rd_load, salts, "o_ra")
+        o_wa = kept_copies(m, pv.o_wr_next, pv.o_wr_load, salts, "o_wa")
         for i in range(p):
             m.d.comb += [
                 ml_rd[i].addr.eq(Mux(fin.active, fin.ml_addr, score.ml_addr)),
@@ -265,9 +272,9 @@ class ComputeCore(wiring.Component):
                 pb_wr[i].addr.eq(smx.pb_wr_addr[i]), pb_wr[i].en.eq(smx.pb_wr_en),
                 pb_wr[i].data.eq(smx.pb_wr_data[i]),
                 pb_rd[i].addr.eq(pv.pb_rd_addr), pv.pb_data[i].eq(pb_rd[i].data),
-                o_rd[i].addr.eq(Mux(fin.active, fin.o_addr, pv.o_rd_addr)),
+                o_rd[i].addr.eq(o_ra[i]),
                 pv.o_data[i].eq(o_rd[i].data), fin.o_data[i].eq(o_rd[i].data),
-                o_wr[i].addr.eq(pv.o_wr_addr), o_wr[i].en.eq(pv.o_wr_en[i]),
+                o_wr[i].addr.eq(o_wa[i]), o_wr[i].en.eq(pv.o_wr_en[i]),
                 o_wr[i].data.eq(pv.o_wr_data[i]),
             ]
         wiring.connect(m, fin.o, wiring.flipped(self.o))

@@ -38,7 +38,9 @@ class FinalizeStage(wiring.Component):
     running, steps_left, words, cmd : the tile runs, steps are left, its words a row and its
         command (rows, keys, ``lse``).
     active : finalize owns the O and m/ℓ read ports (from ``PV_DRAIN`` cycles after the last
-        step); ``o_addr`` and ``ml_addr`` are then its reads.
+        step); ``o_addr`` and ``ml_addr`` are then its reads. ``active_next`` and
+        ``o_addr_next``: their values in the next cycle (the core's per-bank address registers
+        load them a cycle ahead).
     o_data, ml_data : the banks' words (a bank per line: row ρ in bank ρ mod p).
     issue : a word was issued this cycle; ``all_issued``: every word of the tile was.
     drained : nothing is in flight (the Finalize pipeline, its registers, the FIFO).
@@ -58,6 +60,7 @@ class FinalizeStage(wiring.Component):
             "cmd": In(cmd_layout(cfg)), "clear": In(1),
             "active": Out(1), "ml_addr": Out(range(gmax + 1)),
             "o_addr": Out(range(gmax * wmax + 1)),
+            "active_next": Out(1), "o_addr_next": Out(range(gmax * wmax + 1)),
             "o_data": In(data.ArrayLayout(acc_word_layout(cfg), p)),
             "ml_data": In(data.ArrayLayout(ml_layout(cfg), p)),
             "issue": Out(1), "all_issued": Out(1), "drained": Out(1),
@@ -89,23 +92,35 @@ class FinalizeStage(wiring.Component):
         # register (the ports' address muxes select by it, off the sequencer's state), set
         # the cycle the drain count reaches pv_drain and cleared with the tile
         ready = Signal()
-        m.d.sync += ready.eq(self.running & ~self.steps_left & (drain >= PV_DRAIN - 1))
+        m.d.comb += self.active_next.eq(self.running & ~self.steps_left
+                                        & (drain >= PV_DRAIN - 1) & ~self.clear)
+        m.d.sync += ready.eq(self.active_next)
         with m.If(self.running & ~self.steps_left & (drain != PV_DRAIN)):
             m.d.sync += drain.eq(drain + 1)
         m.d.comb += [
             self.active.eq(ready),
             self.ml_addr.eq(frow >> lp),
             self.issue.eq(ready & ~f_all & (ofifo.level + inflight < OUT_FIFO_DEPTH)),
+        ]
+        # the issue's row and word in the next cycle, and so its O address a cycle ahead
+        fw_n, frow_n = Signal.like(fw), Signal.like(frow)
+        m.d.comb += [fw_n.eq(fw), frow_n.eq(frow)]
+        with m.If(self.clear):
+            m.d.comb += [fw_n.eq(0), frow_n.eq(0)]
+        with m.Elif(self.issue):
+            with m.If(fw == fwords - 1):
+                m.d.comb += [fw_n.eq(0), frow_n.eq(frow + 1)]
+            with m.Else():
+                m.d.comb += fw_n.eq(fw + 1)
+        m.d.sync += [fw.eq(fw_n), frow.eq(frow_n)]
+        m.d.comb += [
             self.o_addr.eq((frow >> lp) * wmax + Mux(f_raw, 0, fw)),
+            self.o_addr_next.eq((frow_n >> lp) * wmax + Mux(fw_n == self.words, 0, fw_n)),
         ]
         with m.If(self.issue):
             m.d.sync += self.fin_busy.eq(self.fin_busy + 1)
-            with m.If(fw == fwords - 1):
-                m.d.sync += [fw.eq(0), frow.eq(frow + 1)]
-                with m.If(frow == c.rows - 1):
-                    m.d.sync += f_all.eq(1)
-            with m.Else():
-                m.d.sync += fw.eq(fw + 1)
+            with m.If((fw == fwords - 1) & (frow == c.rows - 1)):
+                m.d.sync += f_all.eq(1)
         # c1: the banks' words; c2: each bank's registered (placed beside its RAM); c3: the
         # selected row's, registered before the finalize unit
         f_lane1, f_lane = Signal(range(p)), Signal(range(p))
@@ -143,5 +158,5 @@ class FinalizeStage(wiring.Component):
         # last word still in the FIFO, whenever it entered an empty one)
         m.d.comb += self.drained.eq((inflight == 0) & (ofifo.level == 0) & ~fv1 & ~fv2 & ~fv3)
         with m.If(self.clear):
-            m.d.sync += [f_all.eq(0), drain.eq(0), frow.eq(0), fw.eq(0), ready.eq(0)]
+            m.d.sync += [f_all.eq(0), drain.eq(0)]
         return m

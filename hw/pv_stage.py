@@ -41,7 +41,9 @@ class PVStage(wiring.Component):
         (``COMPUTE.value_scales``): line i's p is then ``floor(p·v_hi / 2**(KEY_MANT_BITS +
         v_e))`` (model.scales.ScaleParams.value_scaled), its factor registered with the
         issue (c1, beside the P buffer's word).
-    o_rd_addr, o_data : the O read (c1) and the banks' words.
+    o_rd_addr, o_data : the O read (c1) and the banks' words. ``o_rd_next`` and ``o_rd_load``:
+        its address and whether it reads, a cycle ahead (c0), for the core's per-bank address
+        registers; ``o_wr_next`` and ``o_wr_load`` the same for the write back (c3).
     pe_p, pe_shift, pe_v, pe_o_old, pe_head, pe_zero, pe_o_new : the PE array's P V operands
         (line i's chain starts at ``i mod b == 0``; ``zero``: the first step starts from 0,
         not in a part that continues its tile, ``cont``) and its results.
@@ -64,6 +66,8 @@ class PVStage(wiring.Component):
             "v_scale": In(data.ArrayLayout(row_scale_layout(cfg), copies)),
             "value_scales": In(1),
             "o_rd_addr": Out(range(gmax * wmax + 1)),
+            "o_rd_next": Out(range(gmax * wmax + 1)), "o_rd_load": Out(1),
+            "o_wr_next": Out(range(gmax * wmax + 1)), "o_wr_load": Out(1),
             "o_data": In(data.ArrayLayout(acc, p)),
             "pe_p": Out(data.ArrayLayout(unsigned(cfg.exp_bits), p)),
             "pe_shift": Out(data.ArrayLayout(unsigned(SHIFT_BITS), p)),
@@ -107,7 +111,9 @@ class PVStage(wiring.Component):
                          self.pe_o_old[i].eq(lanes.from_row_bank(self.o_data, acc, i, "o")),
                          self.pe_head[i].eq((i & bmask) == 0)]
         m.d.comb += [self.pe_zero.eq(zeros[2]), self.o_rd_addr.eq(addrs[1]),
-                     self.o_wr_addr.eq(addrs[4])]
+                     self.o_wr_addr.eq(addrs[4]),
+                     self.o_rd_next.eq(addrs[0]), self.o_rd_load.eq(pvs[0]),
+                     self.o_wr_next.eq(addrs[3]), self.o_wr_load.eq(pvs[3])]
         for i in range(p):
             m.d.comb += [
                 self.o_wr_data[i].eq(lanes.from_chain_end(self.pe_o_new, acc, i, "o")),

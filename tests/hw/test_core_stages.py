@@ -213,14 +213,20 @@ def rtl_pv(cfg, p_vals, shifts, v, o_old, step):
         for i in range(lanes):
             ctx.set(dut.pb_data[i], {"p": int(p_vals[i]), "shift": int(shifts[i])})
         ctx.set(dut.issue, 1)
+        rd_next, wr_next = ctx.get(dut.o_rd_next), None
+        assert ctx.get(dut.o_rd_load)
         await ctx.tick()
+        assert ctx.get(dut.o_rd_addr) == rd_next      # told a cycle ahead (the core's copies)
         ctx.set(dut.issue, 0)
         await ctx.tick()                          # c1: the O read's data arrive in c2
         for i in range(lanes):
             ctx.set(dut.o_data[i], [int(x) for x in o_old[i]])
         for _ in range(6):
+            if ctx.get(dut.o_wr_load):
+                wr_next = ctx.get(dut.o_wr_next)
             await ctx.tick()
             if ctx.get(dut.o_wr_en) and "o" not in got:
+                assert ctx.get(dut.o_wr_addr) == wr_next
                 got["o"] = [[int(x) for x in ctx.get(dut.o_wr_data[i])] for i in range(lanes)]
                 got["addr"] = ctx.get(dut.o_wr_addr)
 
@@ -260,9 +266,13 @@ def rtl_finalize_stage(cfg, o_rows, l, m, lse):
         ctx.set(dut.words, words)
         ctx.set(dut.running, 1)
         ctx.set(dut.o.ready, 1)
+        ahead = None       # the address and ownership told a cycle ahead (the core's copies)
         for _ in range(200):
             o_addr, ml_addr, active = ctx.get(dut.o_addr), ctx.get(dut.ml_addr), ctx.get(
                 dut.active)
+            if ahead is not None:
+                assert active == ahead[1] and (not ctx.get(dut.issue) or o_addr == ahead[0])
+            ahead = (ctx.get(dut.o_addr_next), ctx.get(dut.active_next))
             await ctx.tick()
             # synchronous read ports: the data of the address set before the edge
             if active:
