@@ -72,6 +72,13 @@ class _LoadRegs:
         self.v_fw = Signal(name="l_v_fw")        # the last V block starts with its factors' word
         # V's row stride: K's less the words a V row lacks (key_scales' word, d − dv's)
         self.vstride = Signal(32, name="l_vstride")
+        # a block's sizes, from the queue head (_prepared_blocks): a K and a V block's bytes,
+        # the last block's rows, and the beats of a whole and of the last K and V block
+        self.kstep = Signal(32, name="l_kstep")
+        self.vstep = Signal(32, name="l_vstep")
+        self.last_rows = Signal(range(cfg.max_keys_per_step + 1), name="l_last_rows")
+        self.kfull, self.klast, self.vfull, self.vlast = (
+            Signal(24, name=f"l_{x}") for x in ("kfull", "klast", "vfull", "vlast"))
         # a paged cache (contract.rules.PageWalk): the block table's words in two slots
         self.t_req = Signal(25, name="l_t_req")      # table words requested
         self.t_addr = Signal(ADDR_BITS, name="l_t_addr")   # the next word's address
@@ -226,6 +233,8 @@ class LoadEngine(wiring.Component):
         q_beats, contig_q, _ = prepared_transfer(m, wq_head, qv.rows, qv.row_stride, lab, "ldq")
         k_beats, contig_k, nk1 = prepared_transfer(m, wk_head, nk0, kv_head.row_stride, lab,
                                                    "ldk")
+        blocks = _prepared_blocks(m, kv_head, wk_head, words_of(Mux(kv_head.dv == 0, kv_head.d,
+                                                                    kv_head.dv)), lab, kps_max)
         steps1 = Signal.like(u.steps)
         m.d.sync += steps1.eq((keys_h + kps_h - 1) >> kps_log2_of(kps_h, kps_max))
         t_words = table_words(cfg, m, u, kv_head)
@@ -248,6 +257,7 @@ class LoadEngine(wiring.Component):
                              l_vbase.eq(view(lhead.insn, Op.LOAD_KV).v_addr), l_b.eq(kps_h),
                              l_steps.eq(steps1), l_rows.eq(nk1), l_contig.eq(contig),
                              l_stride.eq(stride), lb.beats.eq(k_beats)]
+                m.d.sync += [getattr(u, k).eq(v) for k, v in blocks.items()]
                 page_start(cfg, m, u, lb, kv_head, k_beats, t_words)
         first_factor_beat(m, u)
         credit_next = Signal()     # the current unit may be requested in the next cycle
@@ -301,6 +311,9 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is
     p_q_last = Signal()         # the current head is the last
     p_kbase, p_kbase2, p_vbase, p_base = (Signal(ADDR_BITS, name=f"ld_next_{x}")
                                           for x in ("kbase", "kbase2", "vbase", "base"))
+    p_vpg, p_vlin = Signal(ADDR_BITS, name="ld_next_vpg"), Signal(ADDR_BITS, name="ld_next_vlin")
+    p_vpage = Signal()          # the next V block starts a page: it lies at p_vpg
+    p_nlast = Signal()          # the next block is the instruction's last (its rows: last_rows)
     p_rows = Signal(range(kps_max + 1))
     p_beats = Signal.like(lb.beats)
     p_hbase = Signal(ADDR_BITS)
@@ -311,8 +324,7 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is
     m.d.comb += [nks.eq(Mux(u.on_v, u.ks, u.ks1)), nvs.eq(Mux(u.on_v, u.vs1, u.vs))]
     next_v = Signal()          # (with V in K's rows there are K blocks only)
     m.d.comb += next_v.eq(~Mux(u.on_v, u.k_v, u.k_k) & ~view(u.raw, Op.LOAD_KV).v_in_k)
-    step_bytes = Mux(u.on_v, u.vstride, u.stride) * u.b
-    s1_ns = Signal.like(u.ks)
+    step_bytes = Mux(u.on_v, u.vstep, u.kstep)
     kv = view(u.raw, Op.LOAD_KV)
     # a paged cache: blocks per page − 1 (a block starts a page when its index & pmask
     # is 0); a V block that starts one lies at its K block's page + v_addr
@@ -327,22 +339,20 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is
     v_step = step_bytes + Mux(u.v_fw, cfg.axi_data_bytes, 0)
     m.d.sync += [
         p_row_last.eq(u.trow == u.rows - 1), p_nks.eq(nks), p_nvs.eq(nvs),
-        p_next_v.eq(next_v), s1_ns.eq(Mux(next_v, nvs, nks)),
+        p_next_v.eq(next_v), p_nlast.eq(Mux(next_v, nvs, nks) == u.steps - 1),
         p_q_last.eq(u.h == view(u.raw, Op.LOAD_Q).heads - 1),
         p_kv_last.eq(Mux(kv.v_in_k, nks >= u.steps, next_v & (nvs >= u.steps))),
         p_kbase.eq(u.kbase + Mux(u.on_v, 0, step_bytes)),
-        p_vbase.eq(Mux(v_page, (u.kpage[nvs[0]] + kv.v_addr)[:ADDR_BITS],
-                       u.vbase + Mux(u.on_v, v_step, 0))),
+        # the next V block's address, both ways (its page's or the last block's plus a step),
+        # and the choice: a mux after the registers, not a 44-bit enable after the compare
+        p_vpage.eq(v_page), p_vpg.eq((u.kpage[nvs[0]] + kv.v_addr)[:ADDR_BITS]),
+        p_vlin.eq(u.vbase + Mux(u.on_v, v_step, 0)),
         p_hbase.eq(u.hbase + view(u.raw, Op.LOAD_Q).head_stride),
         p_rowbase.eq(lb.base + Mux(u.is_kv & u.on_v, u.vstride, u.stride)),
     ]
     p_wn = Signal(13)          # words of a row of the next unit (a V row has no factor)
     m.d.comb += p_wn.eq(Mux(p_next_v, u.wv, u.wk))
-    keys_l = view(u.raw, Op.LOAD_KV).keys
-    nk_left = Signal(25)
-    m.d.comb += nk_left.eq(keys_l - s1_ns * u.b)
-    nk_rows = Signal(range(kps_max + 1))   # ≤ keys per step
-    m.d.comb += nk_rows.eq(Mux(nk_left < u.b, nk_left, u.b))
+    m.d.comb += p_vbase.eq(Mux(p_vpage, p_vpg, p_vlin))
     # the next K block's address: a word further after a block that read its factors' word
     k_next = p_kbase + Mux(u.k_fw & ~u.on_v, ab, 0)
     fw_next = Signal()         # the next unit is a K (V) block that starts a factor group
@@ -354,7 +364,11 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is
         p_page.eq(kv.paged & ~p_next_v & ((p_nks & pmask) == 0)),
         p_kbase2.eq(k_next),       # (its factor word's step here, off the product's path)
         p_base.eq(Mux(p_next_v, p_vbase, k_next)),
-        p_rows.eq(nk_rows), p_beats.eq(Mux(u.contig, nk_rows * p_wn, p_wn) + fw_next),
+        # a block's rows and beats: per instruction, prepared at the queue head (a block of
+        # keys_per_step rows, or the last block's; a row's words when rows are not contiguous)
+        p_rows.eq(Mux(p_nlast, u.last_rows, u.b)),
+        p_beats.eq(Mux(u.contig, Mux(p_next_v, Mux(p_nlast, u.vlast, u.vfull),
+                                     Mux(p_nlast, u.klast, u.kfull)), p_wn) + fw_next),
         p_fw.eq(fw_next),
     ]
     # What a request does, decided a stage ahead (the handshake only selects: its enables
@@ -402,6 +416,31 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is
                                  lb.base.eq(u.t_addr), lb.beats.eq(1),
                                  u.k_beats.eq(p_beats)]
     return instr_done
+
+
+def _prepared_blocks(m: Module, kv, wk, wv, lab: int, kps_max: int) -> dict:
+    """A ``LOAD_KV`` head's block sizes, registered in the two stages of
+    ``hw.ctrl.dispatch.prepared_head`` (so no product lies on the look-ahead's paths: the
+    load block's worst paths at both grades in session 10): a K and a V block's bytes
+    (``keys_per_step``, a power of two, times the rows' strides), the last block's rows
+    (``keys − (steps − 1)·keys_per_step``) and the beats of a whole and of the last block of
+    contiguous K (``wk`` words a row) and V (``wv``) rows. Returns ``_LoadRegs`` attribute →
+    register, each to load at the instruction's start."""
+    kps = kv.keys_per_step
+    kl1, wk1, wv1 = Signal(range(log2(kps_max) + 1)), Signal.like(wk), Signal.like(wv)
+    lr1 = Signal(range(kps_max + 1))
+    stride1, vstride1 = Signal(32), Signal(32)
+    m.d.sync += [kl1.eq(kps_log2_of(kps, kps_max)), wk1.eq(wk), wv1.eq(wv),
+                 lr1.eq(((kv.keys - 1) & (kps - 1)) + 1), stride1.eq(kv.row_stride),
+                 vstride1.eq(kv.row_stride - ((wk - wv) << lab))]
+    out = {k: Signal(shape, name=f"ld_prep_{k}") for k, shape in (
+        ("kstep", 32), ("vstep", 32), ("last_rows", lr1.shape()), ("kfull", 24),
+        ("klast", 24), ("vfull", 24), ("vlast", 24))}
+    m.d.sync += [out["kstep"].eq(stride1 << kl1), out["vstep"].eq(vstride1 << kl1),
+                 out["last_rows"].eq(lr1), out["kfull"].eq(wk1 << kl1),
+                 out["klast"].eq(lr1 * wk1), out["vfull"].eq(wv1 << kl1),
+                 out["vlast"].eq(lr1 * wv1)]
+    return out
 
 
 def _registered_want(m: Module, lb: BurstRegs, u: _LoadRegs, credit_next, rd_room_next, is_t,
