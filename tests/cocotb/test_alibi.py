@@ -1,12 +1,12 @@
-"""ALiBi on the RTL (issue #45): the tiny preset built with ``alibi_unit`` (two side words a Q
-row: the multiplier, the slope's word and the row's position) runs attention with a slope per
-query head bit-exact with the integer model and cycle-exact with the schedule (one more softmax
-stage, timing_for), within the contract of float64 attention with the bias, under causal masks
-and GQA, a window that leaves rows with no key, a non-causal run with more queries than keys,
-a paged GQA decode batch whose heads share a tile (rows packed, several keys a step) with an
-empty cache and its statistics (lse), and AXI backpressure; every variant together (soft cap,
-sinks and ALiBi: three side words) likewise; the same build without slopes is the plain
-datapath, bit for bit."""
+"""ALiBi on the RTL (issue #45): the tiny preset built with ``alibi_unit`` (the default suite: with
+every unit, tests/cocotb/variant_models.py; the unit alone with ``make test-slow``) runs
+attention with a slope per query head bit-exact with the integer model and cycle-exact with the
+schedule (one more softmax stage, timing_for), within the contract of float64 attention with the
+bias, under causal masks and GQA, a window that leaves rows with no key, a non-causal run with
+more queries than keys, a paged GQA decode batch whose heads share a tile (rows packed, several
+keys a step) with an empty cache and its statistics (lse), and AXI backpressure; every variant
+together (soft cap, sinks and ALiBi: three side words) likewise; the same build without slopes
+is the plain datapath, bit for bit."""
 
 import dataclasses
 
@@ -17,9 +17,10 @@ from attenio.base import config as C
 from attenio.model.golden import golden_output, quantized_inputs
 from attenio.model.variants import alibi_slopes_standard
 from attenio.verify.runner import simulate
+from tests.cocotb.variant_models import EVERY_UNIT
 
-HW = C.preset("tiny+alibi")
-ALL = C.preset("tiny+sinks+alibi+softcap")
+HW = EVERY_UNIT
+ALONE = C.preset("tiny+alibi")      # the unit alone, its own model: make test-slow
 
 CASES = [
     (HW, C.Workload(seq_q=20, seq_k=33, head_dim=8, heads=2, kv_heads=1, causal=True),
@@ -31,12 +32,15 @@ CASES = [
      alibi_slopes_standard(2), {}),
     (HW, C.VarlenWorkload(seqlens_q=[1] * 4, seqlens_k=[9, 30, 0, 17], head_dim=8, heads=2,
                           kv_heads=1, page_size=4, lse=True), [0.5, 0.125], {}),
-    (ALL, C.Workload(seq_q=20, seq_k=33, head_dim=8, heads=2, kv_heads=1, causal=True,
+    (HW, C.Workload(seq_q=20, seq_k=33, head_dim=8, heads=2, kv_heads=1, causal=True,
                      lse=True), [0.5, 0.0625], {"sinks": [1.0, -0.5], "softcap": 20.0}),
-    (ALL, C.VarlenWorkload(seqlens_q=[1] * 3, seqlens_k=[9, 0, 17], head_dim=8, heads=2,
+    (HW, C.VarlenWorkload(seqlens_q=[1] * 3, seqlens_k=[9, 0, 17], head_dim=8, heads=2,
                            kv_heads=1, page_size=4, lse=True), [0.5, 0.125],
      {"sinks": [2.0, 0.0]}),
 ]
+# the cases with ALiBi alone on the preset with its unit alone
+CASES += [pytest.param(ALONE, *case[1:], marks=pytest.mark.slow, id=f"alone{i}")
+          for i, case in enumerate(CASES[:4])]
 
 
 @pytest.mark.parametrize("hw, wl, slopes, kw", CASES)

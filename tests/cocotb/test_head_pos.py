@@ -11,6 +11,7 @@ import pytest
 from attenio.base import config as C
 from attenio.contract.program import Op
 from attenio.verify.runner import simulate
+from tests.cocotb.variant_models import EVERY_UNIT
 
 TINY = C.preset("tiny")
 
@@ -27,9 +28,9 @@ CASES = [
     (TINY, windowed(20, 30, 8, (3, 2), False, heads=4, kv_heads=2, lse=True), {}),
     # one head: the window's upper edge skips row groups of a plain tile too
     (TINY, windowed(40, 40, 12, (6, -1), True), {}),
-    (C.preset("tiny+sinks"), windowed(28, 28, 8, (7, 0), True, heads=4, kv_heads=1),
+    (EVERY_UNIT, windowed(28, 28, 8, (7, 0), True, heads=4, kv_heads=1),
      {"sinks": [0.5, -1.0, 2.0, 1.0]}),
-    (C.preset("tiny+alibi"), windowed(22, 22, 8, (6, 0), True, heads=2, kv_heads=1),
+    (EVERY_UNIT, windowed(22, 22, 8, (6, 0), True, heads=2, kv_heads=1),
      {"alibi_slopes": [0.25, 0.0625]}),
     (C.fpga(), windowed(96, 96, 64, (31, 0), True, heads=4, kv_heads=1), {}),
 ]

@@ -10,6 +10,7 @@ import pytest
 from attenio.base import config as C
 from attenio.contract.program import Op
 from attenio.verify.runner import simulate
+from tests.cocotb.variant_models import EVERY_UNIT
 
 TINY = C.preset("tiny")
 
@@ -27,7 +28,7 @@ CASES = [
     (TINY, decode([8, 12, 10, 7, 9], heads=6, kv_heads=2, lse=True),
      [[0, 1], [0, 1, 2], [3, 4, 5], [6, 7], [6, 7, 8]], {}),
     # one query head a K/V head (MHA), sinks, backpressure below
-    (C.preset("tiny+sinks"), decode([17, 21, 6], heads=2, kv_heads=2),
+    (EVERY_UNIT, decode([17, 21, 6], heads=2, kv_heads=2),
      [[9, 8, 7, 1, 2], [9, 8, 7, 3, 4, 5], [9, 0]], {"sinks": [0.5, -1.0]}),
     # the fpga preset (8 lines, d = 64), four sequences sharing three pages of 8
     (C.fpga(), decode([40, 27, 31, 25], heads=8, kv_heads=2, d=64, page=8),

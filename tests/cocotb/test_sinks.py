@@ -1,10 +1,10 @@
-"""Attention sinks on the RTL (issue #45): the tiny preset built with ``sinks_unit`` (two side
-words a Q row: its 32-bit words cannot hold a multiplier and a sink in one) runs attention with
-a sink per query head bit-exact with the integer model and cycle-exact with the schedule,
-within the contract of float64 attention with the sink as one more column of the softmax,
-under causal masks and GQA, a window that leaves rows with no key, per-row Q scales, a paged
-decode batch with an empty cache and its statistics (lse), and AXI backpressure; the same build
-without sinks is the plain datapath, bit for bit."""
+"""Attention sinks on the RTL (issue #45): the tiny preset built with ``sinks_unit`` (the default
+suite: with every unit, tests/cocotb/variant_models.py; the unit alone, two side words a Q row,
+with ``make test-slow``) runs attention with a sink per query head bit-exact with the integer
+model and cycle-exact with the schedule, within the contract of float64 attention with the sink
+as one more column of the softmax, under causal masks and GQA, a window that leaves rows with no
+key, per-row Q scales, a paged decode batch with an empty cache and its statistics (lse), and
+AXI backpressure; the same build without sinks is the plain datapath, bit for bit."""
 
 import dataclasses
 
@@ -14,8 +14,9 @@ import pytest
 from attenio.base import config as C
 from attenio.model.golden import golden_output, quantized_inputs
 from attenio.verify.runner import simulate
+from tests.cocotb.variant_models import EVERY_UNIT, models
 
-HW = C.preset("tiny+sinks")
+HW = EVERY_UNIT
 
 CASES = [
     (C.Workload(seq_q=20, seq_k=33, head_dim=8, heads=2, kv_heads=1, causal=True),
@@ -28,14 +29,15 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("hw", models("tiny+sinks"))
 @pytest.mark.parametrize("wl, sinks, q_rows", CASES)
-def test_sinks_bit_exact_and_cycle_exact(wl, sinks, q_rows):
-    inp = quantized_inputs(HW, wl, seed=5, sigma=3.0, sinks=sinks, q_rows=q_rows)
-    r = simulate(HW, wl, inputs=inp, log=lambda *a: None)
+def test_sinks_bit_exact_and_cycle_exact(hw, wl, sinks, q_rows):
+    inp = quantized_inputs(hw, wl, seed=5, sigma=3.0, sinks=sinks, q_rows=q_rows)
+    r = simulate(hw, wl, inputs=inp, log=lambda *a: None)
     assert r.failures() == [], r.failures()
     assert r.cycles == r.predicted_cycles
     assert r.errors["max_rel"] <= 1e-3                  # against float64 with the sink column
-    plain = golden_output(HW, wl, dataclasses.replace(inp, sinks=None))
+    plain = golden_output(hw, wl, dataclasses.replace(inp, sinks=None))
     assert np.abs(plain - r.out).max() > 0              # the sinks changed the output
 
 

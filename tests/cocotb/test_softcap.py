@@ -1,8 +1,9 @@
-"""Logit soft-capping on the RTL (issue #45): the tiny preset built with its soft-capping unit
-runs capped attention bit-exact with the integer model and cycle-exact with the schedule (the
-unit's stages in ``Timing.p_ready_latency``), within the contract of float64 attention of
-``c·tanh(s/c)``, under causal masks, windows, GQA and a paged decode batch; the same build with
-the cap off is the plain datapath, bit for bit."""
+"""Logit soft-capping on the RTL (issue #45): the tiny preset built with its soft-capping unit (the
+default suite: with every unit, tests/cocotb/variant_models.py; the unit alone with ``make
+test-slow``) runs capped attention bit-exact with the integer model and cycle-exact with the
+schedule (the unit's stages in ``Timing.p_ready_latency``), within the contract of float64
+attention of ``c·tanh(s/c)``, under causal masks, windows, GQA and a paged decode batch; the
+same build with the cap off is the plain datapath, bit for bit."""
 
 import dataclasses
 
@@ -12,8 +13,9 @@ import pytest
 from attenio.base import config as C
 from attenio.model.golden import golden_output, quantized_inputs
 from attenio.verify.runner import simulate
+from tests.cocotb.variant_models import EVERY_UNIT, models
 
-HW = C.preset("tiny+softcap")
+HW = EVERY_UNIT
 
 CASES = [
     # logits of σ ≈ 6 against a cap of 2: most scores saturate toward ±c
@@ -24,14 +26,15 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("hw", models("tiny+softcap"))
 @pytest.mark.parametrize("wl, c, sigma", CASES)
-def test_capped_attention_bit_exact_and_cycle_exact(wl, c, sigma):
-    inp = quantized_inputs(HW, wl, seed=5, sigma=sigma, softcap=c)
-    r = simulate(HW, wl, inputs=inp, log=lambda *a: None)
+def test_capped_attention_bit_exact_and_cycle_exact(hw, wl, c, sigma):
+    inp = quantized_inputs(hw, wl, seed=5, sigma=sigma, softcap=c)
+    r = simulate(hw, wl, inputs=inp, log=lambda *a: None)
     assert r.failures() == [], r.failures()
     assert r.cycles == r.predicted_cycles
     assert r.errors["max_rel"] <= 1e-3                   # against float64 c·tanh attention
-    plain = golden_output(HW, wl, dataclasses.replace(inp, softcap=None))
+    plain = golden_output(hw, wl, dataclasses.replace(inp, softcap=None))
     assert np.abs(plain - r.out).max() > 0               # the cap changed the output
 
 
