@@ -21,6 +21,7 @@ from attenio.hw.ctrl.pagewalk import (
     first_factor_beat,
     group_mask,
     page_start,
+    page_start_data,
     page_walk,
     table_words,
 )
@@ -238,27 +239,29 @@ class LoadEngine(wiring.Component):
         steps1 = Signal.like(u.steps)
         m.d.sync += steps1.eq((keys_h + kps_h - 1) >> kps_log2_of(kps_h, kps_max))
         t_words = table_words(cfg, m, u, kv_head)
+        # The instruction's data registers follow the queue's head while the engine is idle,
+        # so the start only flips the control (its enable, the start's test after the head's
+        # fields, was the load block's worst path at both grades): what they hold when the
+        # head starts is the head's, and the engine reads none of them while idle.
+        with m.If(~lbusy):
+            m.d.sync += [lraw.eq(lhead.insn), l_rows.eq(Mux(l_is_q_head, qv.rows, nk1)),
+                         l_contig.eq(Mux(l_is_q_head, contig_q, contig_k)),
+                         l_stride.eq(Mux(l_is_q_head, qv.row_stride, kv_head.row_stride)),
+                         l_hbase.eq(qv.addr), l_kbase.eq(kv_head.k_addr),
+                         l_vbase.eq(kv_head.v_addr), l_b.eq(kps_h), l_steps.eq(steps1)]
+            m.d.sync += [getattr(u, k).eq(v) for k, v in blocks.items()]
+            page_start_data(cfg, m, u, lb, kv_head, k_beats, t_words, l_is_q_head, qv.addr,
+                            q_beats)
         with m.If(l_start):
-            m.d.sync += [lraw.eq(lhead.insn), lbusy.eq(1), l_trow.eq(0), l_unit_first.eq(1),
-                         lb.off.eq(0), l_h.eq(0), l_ks.eq(0), l_vs.eq(0), l_on_v.eq(0)]
+            m.d.sync += [lbusy.eq(1), l_trow.eq(0), l_unit_first.eq(1),
+                         lb.off.eq(0), l_h.eq(0), l_ks.eq(0), l_vs.eq(0), l_on_v.eq(0),
+                         l_is_kv.eq(~l_is_q_head)]
             set_counts(m, u, counts_after(0, 0, steps1))
-            with m.If(l_is_q_head):
-                m.d.sync += [l_is_kv.eq(0), l_hbase.eq(qv.addr), lb.base.eq(qv.addr),
-                             l_rows.eq(qv.rows), l_contig.eq(contig_q),
-                             l_stride.eq(qv.row_stride), lb.beats.eq(q_beats)]
-            with m.Else():
-                kaddr = kv_head.k_addr
-                stride = kv_head.row_stride
-                contig = contig_k
+            with m.If(~l_is_q_head):
                 # (a paged first block's factor word: one more beat, added the cycle after,
                 # off the start path; its page's entry comes a DRAM round trip later)
-                m.d.sync += [u.k_fw.eq(pf_head), u.k_fw_add.eq(pf_head), l_is_kv.eq(1),
-                             l_kbase.eq(kaddr), lb.base.eq(kaddr),
-                             l_vbase.eq(view(lhead.insn, Op.LOAD_KV).v_addr), l_b.eq(kps_h),
-                             l_steps.eq(steps1), l_rows.eq(nk1), l_contig.eq(contig),
-                             l_stride.eq(stride), lb.beats.eq(k_beats)]
-                m.d.sync += [getattr(u, k).eq(v) for k, v in blocks.items()]
-                page_start(cfg, m, u, lb, kv_head, k_beats, t_words)
+                m.d.sync += [u.k_fw.eq(pf_head), u.k_fw_add.eq(pf_head)]
+                page_start(m, u, kv_head)
         first_factor_beat(m, u)
         credit_next = Signal()     # the current unit may be requested in the next cycle
         m.d.comb += credit_next.eq(~l_is_kv | ~l_unit_first

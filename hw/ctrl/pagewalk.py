@@ -16,7 +16,8 @@ from attenio.hw.ctrl.bursts import BurstRegs
 from attenio.hw.ctrl.decode import kps_log2_of
 from attenio.hw.ctrl.layouts import view
 
-__all__ = ["page_start", "page_walk", "group_mask", "first_factor_beat"]
+__all__ = ["page_start", "page_start_data", "page_walk", "group_mask", "first_factor_beat",
+           "table_words"]
 
 
 def table_words(cfg: HardwareConfig, m: Module, u, kv_head) -> Signal:
@@ -35,22 +36,31 @@ def table_words(cfg: HardwareConfig, m: Module, u, kv_head) -> Signal:
     return words2
 
 
-def page_start(cfg: HardwareConfig, m: Module, u, lb: BurstRegs, kv_head,
-               k_beats, t_words) -> None:
+def page_start(m: Module, u, kv_head) -> None:
     """A ``LOAD_KV`` starts: a paged one first requests table words 0 and 1 (from the
-    word holding ``table``), then waits for its first page (contract.rules.PageWalk);
-    ``t_words``: its table's words (:func:`table_words`)."""
+    word holding ``table``), then waits for its first page (contract.rules.PageWalk). The
+    walk's control, set at the start; its data, :func:`page_start_data`."""
+    paged = kv_head.paged
+    m.d.sync += [u.t_req.eq(0), u.t_pre.eq(Mux(paged, 2, 0)), u.need_entry.eq(paged),
+                 u.e_word.eq(0), u.slot_ok[0].eq(0), u.slot_ok[1].eq(0)]
+
+
+def page_start_data(cfg: HardwareConfig, m: Module, u, lb: BurstRegs, kv_head, k_beats,
+                    t_words, is_q, q_addr, q_beats) -> None:
+    """The first transfer of the instruction at the queue's head, loaded while the engine is
+    idle (hw.ctrl.load): a Q tile's rows (``is_q``: ``q_addr``, ``q_beats``), a paged
+    ``LOAD_KV``'s first table word, or its first K block; the table's address, its first
+    entry's index and words (``t_words``, :func:`table_words`), and the first block's beats
+    (``k_beats``)."""
     lab = log2(cfg.axi_data_bytes)
     paged = kv_head.paged
     tbase = Signal(ADDR_BITS)
     m.d.comb += tbase.eq(kv_head.table & ~((1 << lab) - 1))
     e0 = kv_head.table[2:lab] if lab > 2 else 0
-    m.d.sync += [u.t_req.eq(0), u.t_addr.eq(tbase), u.t_pre.eq(Mux(paged, 2, 0)),
-                 u.need_entry.eq(paged), u.e_idx.eq(e0), u.e_word.eq(0),
-                 u.slot_ok[0].eq(0), u.slot_ok[1].eq(0), u.k_beats.eq(k_beats),
-                 u.t_words.eq(t_words)]
-    with m.If(paged):
-        m.d.sync += [lb.base.eq(tbase), lb.beats.eq(1)]
+    m.d.sync += [u.t_addr.eq(tbase), u.e_idx.eq(e0), u.k_beats.eq(k_beats),
+                 u.t_words.eq(t_words),
+                 lb.base.eq(Mux(is_q, q_addr, Mux(paged, tbase, kv_head.k_addr))),
+                 lb.beats.eq(Mux(is_q, q_beats, Mux(paged, 1, k_beats)))]
 
 
 def page_walk(cfg: HardwareConfig, m: Module, u, lb: BurstRegs, fail, stop):
