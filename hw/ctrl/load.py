@@ -174,14 +174,12 @@ class LoadEngine(wiring.Component):
         l_is_kv, l_rows, l_trow, l_unit_first = u.is_kv, u.rows, u.trow, u.unit_first
         l_wd, l_contig, l_stride, l_h, l_hbase = u.wd, u.contig, u.stride, u.h, u.hbase
         l_b, l_steps, l_ks, l_vs, l_on_v = u.b, u.steps, u.ks, u.vs, u.on_v
-        l_kbase, l_vbase, l_wk, l_vstride = u.kbase, u.vbase, u.wk, u.vstride
+        l_kbase, l_vbase, l_wk = u.kbase, u.vbase, u.wk
         kvr = view(lraw, Op.LOAD_KV)
         m.d.comb += [l_wd.eq(words_of(kvr.d)),
                      u.dv.eq(Mux(kvr.dv == 0, kvr.d, kvr.dv)), u.wv.eq(words_of(u.dv)),
                      l_wk.eq(l_wd + (kvr.key_scales & ~kvr.paged))]
-        # V's stride a register (off the fields → head dims → words → product path): it is
-        # read once a V block is the unit, at least three cycles after the instruction starts
-        m.d.sync += l_vstride.eq(l_stride - ((l_wk - u.wv) << lab))
+        # (V's stride, K's less the words a V row lacks, comes from the head: _prepared_blocks)
 
         lhead = self.queue.head.payload
         lop = view(lhead.insn).opcode
@@ -424,7 +422,8 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is
 def _prepared_blocks(m: Module, kv, wk, wv, lab: int, kps_max: int) -> dict:
     """A ``LOAD_KV`` head's block sizes, registered in the two stages of
     ``hw.ctrl.dispatch.prepared_head`` (so no product lies on the look-ahead's paths: the
-    load block's worst paths at both grades in session 10): a K and a V block's bytes
+    load block's worst paths at both grades in session 10): V's row stride (K's less the
+    words a V row lacks: the key factor's word, d − dv's), a K and a V block's bytes
     (``keys_per_step``, a power of two, times the rows' strides), the last block's rows
     (``keys − (steps − 1)·keys_per_step``) and the beats of a whole and of the last block of
     contiguous K (``wk`` words a row) and V (``wv``) rows. Returns ``_LoadRegs`` attribute →
@@ -437,9 +436,10 @@ def _prepared_blocks(m: Module, kv, wk, wv, lab: int, kps_max: int) -> dict:
                  lr1.eq(((kv.keys - 1) & (kps - 1)) + 1), stride1.eq(kv.row_stride),
                  vstride1.eq(kv.row_stride - ((wk - wv) << lab))]
     out = {k: Signal(shape, name=f"ld_prep_{k}") for k, shape in (
-        ("kstep", 32), ("vstep", 32), ("last_rows", lr1.shape()), ("kfull", 24),
-        ("klast", 24), ("vfull", 24), ("vlast", 24))}
-    m.d.sync += [out["kstep"].eq(stride1 << kl1), out["vstep"].eq(vstride1 << kl1),
+        ("vstride", 32), ("kstep", 32), ("vstep", 32), ("last_rows", lr1.shape()),
+        ("kfull", 24), ("klast", 24), ("vfull", 24), ("vlast", 24))}
+    m.d.sync += [out["vstride"].eq(vstride1),
+                 out["kstep"].eq(stride1 << kl1), out["vstep"].eq(vstride1 << kl1),
                  out["last_rows"].eq(lr1), out["kfull"].eq(wk1 << kl1),
                  out["klast"].eq(lr1 * wk1), out["vfull"].eq(wv1 << kl1),
                  out["vlast"].eq(lr1 * wv1)]
