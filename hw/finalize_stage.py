@@ -113,10 +113,13 @@ class FinalizeStage(wiring.Component):
             with m.Else():
                 m.d.comb += fw_n.eq(fw + 1)
         m.d.sync += [fw.eq(fw_n), frow.eq(frow_n)]
-        m.d.comb += [
-            self.o_addr.eq((frow >> lp) * wmax + Mux(f_raw, 0, fw)),
-            self.o_addr_next.eq((frow_n >> lp) * wmax + Mux(fw_n == self.words, 0, fw_n)),
-        ]
+        def o_address(row, word, raw):
+            """A row's word in the banks (row ρ in bank ρ mod p); its statistics word
+            (``raw``, after its O words) reads the row's first O word."""
+            return (row >> lp) * wmax + Mux(raw, 0, word)
+
+        m.d.comb += [self.o_addr.eq(o_address(frow, fw, f_raw)),
+                     self.o_addr_next.eq(o_address(frow_n, fw_n, fw_n == self.words))]
         with m.If(self.issue):
             m.d.sync += self.fin_busy.eq(self.fin_busy + 1)
             with m.If((fw == fwords - 1) & (frow == c.rows - 1)):
