@@ -248,8 +248,9 @@ class LoadEngine(wiring.Component):
                          l_hbase.eq(qv.addr), l_kbase.eq(kv_head.k_addr),
                          l_vbase.eq(kv_head.v_addr), l_b.eq(kps_h), l_steps.eq(steps1)]
             m.d.sync += [getattr(u, k).eq(v) for k, v in blocks.items()]
-            page_start_data(cfg, m, u, lb, kv_head, k_beats, t_words, l_is_q_head, qv.addr,
-                            q_beats)
+            kv_base, kv_beats = page_start_data(cfg, m, u, kv_head, k_beats, t_words)
+            m.d.sync += [lb.base.eq(Mux(l_is_q_head, qv.addr, kv_base)),
+                         lb.beats.eq(Mux(l_is_q_head, q_beats, kv_beats))]
         with m.If(l_start):
             m.d.sync += [lbusy.eq(1), l_trow.eq(0), l_unit_first.eq(1),
                          lb.off.eq(0), l_h.eq(0), l_ks.eq(0), l_vs.eq(0), l_on_v.eq(0),

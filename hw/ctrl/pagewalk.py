@@ -45,22 +45,19 @@ def page_start(m: Module, u, kv_head) -> None:
                  u.e_word.eq(0), u.slot_ok[0].eq(0), u.slot_ok[1].eq(0)]
 
 
-def page_start_data(cfg: HardwareConfig, m: Module, u, lb: BurstRegs, kv_head, k_beats,
-                    t_words, is_q, q_addr, q_beats) -> None:
-    """The first transfer of the instruction at the queue's head, loaded while the engine is
-    idle (hw.ctrl.load): a Q tile's rows (``is_q``: ``q_addr``, ``q_beats``), a paged
-    ``LOAD_KV``'s first table word, or its first K block; the table's address, its first
-    entry's index and words (``t_words``, :func:`table_words`), and the first block's beats
-    (``k_beats``)."""
+def page_start_data(cfg: HardwareConfig, m: Module, u, kv_head, k_beats, t_words):
+    """The data of the ``LOAD_KV`` at the queue's head, loaded while the engine is idle
+    (hw.ctrl.load): the table's address, its first entry's index and words (``t_words``,
+    :func:`table_words`) and the first block's beats (``k_beats``). Returns its first
+    transfer's (base, beats): a paged one's first table word, else its first K block."""
     lab = log2(cfg.axi_data_bytes)
     paged = kv_head.paged
     tbase = Signal(ADDR_BITS)
     m.d.comb += tbase.eq(kv_head.table & ~((1 << lab) - 1))
     e0 = kv_head.table[2:lab] if lab > 2 else 0
     m.d.sync += [u.t_addr.eq(tbase), u.e_idx.eq(e0), u.k_beats.eq(k_beats),
-                 u.t_words.eq(t_words),
-                 lb.base.eq(Mux(is_q, q_addr, Mux(paged, tbase, kv_head.k_addr))),
-                 lb.beats.eq(Mux(is_q, q_beats, Mux(paged, 1, k_beats)))]
+                 u.t_words.eq(t_words)]
+    return Mux(paged, tbase, kv_head.k_addr), Mux(paged, 1, k_beats)
 
 
 def page_walk(cfg: HardwareConfig, m: Module, u, lb: BurstRegs, fail, stop):
