@@ -378,8 +378,11 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is
     # instruction with it; and the next block's counts. Registers of registers of the state,
     # which holds for the two cycles before a request (lb.ready), so they are the state's.
     d_unit, d_instr = Signal(name="ld_d_unit"), Signal(name="ld_d_instr")
+    d_block = Signal(name="ld_d_block")      # ... and the next K/V block follows it
     u_end = (u.contig | p_row_last) & ~is_t
-    m.d.sync += [d_unit.eq(u_end), d_instr.eq(u_end & Mux(u.is_kv, p_kv_last, p_q_last))]
+    end_kv = u_end & u.is_kv
+    m.d.sync += [d_unit.eq(u_end), d_instr.eq(u_end & Mux(u.is_kv, p_kv_last, p_q_last)),
+                 d_block.eq(end_kv & ~p_kv_last)]
     n_counts = [Signal.like(x, name=f"ld_next_{x.name}") for x in u.counts()]
     m.d.sync += [r.eq(v) for r, v in zip(n_counts, counts_after(p_nks, p_nvs, u.steps),
                                          strict=True)]
@@ -401,22 +404,25 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is
             with m.Elif(~u.is_kv):                # next head
                 m.d.sync += [u.h.eq(u.h + 1), u.hbase.eq(p_hbase), lb.base.eq(p_hbase),
                              u.trow.eq(0), u.unit_first.eq(1)]
-            with m.Else():                       # next K/V block
-                set_counts(m, u, n_counts)
-                m.d.sync += [u.ks.eq(p_nks), u.vs.eq(p_nvs), u.on_v.eq(p_next_v),
-                             u.kbase.eq(p_kbase2), u.vbase.eq(p_vbase),
-                             lb.base.eq(p_base), u.rows.eq(p_rows),
-                             lb.beats.eq(p_beats), u.trow.eq(0), u.unit_first.eq(1)]
-                with m.If(~p_next_v):
-                    m.d.sync += u.k_fw.eq(p_fw)
-                with m.Else():
-                    m.d.sync += u.v_fw.eq(p_fw)
-                # a K block that starts a page: its table word first (the first page
-                # of a word), then its entry (_page_walk)
-                with m.If(p_page):
-                    m.d.sync += [u.need_entry.eq(1), u.t_pre.eq(u.e_idx == 0),
-                                 lb.base.eq(u.t_addr), lb.beats.eq(1),
-                                 u.k_beats.eq(p_beats)]
+    # the next K/V block (the chain's remaining case: a K/V unit's last burst, not the
+    # instruction's), from one register made a stage ahead (d_block: its enables were a chain
+    # of the handshake's conditions, the load block's speed-6 path)
+    with m.If(ar & lb.last & d_block):
+        set_counts(m, u, n_counts)
+        m.d.sync += [u.ks.eq(p_nks), u.vs.eq(p_nvs), u.on_v.eq(p_next_v),
+                     u.kbase.eq(p_kbase2), u.vbase.eq(p_vbase),
+                     lb.base.eq(p_base), u.rows.eq(p_rows),
+                     lb.beats.eq(p_beats), u.trow.eq(0), u.unit_first.eq(1)]
+        with m.If(~p_next_v):
+            m.d.sync += u.k_fw.eq(p_fw)
+        with m.Else():
+            m.d.sync += u.v_fw.eq(p_fw)
+        # a K block that starts a page: its table word first (the first page
+        # of a word), then its entry (_page_walk)
+        with m.If(p_page):
+            m.d.sync += [u.need_entry.eq(1), u.t_pre.eq(u.e_idx == 0),
+                         lb.base.eq(u.t_addr), lb.beats.eq(1),
+                         u.k_beats.eq(p_beats)]
     return instr_done
 
 
@@ -514,14 +520,18 @@ def _tag(cfg: HardwareConfig, m: Module, u: _LoadRegs, instr_done, is_t, lb_off)
                                                                          "qwd1"))
     q = cfg.macs_per_line
     k_mask, v_mask = Signal(q, name="ld_tag_kmask"), Signal(q, name="ld_tag_vmask")
-    v_lanes_r = Signal(8, name="ld_tag_vlanes")
+    k_lanes_r, v_lanes_r = Signal(8, name="ld_tag_klanes"), Signal(8, name="ld_tag_vlanes")
     k_lanes = view(lraw, Op.LOAD_KV).d - ((l_wd - 1) << lq)
     v_lanes = u.dv - ((u.wv - 1) << lq)
-    m.d.sync += [v_lanes_r.eq(v_lanes), k_wd1.eq(l_wk - 1), k_dl.eq(l_wk - 1 - ksc),
-                 v_wd1.eq(u.wv - 1),
+    # the masks a stage after their lane counts (the instruction register → the V mask was the
+    # load block's speed-8 path): the instruction register is loaded at the latest with the
+    # start, the counts a cycle later, the masks the next: ready for the first request, three
+    # cycles after the start
+    m.d.sync += [k_lanes_r.eq(k_lanes), v_lanes_r.eq(v_lanes), k_wd1.eq(l_wk - 1),
+                 k_dl.eq(l_wk - 1 - ksc), v_wd1.eq(u.wv - 1),
                  q_wd1.eq(l_wd + q_side_words(cfg, view(lraw, Op.LOAD_Q)) - 1),
-                 *(k_mask[lane].eq(lane < k_lanes) for lane in range(q)),
-                 *(v_mask[lane].eq(lane < v_lanes) for lane in range(q))]
+                 *(k_mask[lane].eq(lane < k_lanes_r) for lane in range(q)),
+                 *(v_mask[lane].eq(lane < v_lanes_r) for lane in range(q))]
     sc = Signal()
     m.d.comb += sc.eq(l_is_kv & ~l_on_v & ksc & ~is_t)
     m.d.comb += [
