@@ -33,11 +33,9 @@ demo: $(STAMP)
 	@$(RUN) $(VENV)/bin/attenio golden --preset fpga --n 1024 --d 64 --seed 1
 	@$(RUN) $(VENV)/bin/attenio simulate --preset tiny --n 256 --d 64 --seed 1
 
-# one pytest worker per core (pytest-xdist): the RTL runs are single-threaded simulations;
-# an RTL test file's tests on one worker (tests/cocotb/conftest.py: no worker waits for a
-# model the other is building)
+# one pytest worker per core (pytest-xdist): the RTL runs are single-threaded simulations
 test: $(STAMP) tools
-	@$(RUN) $(PY) -m pytest -q -n auto --dist loadgroup
+	@$(RUN) $(PY) -m pytest -q -n auto
 
 lint: $(STAMP)
 	@$(VENV)/bin/ruff check .
