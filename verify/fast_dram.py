@@ -129,10 +129,14 @@ def plain_loop(bdir: Path) -> Path:
 
 def dram_inputs(case: dict) -> dict[str, int]:
     """The fast DRAM's set-up inputs (``fd_*`` ports) for a run's case (verify/bench.py's case
-    JSON): its timing, the image's size and the region writes may touch."""
+    JSON): its timing, the image's size, the region writes may touch, and its stalls (each
+    ready or offer dropped with probability ``p_stall``: the threshold ``p_stall · 2^32`` of a
+    xorshift32 sequence seeded by ``seed``)."""
     return {"latency": case["latency"], "rate": max(1, min(case["rate"], case["axi_bytes"])),
             "mem_bytes": case["mem_size"], "allowed_lo": case["o_addr"],
-            "allowed_hi": case["o_addr"] + case["o_region"]}
+            "allowed_hi": case["o_addr"] + case["o_region"],
+            "stall": min(int(case.get("p_stall", 0.0) * 2**32), 2**32 - 1),
+            "seed": case.get("seed", 0) & 0xFFFFFFFF}
 
 
 def plain_setup(case: dict, regs: dict) -> str:

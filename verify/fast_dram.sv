@@ -3,14 +3,20 @@
 // registers, starts the run and waits for the interrupt (verify/fast_dram.py generates this file
 // from the template, verify/bench.py drives it).
 //
-// The DRAM keeps verify/dram.py's rules exactly, without stalls or injected errors (those runs
-// stay on the Python model): a read request handshaken in cycle t starts its data in cycle
+// The DRAM keeps verify/dram.py's rules exactly, without injected errors (those runs stay on
+// the Python model): a read request handshaken in cycle t starts its data in cycle
 // s = max(t + latency, channel free); beat k is valid from s + ceil((k+1)*AB/rate) - 1; the
 // channel is free after the last beat. A write burst starts with its first offered beat (or
 // when the channel frees), beat k is taken from s + ceil((k+1)*AB/rate) - 1, its response is
 // valid `latency` cycles after the last beat. The data and instruction ports have their own
 // read channels. Each clock edge first samples the cycle that ends (handshakes, data written),
 // then drives the next one, as the Python model samples and drives within a cycle.
+//
+// Stalls as dram.py's p_stall: with fd_stall = p·2^32 each AR and AW ready, each R beat's
+// offer, each W ready and each B response's offer is dropped for a cycle with probability p,
+// drawn from a xorshift32 sequence seeded by fd_seed (its own sequence, not Python's: a stalled
+// run's cycles differ between the two DRAMs, its results do not). fd_stall = 0: no stalls, and
+// the timing above exactly.
 //
 // The checkers are verify/axi_monitor.py's rules: valid-held, payload-stable, burst-4k,
 // burst-size, burst-type, wlast and write-open (on the register port the handshake rules);
@@ -31,6 +37,8 @@ module attenio_fast (
   input [63:0] fd_mem_bytes,        // the image's size: beyond it reads are 0 and DECERR
   input [63:0] fd_allowed_lo,       // bytes written (strobes set) outside [lo, hi) are stray
   input [63:0] fd_allowed_hi,
+  input [31:0] fd_stall,            // a ready or an offer dropped with probability fd_stall/2^32
+  input [31:0] fd_seed,             // the stalls' sequence (taken again whenever it changes)
   input fd_dump,                    // high for a cycle: write words [dump_lo, dump_hi] out
   input [63:0] fd_dump_lo,
   input [63:0] fd_dump_hi,
@@ -108,9 +116,20 @@ module attenio_fast (
   assign arv[1] = m_axi_insn_arvalid;  assign ara[1] = m_axi_insn_araddr;
   assign arl[1] = m_axi_insn_arlen;
   assign rrd[0] = m_axi_rready;  assign rrd[1] = m_axi_insn_rready;
-  assign m_axi_arready = 1'b1;
-  assign m_axi_insn_arready = 1'b1;
-  assign m_axi_awready = 1'b1;
+  logic   arready_q [2];
+  logic   awready_q;
+  assign m_axi_arready = arready_q[0];
+  assign m_axi_insn_arready = arready_q[1];
+  assign m_axi_awready = awready_q;
+
+  // the stalls' random sequence: xorshift32, (re)seeded when fd_seed changes
+  logic [31:0] rng, seed_q;
+  function automatic logic [31:0] xs32(input logic [31:0] x);
+    logic [31:0] y;
+    y = x ^ (x << 13);
+    y = y ^ (y >> 17);
+    return y ^ (y << 5);
+  endfunction
 
   longint p_t [2][PD];
   longint p_a [2][PD];
@@ -150,17 +169,21 @@ module attenio_fast (
   always @(posedge clk) begin
     longint kn, a, st;
     int h, c;
+    logic go, r_st, w_st, b_st;
+    if (fd_seed != seed_q) begin
+      rng = (fd_seed == 0) ? 32'h1 : fd_seed; seed_q = fd_seed;
+    end
     if (rst) begin
       for (c = 0; c < 2; c++) begin
         p_head[c] = 0; p_cnt[c] = 0; cur_v[c] = 0; free_at[c] = 0;
-        driving[c] = 0; held[c] = 0; rv_q[c] <= 0;
+        driving[c] = 0; held[c] = 0; rv_q[c] <= 0; arready_q[c] <= 1;
       end
       aw_head = 0; aw_cnt = 0; b_head = 0; b_cnt = 0; b_driving = 0; b_held = 0;
-      w_started = 0; w_free = 0; wready_q <= 0; bvalid_q <= 0;
+      w_started = 0; w_free = 0; wready_q <= 0; bvalid_q <= 0; awready_q <= 1;
     end else begin
       // ---- sample cycle k
       for (c = 0; c < 2; c++) begin
-        if (arv[c]) begin
+        if (arv[c] && arready_q[c]) begin
           if (p_cnt[c] == PD || ara[c][LOG_AB-1:0] != 0) fd_unsupported <= fd_unsupported + 1;
           else begin
             h = (p_head[c] + p_cnt[c]) % PD;
@@ -177,7 +200,7 @@ module attenio_fast (
           end else cur_next[c] = lmax(k + 1, cur_s[c] + off(cur_i[c]));
         end
       end
-      if (m_axi_awvalid) begin
+      if (m_axi_awvalid && awready_q) begin
         if (aw_cnt == PD || m_axi_awaddr[LOG_AB-1:0] != 0)
           fd_unsupported <= fd_unsupported + 1;
         else begin
@@ -218,6 +241,8 @@ module attenio_fast (
       // ---- drive cycle k + 1
       kn = k + 1;
       for (c = 0; c < 2; c++) begin
+        rng = xs32(rng); arready_q[c] <= !(rng < fd_stall);
+        rng = xs32(rng); r_st = rng < fd_stall;
         if (!cur_v[c] && p_cnt[c] > 0
             && lmax(p_t[c][p_head[c]] + fd_latency, free_at[c]) <= kn) begin
           st = lmax(p_t[c][p_head[c]] + fd_latency, free_at[c]);
@@ -227,7 +252,7 @@ module attenio_fast (
         end
         if (driving[c] && held[c]) begin
           // a beat offered and not taken stays, unchanged (A3.2.1)
-        end else if (cur_v[c] && cur_next[c] <= kn) begin
+        end else if (cur_v[c] && cur_next[c] <= kn && !r_st) begin
           a = cur_a[c] + cur_i[c] * AB;
           if (a + AB > fd_mem_bytes) begin
             rd_q[c] <= '0; rr_q[c] <= 2'd3;
@@ -240,13 +265,17 @@ module attenio_fast (
           rv_q[c] <= 0; driving[c] = 0;
         end
       end
+      rng = xs32(rng); awready_q <= !(rng < fd_stall);
+      rng = xs32(rng); w_st = rng < fd_stall;
+      rng = xs32(rng); b_st = rng < fd_stall;
       if (aw_cnt > 0) begin
         st = w_started ? w_start : lmax(kn, w_free);
-        wready_q <= kn >= st + off(aw_i[aw_head]);
+        go = kn >= st + off(aw_i[aw_head]);
+        wready_q <= go && !w_st;
       end else wready_q <= 0;
       if (b_driving && b_held) begin
         // a response offered and not taken stays
-      end else if (b_cnt > 0 && b_t[b_head] <= kn) begin
+      end else if (b_cnt > 0 && b_t[b_head] <= kn && !b_st) begin
         bvalid_q <= 1; bresp_q <= b_r[b_head]; b_driving = 1;
       end else if (b_driving) begin
         bvalid_q <= 0; b_driving = 0;
@@ -262,6 +291,7 @@ module attenio_fast (
       rv_q[c] = 0; rl_q[c] = 0; rd_q[c] = '0; rr_q[c] = 0;
     end
     wready_q = 0; bvalid_q = 0; bresp_q = 0;
+    arready_q[0] = 1; arready_q[1] = 1; awready_q = 1; rng = 32'h1; seed_q = 0;
   end
 
   // ---------------------------------------------------------------- protocol checkers

@@ -3,7 +3,7 @@
 //
 //   plain_loop SETUP_FILE +attenio_mem=IMAGE.hex +attenio_out=O.hex
 //
-// SETUP_FILE lines: "fd NAME VALUE" (latency, rate, mem_bytes, allowed_lo, allowed_hi),
+// SETUP_FILE lines: "fd NAME VALUE" (latency, rate, mem_bytes, allowed_lo, allowed_hi, stall, seed),
 // "reg OFFSET VALUE" (AXI4-Lite register writes, in order, the last one starting the run),
 // "max CYCLES". Prints "cycles N seconds S" once the interrupt rises (or the limit passes).
 #include <chrono>
@@ -87,6 +87,8 @@ int main(int argc, char** argv) {
             else if (name == "mem_bytes") top->fd_mem_bytes = v;
             else if (name == "allowed_lo") top->fd_allowed_lo = v;
             else if (name == "allowed_hi") top->fd_allowed_hi = v;
+            else if (name == "stall") top->fd_stall = v;
+            else if (name == "seed") top->fd_seed = v;
         } else if (kind == "max") {
             in >> limit;
         } else if (kind == "reg") {

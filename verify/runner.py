@@ -309,7 +309,7 @@ DRAMS = ("auto", "hdl", "python")
 
 def fast_path(dram: str, **python_only: bool) -> bool:
     """Whether a run takes the fast path (the DRAM in SystemVerilog): ``dram`` is ``"hdl"``,
-    or ``"auto"`` and none of the ``python_only`` features (stalls, injected errors, resets,
+    or ``"auto"`` and none of the ``python_only`` features (injected errors, resets,
     aborts, traces: only the Python DRAM has them) is on. A ``"hdl"`` run that needs one is
     refused."""
     if dram not in DRAMS:
@@ -317,7 +317,7 @@ def fast_path(dram: str, **python_only: bool) -> bool:
     needs = [name for name, on in python_only.items() if on]
     if dram == "hdl" and needs:
         raise bad("dram", dram, f"{', '.join(needs)} need(s) dram='python' (the fast path "
-                  "has no stalls, faults, resets or traces)")
+                  "has no faults, resets or traces)")
     return dram == "hdl" or (dram == "auto" and not needs)
 
 
@@ -397,11 +397,13 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     in the same simulation (``SimResult.rerun``, with ``rerun["bit_exact"]``): recovery.
 
     ``dram``: ``"hdl"`` runs the fast path (the DRAM and the AXI4 checkers in SystemVerilog,
-    verify/fast_dram.sv: no Python work per cycle), ``"python"`` the cocotb model (stalls,
-    injected errors, resets, aborts, traces), ``"auto"`` the fast path whenever the run needs
-    none of those; both keep the same timing rules. ``workdir``: keep the run's files there
-    (scripts/bench_sim.py reruns the same image in a plain C++ loop)."""
-    fast = fast_path(dram, p_stall=p_stall > 0, errors=bool(errors), rerun=rerun,
+    verify/fast_dram.sv: no Python work per cycle), ``"python"`` the cocotb model (injected
+    errors, resets, aborts, traces), ``"auto"`` the fast path whenever the run needs none of
+    those; both keep the same timing rules, and both stall with ``p_stall`` (each from its
+    own random sequence, so a stalled run's cycles differ between them, its results do not).
+    ``workdir``: keep the run's files there (scripts/bench_sim.py reruns the same image in a
+    plain C++ loop)."""
+    fast = fast_path(dram, errors=bool(errors), rerun=rerun,
                      reset_at=reset_at is not None, abort_at=abort_at is not None,
                      start_twice=start_twice, trace=trace)
     prep = prepare(hw, wl, dist=dist, seed=seed, inputs=inputs, q_rows=q_rows, k_block=k_block,

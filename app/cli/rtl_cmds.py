@@ -75,8 +75,8 @@ def verilog_cmd(preset, config_file, output, sv):
 @click.option("--dram", type=click.Choice(["auto", "hdl", "python"]), default="auto",
               show_default=True,
               help="The DRAM behind the AXI ports: in SystemVerilog (the fast path, no Python "
-                   "work per cycle), the cocotb model (stalls, faults), or auto: the fast path "
-                   "unless --stall.")
+                   "work per cycle), the cocotb model (faults, resets, traces), or auto: the "
+                   "fast path. Both stall with --stall.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
 @click.option("--q-scales", "q_scales", type=click.Choice(["tensor", "row"]), default="tensor",
               show_default=True, help="Q quantized with one scale, or one per row (each row "
@@ -114,7 +114,7 @@ def simulate_cmd(preset, config_file, n, d, d_v, v_in_k, nk, heads, kv_heads, ba
     check_softcap(hw, softcap)
     if not 0.0 <= stall < 1.0:
         raise ConfigError(f"stall={stall} is invalid: a probability in [0, 1)")
-    fast_path(dram, p_stall=stall > 0)          # --dram hdl with --stall: refused here
+    fast_path(dram)                             # an unknown --dram: refused here
     if k_block is not None and k_block < 1:
         raise ConfigError(f"k_block={k_block} is invalid: a positive number of keys")
     wl = _workload(hw, n=n, d=d, d_v=d_v, v_in_k=v_in_k, nk=nk, heads=heads, kv_heads=kv_heads,

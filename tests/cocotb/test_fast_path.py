@@ -51,12 +51,32 @@ def test_auto_takes_the_fast_path_only_when_it_can():
     wl = C.Workload.from_options(TINY, n=16, d=8)
     r = simulate(TINY, wl, seed=1, log=lambda *a: None)
     assert r.failures() == [] and r.extra["dram_unsupported"] == 0   # only the fast path has it
-    r = simulate(TINY, wl, seed=1, p_stall=0.2, log=lambda *a: None)
-    assert r.failures() == [] and "dram_unsupported" not in r.extra
-    with pytest.raises(ConfigError, match="dram.*p_stall"):
-        simulate(TINY, wl, p_stall=0.2, dram="hdl")
+    r = simulate(TINY, wl, seed=1, abort_at=40, log=lambda *a: None)
+    assert "dram_unsupported" not in r.extra                      # an abort: the Python DRAM
+    with pytest.raises(ConfigError, match="dram.*abort_at"):
+        simulate(TINY, wl, abort_at=40, dram="hdl")
     with pytest.raises(ConfigError, match="dram"):
         simulate(TINY, wl, dram="fast")
+
+
+@pytest.mark.parametrize("p", [0.3, 0.9])
+def test_both_drams_stall_and_agree_on_the_results(p):
+    """Stalls on the fast path as on the Python DRAM (each ready and offer dropped with
+    probability p, each DRAM with its own random sequence): the same output and bytes, no
+    protocol violation, more cycles than the unstalled run, which the model predicts."""
+    wl = C.Workload.from_options(TINY, n=31, nk=45, d=16, heads=2, kv_heads=1, causal=True)
+    plain = simulate(TINY, wl, seed=4, dram="hdl", log=lambda *a: None)
+    hd = simulate(TINY, wl, seed=4, dram="hdl", p_stall=p, log=lambda *a: None)
+    py = simulate(TINY, wl, seed=4, dram="python", p_stall=p, log=lambda *a: None)
+    assert plain.failures() == [] and hd.failures() == [] and py.failures() == []
+    assert np.array_equal(hd.out, plain.out) and np.array_equal(py.out, plain.out)
+    for key in ("dram_bytes_read", "dram_insn_bytes", "dram_bytes_written"):
+        assert hd.extra[key] == plain.extra[key] == py.extra[key], key
+    assert plain.cycles == plain.predicted_cycles
+    assert hd.cycles > plain.cycles and py.cycles > plain.cycles
+    # every channel stalled: each port's handshakes are the same count, reached later
+    assert [p["handshakes"] for p in hd.extra["axi"]] == \
+        [p["handshakes"] for p in plain.extra["axi"]]
 
 
 # A master that breaks one rule after another (cycle t after reset): AR across 4 KB (t 10),
