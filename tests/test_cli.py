@@ -122,8 +122,6 @@ def test_simulate_and_verilog_bad_input_is_one_line(tmp_path):
     cases = [
         (["simulate", "--preset", "tiny", "--n", "7", "--d", "100"], "head_dim=100 is invalid"),
         (["simulate", "--n", "7", "--d", "8", "--stall", "1.5"], "stall=1.5 is invalid"),
-        (["simulate", "--n", "7", "--d", "8", "--stall", "0.1", "--dram", "hdl"],
-         "dram='hdl' is invalid: p_stall need(s) dram='python'"),
         (["verilog", "--preset", "asplos26", "-o", str(tmp_path / "a.v")],
          "axi_data_bits=1024 is invalid"),
     ]
