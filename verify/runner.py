@@ -396,13 +396,11 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     ``rerun``: after the run, run the generated program again on clean inputs with no faults
     in the same simulation (``SimResult.rerun``, with ``rerun["bit_exact"]``): recovery.
 
-    ``dram``: ``"hdl"`` runs the fast path (the DRAM and the AXI4 checkers in SystemVerilog,
-    verify/fast_dram.sv: no Python work per cycle), ``"python"`` the cocotb model (injected
-    errors, resets, aborts, traces), ``"auto"`` the fast path whenever the run needs none of
-    those; both keep the same timing rules, and both stall with ``p_stall`` (each from its
-    own random sequence, so a stalled run's cycles differ between them, its results do not).
-    ``workdir``: keep the run's files there (scripts/bench_sim.py reruns the same image in a
-    plain C++ loop)."""
+    ``dram``: ``"hdl"`` the fast path (DRAM and AXI4 checkers in SystemVerilog: fast_dram.sv),
+    ``"python"`` the cocotb model (injected errors, resets, aborts, traces), ``"auto"`` the
+    fast path unless the run needs one of those; both keep the same timing rules and both
+    stall with ``p_stall``, each from its own random sequence. ``workdir``: keep the run's
+    files there (scripts/bench_sim.py reruns the same image in a plain C++ loop)."""
     fast = fast_path(dram, errors=bool(errors), rerun=rerun,
                      reset_at=reset_at is not None, abort_at=abort_at is not None,
                      start_twice=start_twice, trace=trace)
