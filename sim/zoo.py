@@ -1,10 +1,15 @@
 """The model zoo's runs (``attenio model run``): each layer type of a model (model/zoo.py) as a
 workload under the caller's prefill or decode batch, with its variant, scheduled on a preset:
-cycles, PE utilization by MAC, DRAM bytes and time at the preset's clock."""
+cycles, PE utilization by MAC, DRAM bytes and time at the preset's clock; and, where a GPU
+kernel was measured on the same layer and batch (scripts/gpu/gpu_zoo.py), the GPU's time beside
+the accelerator's projections (sim/gpu.py's: scaled to the GPU's peak, and to its peak and
+bandwidth)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from attenio.base.config import HardwareConfig
 from attenio.base.errors import ConfigError
@@ -14,7 +19,14 @@ from attenio.model.zoo import LayerType, ZooModel
 from attenio.sim.plan import default_scale
 from attenio.sim.schedule import schedule
 
-__all__ = ["LayerRun", "layer_workload", "run_model"]
+__all__ = ["LayerRun", "layer_workload", "run_model", "gpu_zoo_data", "compare_gpu",
+           "GPU_ZOO_FILE"]
+
+# FlashInfer on the zoo's prefill layers (scripts/gpu/gpu_zoo.py; data/gpu/README.md)
+GPU_ZOO_FILE = "h100-flashinfer-zoo-2026-12-07.json"
+# dense BF16 tensor peak without sparsity and HBM bandwidth, from NVIDIA's H100 (SXM5) and
+# H200 datasheets: the projections scale the accelerator to the GPU that was measured
+GPU_LIMITS = {"H100": (989.4, 3.35), "H200": (989.4, 4.8)}
 
 
 @dataclass
@@ -72,10 +84,81 @@ def run_model(hw: HardwareConfig, model: ZooModel, phase: str, progress=None,
         if why:
             out.append(LayerRun(lt, wl, refused="; ".join(why)))
         else:
-            sch = schedule(hw, wl, "attenio", keep_spans=False,
-                           scale=default_scale(hw, wl, lt.softcap, sinks))
+            sch = _schedule(hw, wl, lt)
             out.append(LayerRun(lt, wl, sch.total_cycles, sch.pe_util_mac, sch.read_bytes,
                                 sch.write_bytes, sch.total_cycles / hw.clock_mhz))
         if progress is not None:
             progress((i + 1) / len(todo))
+    return out
+
+
+def _schedule(hw: HardwareConfig, wl, lt: LayerType):
+    sinks = [0.0] * lt.heads if lt.sinks else None      # their values move no cycle
+    return schedule(hw, wl, "attenio", keep_spans=False,
+                    scale=default_scale(hw, wl, lt.softcap, sinks))
+
+
+def gpu_zoo_data(path: str | None = None) -> dict:
+    """The zoo's GPU measurements: ``path``, or the bundled file (:data:`GPU_ZOO_FILE`)."""
+    from attenio.base.errors import bad
+    from attenio.sim.gpu import bundled_dir
+
+    p = Path(path) if path else bundled_dir() / GPU_ZOO_FILE
+    try:
+        data = json.loads(p.read_text())
+    except (OSError, ValueError) as e:
+        raise bad("gpu", str(p), f"a JSON file written by scripts/gpu/gpu_zoo.py ({e})") \
+            from None
+    if not isinstance(data, dict) or "measurements" not in data:
+        raise bad("gpu", str(p), "a JSON file written by scripts/gpu/gpu_zoo.py "
+                                 "(it has no 'measurements')")
+    return data
+
+
+def gpu_limits(data: dict) -> tuple[float, float, str]:
+    """(peak TFLOP/s, bandwidth TB/s, GPU name) of the measured GPU, from the datasheets."""
+    name = data.get("provenance", {}).get("gpu", "")
+    for key, lim in GPU_LIMITS.items():
+        if key in name:
+            return lim[0], lim[1], name
+    raise ConfigError(f"gpu is invalid: {name or 'an unnamed GPU'} has no datasheet limits "
+                      f"here (known: {', '.join(GPU_LIMITS)})")
+
+
+def compare_gpu(hw: HardwareConfig, model: ZooModel, runs: list[LayerRun],
+                data: dict) -> dict[str, dict]:
+    """For each layer run that the GPU file measured on the same workload (one causal
+    sequence of the same length, ``model/layer`` among the measurement's layers): the fastest
+    kernel's time beside the accelerator's, and the accelerator projected to the GPU's peak
+    (its cycles at the GPU's FLOP/s) and to its peak and bandwidth (scheduled again with the
+    GPU's DRAM bytes per FLOP): layer name -> row."""
+    from attenio.sim.gpu import projection
+
+    peak, bw, gpu_name = gpu_limits(data)
+    acc_peak, scale, hw_bw, bw_bpc = projection(hw, peak, bw)
+    out = {}
+    for r in runs:
+        wl = r.workload
+        if r.refused or not hasattr(wl, "seq_q") or wl.batch != 1 or wl.seq_q != wl.seq_k:
+            continue
+        tag = f"{model.key}/{r.layer.name}"
+        found = [m for m in data["measurements"] if m.get("status") == "ok"
+                 and tag in m.get("layers", ()) and m.get("n") == wl.seq_q]
+        if not found:
+            continue
+        best = min(found, key=lambda m: m["time_ms"])
+        gpu_s = best["time_ms"] * 1e-3
+        acc_s = r.cycles / (hw.clock_mhz * 1e6)
+        proj_s = acc_s * scale
+        proj_bw_s = _schedule(hw_bw, wl, r.layer).total_cycles / (hw.clock_mhz * 1e6) * scale
+        out[r.layer.name] = {
+            "gpu": gpu_name, "gpu_backend": best["backend"], "gpu_ms": best["time_ms"],
+            "gpu_tflops": best["flops"] / gpu_s / 1e12,
+            "gpu_pct_peak": 100 * best["flops"] / gpu_s / 1e12 / peak,
+            "gpu_candidates": {m["backend"]: m["time_ms"] for m in found},
+            "gpu_peak_tflops": peak, "gpu_bandwidth_tbs": bw,
+            "acc_peak_tflops": acc_peak, "acc_ms": acc_s * 1e3,
+            "proj_equal_peak_ms": proj_s * 1e3, "proj_equal_peak_speedup": gpu_s / proj_s,
+            "proj_bw_bytes_per_cycle": bw_bpc, "proj_equal_peak_bw_ms": proj_bw_s * 1e3,
+            "proj_equal_peak_bw_speedup": gpu_s / proj_bw_s}
     return out

@@ -88,18 +88,24 @@ def model_show(name, json_path):
               metavar="L,L,…|@FILE", help="Each decoding sequence's cached keys.")
 @click.option("--page-size", "page_size", type=int, default=0, show_default=True,
               help="Keys a page of a paged K/V cache (0: contiguous).")
+@click.option("--gpu", "gpu", default=None, metavar="FILE|none",
+              help="GPU measurements of the zoo's layers (scripts/gpu/gpu_zoo.py's JSON; "
+                   "default: the bundled FlashInfer run); 'none': no GPU comparison.")
 @json_option
 @csv_option
 @_friendly
 def model_run(name, preset, config_file, n, batch, seqlens, decode, cache_lens, page_size,
-              json_path, csv_path):
+              gpu, json_path, csv_path):
     """Schedule each attention layer type of model NAME on the preset under a prefill
     (--prefill N, --seqlens) or decode (--decode --cache-lens) batch: its count, workload,
     cycles, PE utilization by MAC, DRAM bytes and time at the preset's clock, and the model's
     attention time per forward pass (the sum over its layers). A layer type the RTL cannot run
-    yet is listed with the reason."""
+    yet is listed with the reason. Where the GPU file measured a kernel on the same layer and
+    batch (one prompt of a measured length), the fastest one's time is shown beside the
+    accelerator projected to the GPU's peak, and to its peak and bandwidth (as `attenio
+    compare`)."""
     from attenio.model.zoo import get, units_needed
-    from attenio.sim.zoo import run_model
+    from attenio.sim.zoo import compare_gpu, gpu_zoo_data, run_model
 
     m = get(name)
     if decode and cache_lens is None:
@@ -121,8 +127,10 @@ def model_run(name, preset, config_file, n, batch, seqlens, decode, cache_lens, 
     opts = ({"decode": True, "cache_lens": cache_lens} if decode
             else {"n": n, "batch": batch, "seqlens": seqlens})
     t0 = time.perf_counter()
+    data = None if gpu == "none" else gpu_zoo_data(gpu)
     with _Bar(f"scheduling {m.key}") as bar:
         runs = run_model(hw, m, phase, progress=bar, page_size=page_size, **opts)
+        versus = compare_gpu(hw, m, runs, data) if data else {}
     elapsed = time.perf_counter() - t0
     name_hw = config_file or preset
     shape = next((r.workload for r in runs if r.workload is not None), None)
@@ -147,15 +155,56 @@ def model_run(name, preset, config_file, n, batch, seqlens, decode, cache_lens, 
         click.echo(f"  attention per forward pass: {_time(total_us)}"
                    + (f" (without {', '.join(r.layer.name for r in refused)}: not run)"
                       if refused else "") + f"  [scheduled in {elapsed:.1f} s]")
+    if data:
+        _echo_gpu(data, versus, runs, phase)
+    layers = [{**r.to_dict(), **({"gpu": versus[r.layer.name]} if r.layer.name in versus
+                                 else {})} for r in runs]
     report = {"model": m.key, "title": m.title, "source": m.source, "phase": phase,
-              "hardware": hw.to_dict(), "layers": [r.to_dict() for r in runs],
+              "hardware": hw.to_dict(), "layers": layers,
               "attention_us_per_forward": total_us,
               "complete": not refused}
     if json_path:
         _write_json(json_path, report)
     if csv_path:
-        _write_csv(csv_path, [{k: v for k, v in r.to_dict().items() if k != "workload"}
-                              for r in runs])
+        _write_csv(csv_path, [{**{k: v for k, v in r.to_dict().items() if k != "workload"},
+                               **_gpu_columns(versus.get(r.layer.name))} for r in runs])
+
+
+_GPU_COLUMNS = ("gpu_backend", "gpu_ms", "gpu_pct_peak", "proj_equal_peak_ms",
+                "proj_equal_peak_speedup", "proj_equal_peak_bw_ms", "proj_equal_peak_bw_speedup")
+
+
+def _gpu_columns(row: dict | None) -> dict:
+    return {c: (row or {}).get(c, "") for c in _GPU_COLUMNS}
+
+
+def _echo_gpu(data: dict, versus: dict, runs: list, phase: str) -> None:
+    """The GPU block of ``model run``: a line a layer measured, or why there is none."""
+    prov = data.get("provenance", {})
+    if not versus:
+        ns = sorted({m["n"] for m in data["measurements"] if "n" in m})
+        click.echo(f"  GPU: none measured for this batch ({prov.get('gpu', 'the GPU')} was "
+                   f"measured on one {phase if phase == 'prefill' else 'prefill'} prompt of "
+                   f"{', '.join(map(str, ns))} tokens: --prefill N)")
+        return
+    g0 = next(iter(versus.values()))
+    click.echo(f"  GPU: {g0['gpu']}, FlashInfer {prov.get('flashinfer', '?')}, bf16, its "
+               f"fastest kernel for the layer")
+    click.echo(f"  acc.: this run scaled to the GPU's {g0['gpu_peak_tflops']:g} TFLOP/s (at "
+               f"peak), and to those and its {g0['gpu_bandwidth_tbs']:g} TB/s (+ bandwidth)")
+    click.echo(f"  {'layer':<12} {'kernel':<22} {'GPU a layer':>12} {'GPU/peak':>9} "
+               f"{'acc. at peak':>13} {'+ bandwidth':>12} {'GPU ÷ acc.':>10}")
+    for name, g in versus.items():
+        click.echo(f"  {name:<12} {g['gpu_backend']:<22} {_time(g['gpu_ms'] * 1e3):>12} "
+                   f"{g['gpu_pct_peak']:>8.1f}% {_time(g['proj_equal_peak_ms'] * 1e3):>13} "
+                   f"{_time(g['proj_equal_peak_bw_ms'] * 1e3):>12} "
+                   f"{g['proj_equal_peak_bw_speedup']:>9.2f}×")
+    counts = [(versus[r.layer.name], r.layer.count) for r in runs if r.layer.name in versus]
+    if len(versus) == len(runs):
+        gpu_us = sum(g["gpu_ms"] * 1e3 * c for g, c in counts)
+        acc_us = sum(g["proj_equal_peak_bw_ms"] * 1e3 * c for g, c in counts)
+        click.echo(f"  per forward pass: GPU {_time(gpu_us)}, acc. + bandwidth {_time(acc_us)}"
+                   f" ({gpu_us / acc_us:.2f}×)")
 
 
 def _mb(b: int) -> str:

@@ -1,0 +1,181 @@
+"""Measure FlashInfer on the model zoo's attention layers (model/zoo.toml): the GPU column of
+``attenio model run``.
+
+Usage (on a machine with CUDA, PyTorch and flashinfer-python 0.5.x):
+    python scripts/gpu/gpu_zoo.py -o DIR [--ns 4096,16384] [--deadline-s 500] [--quick]
+
+Writes DIR/flashinfer-zoo.json: for every distinct prefill layer type of the zoo (its query and
+K/V heads, Q·K and V head dims, window, soft cap, softmax scale and sinks, with the models and
+layers that have it), one causal sequence of each ``--ns`` length, bf16, the whole layer (all its
+heads) in one call, on every FlashInfer kernel that computes it: ``single_prefill_with_kv_cache``
+(fa2 and fa3 backends; ``window_left = window − 1``, ``logits_soft_cap``, ``sm_scale``, V's own
+head dim) and, for the layers with sinks, ``BatchAttentionWithAttentionSinkWrapper`` (fa2 and
+fa3, one page table of 16-token pages in order). MLA's absorbed decode is the serving part's
+``mla-decode`` (scripts/gpu/gpu_flashinfer.py). Kernels are compiled first, as that script
+does (its ``compile_all``), then timed (CUDA events, median). A job that cannot run records why.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import tomllib
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gpu_flashinfer as gfi  # noqa: E402
+from gpu_common import cuda_torch, gemm_rate, nvml, parser, read_ceiling  # noqa: E402
+
+ZOO = Path(__file__).resolve().parents[2] / "model" / "zoo.toml"
+NS = (4096, 16384)
+PAGE = 16
+
+
+def zoo_signatures() -> dict[tuple, list[str]]:
+    """Each distinct prefill attention of the zoo -> the ``model/layer`` names that have it.
+    The signature: (heads, kv_heads, head_dim, head_dim_v, window, softcap, softmax_scale,
+    sinks), 0 for a window, cap or scale the layer does not have."""
+    out: dict[tuple, list[str]] = {}
+    for key, m in tomllib.loads(ZOO.read_text()).items():
+        for lt in m["layers"]:
+            if lt.get("phase") == "decode":
+                continue
+            sig = (lt["heads"], lt["kv_heads"], lt["head_dim"],
+                   lt.get("head_dim_v") or lt["head_dim"], lt.get("window") or 0,
+                   lt.get("softcap") or 0.0, lt.get("softmax_scale") or 0.0,
+                   bool(lt.get("sinks")))
+            out.setdefault(sig, []).append(f"{key}/{lt['name']}")
+    return out
+
+
+def zoo_jobs(ns) -> list[dict]:
+    jobs = []
+    for sig, layers in zoo_signatures().items():
+        hq, hk, d, dv, window, cap, scale, sinks = sig
+        for n in ns:
+            for b in ("fa2", "fa3"):
+                kind = "zoo-sinks" if sinks else "zoo-single"
+                module = (f"zsink-{b}-d{d}-w{bool(window)}" if sinks else
+                          f"z-{b}-qk{d}-vo{dv}-swa{bool(window)}-cap{bool(cap)}")
+                jobs.append({"workload": "zoo", "kind": kind, "fi": b, "n": n, "heads": hq,
+                             "kv_heads": hk, "d": d, "dv": dv, "window": window, "cap": cap,
+                             "scale": scale, "sinks": sinks, "layers": layers,
+                             "backend": f"flashinfer-{'sink' if sinks else 'single'}-{b}",
+                             "module": module})
+    return jobs
+
+
+def _info(job, n):
+    w, hq, hk, d, dv = job["window"], job["heads"], job["kv_heads"], job["d"], job["dv"]
+    pairs = sum(min(i + 1, w) if w else i + 1 for i in range(n))
+    return {"n": n, "flops": 2.0 * hq * pairs * (d + dv),
+            "bytes_moved": 2 * n * (hq * d + hk * d + hk * dv + hq * dv)}
+
+
+def _zoo_single(torch, fi, job, ctx, tiny):
+    n = gfi.TINY["n"] if tiny else job["n"]
+    hq, hk = job["heads"], job["kv_heads"]
+    q = gfi._rand(torch, n, hq, job["d"])
+    k = gfi._rand(torch, n, hk, job["d"])
+    v = gfi._rand(torch, n, hk, job["dv"])
+    kw = {"causal": True, "backend": job["fi"],
+          "window_left": job["window"] - 1 if job["window"] else -1}
+    if job["cap"]:
+        kw["logits_soft_cap"] = job["cap"]
+    if job["scale"]:
+        kw["sm_scale"] = job["scale"]
+    return (lambda: fi.single_prefill_with_kv_cache(q, k, v, **kw)), _info(job, n)
+
+
+def _zoo_sinks(torch, fi, job, ctx, tiny):
+    n = gfi.TINY["n"] if tiny else job["n"]
+    hq, hk, d, dv = job["heads"], job["kv_heads"], job["d"], job["dv"]
+    wl = job["window"] - 1 if job["window"] else -1
+    q = gfi._rand(torch, n, hq, d)
+    indptr, indices, last, pool, _ = gfi._pages(torch, [n], PAGE, shuffle=False)
+    kc, vc = gfi._rand(torch, pool, PAGE, hk, d), gfi._rand(torch, pool, PAGE, hk, dv)
+    w = fi.BatchAttentionWithAttentionSinkWrapper(
+        gfi._ws(torch, ctx), "NHD", backend=job["fi"], q_data_type=torch.bfloat16,
+        kv_data_type=torch.bfloat16, head_dim_qk=d, head_dim_vo=dv, window_left=wl)
+    qo = torch.tensor([0, n], dtype=torch.int32, device="cuda")
+    w.plan(qo, indptr, indices, last, hq, hk, d, PAGE, causal=True, window_left=wl,
+           q_data_type=torch.bfloat16, kv_data_type=torch.bfloat16)
+    sink = torch.randn(hq, device="cuda", dtype=torch.float32)
+    scale = job["scale"] or 1.0 / math.sqrt(d)
+    return (lambda: w.run(q, (kc, vc), sink, scale)), {**_info(job, n), "page_size": PAGE}
+
+
+gfi.BUILDERS.update({"zoo-single": _zoo_single, "zoo-sinks": _zoo_sinks})
+
+
+def main() -> int:
+    ap = parser(__doc__, "N = 1024 only", 500.0)
+    ap.add_argument("--ns", default=",".join(map(str, NS)),
+                    help="sequence lengths, comma-separated (default 4096,16384)")
+    ap.add_argument("--compile-threads", type=int, default=10)
+    ap.add_argument("--compile-deadline-s", type=float, default=None,
+                    help="stop compiling after this many seconds (default: 70%% of "
+                         "--deadline-s)")
+    a = ap.parse_args()
+    os.environ.setdefault("MAX_JOBS", "4")
+    torch = cuda_torch("gpu_zoo")
+    if torch is None:
+        return 1
+    try:
+        import flashinfer as fi
+    except ImportError as e:
+        print(f"gpu_zoo: flashinfer is not importable ({e}); install flashinfer-python",
+              file=sys.stderr)
+        return 1
+    t0 = time.perf_counter()
+
+    def log(msg):
+        print(f"[{time.perf_counter() - t0:5.0f}s] {msg}", flush=True)
+
+    ns = [1024] if a.quick else [int(x) for x in a.ns.split(",")]
+    out_dir = Path(a.output)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    props = torch.cuda.get_device_properties(0)
+    nv = nvml()
+    prov = {"gpu": props.name, "sm_count": props.multi_processor_count,
+            "driver": nv["driver"] if nv else "unknown",
+            "max_sm_clock_mhz": nv["max_sm"] if nv else "unknown",
+            "torch": torch.__version__, "cuda": torch.version.cuda,
+            "flashinfer": getattr(fi, "__version__", "unknown"),
+            "python": platform.python_version(),
+            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "timing": "CUDA events around repeated calls after warm-up; median per call; "
+                      "kernels JIT-compiled before timing",
+            "script": "scripts/gpu/gpu_zoo.py --ns " + ",".join(map(str, ns))}
+    prov["gemm_8192_bf16_tflops"] = round(gemm_rate(torch, torch.bfloat16), 1)
+    prov.update({f"hbm_{k}": v for k, v in read_ceiling(torch).items()})
+    log(f"GEMM {prov['gemm_8192_bf16_tflops']} TFLOP/s, HBM read {prov['hbm_read_tbs']} TB/s")
+    jobs = zoo_jobs(ns)
+    cdl = a.compile_deadline_s if a.compile_deadline_s is not None else 0.7 * a.deadline_s
+    compiled = gfi.compile_all(torch, fi, jobs, {}, a.compile_threads, cdl, t0, log)
+    path = out_dir / "flashinfer-zoo.json"
+    result = {"provenance": prov, "dtype": "bf16", "causal": True, "measurements": []}
+    for job in jobs:
+        status, ms, ms_min, reps, info = gfi._measure(torch, fi, job, {}, compiled, a, t0)
+        entry = {k: job[k] for k in ("layers", "backend", "n", "heads", "kv_heads", "d", "dv",
+                                     "window", "cap", "scale", "sinks")}
+        entry["status"] = status
+        if status == "ok":
+            entry.update({**info, "time_ms": ms, "time_ms_min": ms_min, "repeats": reps,
+                          "tflops": info["flops"] / (ms * 1e-3) / 1e12})
+        result["measurements"].append(entry)
+        path.write_text(json.dumps(result, indent=1))
+        said = f"{ms:.3f} ms, {entry['tflops']:.0f} TFLOP/s" if ms else status[:100]
+        log(f"{job['layers'][0]:26s} N={job['n']:<6d} {job['backend']:22s} {said}")
+    log(f"wrote {path}: {len(result['measurements'])} entries")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
