@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from attenio.base.config import HardwareConfig
+from attenio.base.config import HardwareConfig, VarlenWorkload, Workload
 from attenio.base.errors import ConfigError
 from attenio.base.workload import workload_from_options
 from attenio.contract.variant import variant_of
@@ -19,8 +19,8 @@ from attenio.model.zoo import LayerType, ZooModel
 from attenio.sim.plan import default_scale
 from attenio.sim.schedule import schedule
 
-__all__ = ["LayerRun", "layer_workload", "run_model", "gpu_zoo_data", "compare_gpu",
-           "GPU_ZOO_FILE"]
+__all__ = ["LayerRun", "layer_workload", "run_model", "gpu_data", "compare_gpu",
+           "decode_matches", "GPU_ZOO_FILE"]
 
 # FlashInfer on the zoo's prefill layers (scripts/gpu/gpu_zoo.py; data/gpu/README.md)
 GPU_ZOO_FILE = "h100-flashinfer-zoo-2026-12-07.json"
@@ -98,21 +98,30 @@ def _schedule(hw: HardwareConfig, wl, lt: LayerType):
                     scale=default_scale(hw, wl, lt.softcap, sinks))
 
 
-def gpu_zoo_data(path: str | None = None) -> dict:
-    """The zoo's GPU measurements: ``path``, or the bundled file (:data:`GPU_ZOO_FILE`)."""
+def gpu_data(path: str | None, phase: str) -> dict:
+    """The GPU measurements ``model run`` compares with: ``path`` (a JSON of
+    scripts/gpu/gpu_zoo.py, or a serving JSON of gpu_flashinfer.py / gpu_serving.py), a
+    bundled one by name (``h100-zoo``: the zoo's prefill layers, :data:`GPU_ZOO_FILE`;
+    ``h200-serving``: the serving traces, sim/gpu.py's), or (``None``) the bundled one for
+    ``phase``."""
     from attenio.base.errors import bad
-    from attenio.sim.gpu import bundled_dir
+    from attenio.sim.gpu import bundled_dir, resolve_gpu_files
+    from attenio.sim.serving import load_serving_jsons
 
-    p = Path(path) if path else bundled_dir() / GPU_ZOO_FILE
+    if path == "h200-serving" or (path is None and phase == "decode"):
+        return {**load_serving_jsons(resolve_gpu_files("h200-serving")), "kind": "serving"}
+    p = Path(path) if path not in (None, "h100-zoo") else bundled_dir() / GPU_ZOO_FILE
     try:
         data = json.loads(p.read_text())
     except (OSError, ValueError) as e:
-        raise bad("gpu", str(p), f"a JSON file written by scripts/gpu/gpu_zoo.py ({e})") \
-            from None
+        raise bad("gpu", str(p), "h100-zoo, h200-serving, none, or a JSON file written by "
+                                 f"scripts/gpu/gpu_zoo.py ({e})") from None
+    if isinstance(data, dict) and "traces" in data:
+        return {**load_serving_jsons([str(p)]), "kind": "serving"}
     if not isinstance(data, dict) or "measurements" not in data:
         raise bad("gpu", str(p), "a JSON file written by scripts/gpu/gpu_zoo.py "
                                  "(it has no 'measurements')")
-    return data
+    return {**data, "kind": "zoo"}
 
 
 def gpu_limits(data: dict) -> tuple[float, float, str]:
@@ -131,15 +140,19 @@ def compare_gpu(hw: HardwareConfig, model: ZooModel, runs: list[LayerRun],
     sequence of the same length, ``model/layer`` among the measurement's layers): the fastest
     kernel's time beside the accelerator's, and the accelerator projected to the GPU's peak
     (its cycles at the GPU's FLOP/s) and to its peak and bandwidth (scheduled again with the
-    GPU's DRAM bytes per FLOP): layer name -> row."""
+    GPU's DRAM bytes per FLOP): layer name -> row. A serving JSON (``data["kind"]``) is
+    matched on its decode batches instead (:func:`_compare_decode`)."""
     from attenio.sim.gpu import projection
+
+    if data.get("kind") == "serving":
+        return _compare_decode(hw, runs, data)
 
     peak, bw, gpu_name = gpu_limits(data)
     acc_peak, scale, hw_bw, bw_bpc = projection(hw, peak, bw)
     out = {}
     for r in runs:
         wl = r.workload
-        if r.refused or not hasattr(wl, "seq_q") or wl.batch != 1 or wl.seq_q != wl.seq_k:
+        if r.refused or not isinstance(wl, Workload) or wl.batch != 1 or wl.seq_q != wl.seq_k:
             continue
         tag = f"{model.key}/{r.layer.name}"
         found = [m for m in data["measurements"] if m.get("status") == "ok"
@@ -152,7 +165,8 @@ def compare_gpu(hw: HardwareConfig, model: ZooModel, runs: list[LayerRun],
         proj_s = acc_s * scale
         proj_bw_s = _schedule(hw_bw, wl, r.layer).total_cycles / (hw.clock_mhz * 1e6) * scale
         out[r.layer.name] = {
-            "gpu": gpu_name, "gpu_backend": best["backend"], "gpu_ms": best["time_ms"],
+            "gpu": gpu_name, "flashinfer": data["provenance"].get("flashinfer"),
+            "gpu_backend": best["backend"], "gpu_ms": best["time_ms"],
             "gpu_tflops": best["flops"] / gpu_s / 1e12,
             "gpu_pct_peak": 100 * best["flops"] / gpu_s / 1e12 / peak,
             "gpu_candidates": {m["backend"]: m["time_ms"] for m in found},
@@ -161,4 +175,55 @@ def compare_gpu(hw: HardwareConfig, model: ZooModel, runs: list[LayerRun],
             "proj_equal_peak_ms": proj_s * 1e3, "proj_equal_peak_speedup": gpu_s / proj_s,
             "proj_bw_bytes_per_cycle": bw_bpc, "proj_equal_peak_bw_ms": proj_bw_s * 1e3,
             "proj_equal_peak_bw_speedup": gpu_s / proj_bw_s}
+    return out
+
+
+# the serving JSON's decode workloads a zoo layer can be (sim/serving.py builds each)
+_DECODE_ROWS = ("decode", "mla-decode")
+
+
+def _same_batch(a, b) -> bool:
+    """Two decode workloads alike in what the GPU ran: lengths, heads, dims, pages, V."""
+    keys = ("seqlens_q", "seqlens_k", "heads", "kv_heads", "head_dim", "page_size", "v_in_k",
+            "window_left", "window_right")
+    return all(tuple(getattr(a, k)) == tuple(getattr(b, k)) if k.startswith("seqlens")
+               else getattr(a, k) == getattr(b, k) for k in keys) \
+        and (a.head_dim_v or a.head_dim) == (b.head_dim_v or b.head_dim)
+
+
+def decode_matches(hw: HardwareConfig, runs: list[LayerRun], data: dict) -> dict[str, str]:
+    """The decode layer runs whose batch a serving JSON measured (its GQA decode trace, MLA's
+    absorbed decode): layer name -> the JSON's workload. No scheduling: a cheap test."""
+    from attenio.sim.serving import _variant, _workload, candidates
+
+    out = {}
+    for r in runs:
+        if r.refused or not isinstance(r.workload, VarlenWorkload):
+            continue
+        for name in _DECODE_ROWS:
+            if not candidates(data, name):
+                continue
+            if name == "mla-decode":
+                ref = _variant(hw, data, name)[1]
+            else:
+                ref = _workload(hw, data, name, data["traces"]["decode"]["heads"])
+            if _same_batch(r.workload, ref):
+                out[r.layer.name] = name
+    return out
+
+
+def _compare_decode(hw: HardwareConfig, runs: list[LayerRun], data: dict) -> dict[str, dict]:
+    """Each decode layer run whose batch the serving JSON measured (:func:`decode_matches`):
+    ``attenio compare``'s row for it (sim/serving.py: the accelerator's side scheduled there
+    again on the same workload, and at the GPU's bytes per FLOP)."""
+    from attenio.sim.serving import _best, compare_serving
+
+    out = {}
+    for layer, name in decode_matches(hw, runs, data).items():
+        best = _best(data, name)
+        src = data.get("sources", {}).get(best.get("source"), data["provenance"])
+        peak, bw, gname = gpu_limits({"provenance": src})
+        row = compare_serving(hw, data, peak, bw, variants=True, only=(name,))[0]
+        out[layer] = {**row, "gpu": gname, "flashinfer": src.get("flashinfer"),
+                      "gpu_peak_tflops": peak, "gpu_bandwidth_tbs": bw}
     return out

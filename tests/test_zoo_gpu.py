@@ -12,8 +12,9 @@ from click.testing import CliRunner
 from attenio.app.cli import main
 from attenio.base import config as C
 from attenio.model import zoo
-from attenio.sim.gpu import projection
-from attenio.sim.zoo import compare_gpu, gpu_limits, gpu_zoo_data, run_model
+from attenio.sim.gpu import bundled_dir, projection
+from attenio.sim.serving import _uniform, candidates
+from attenio.sim.zoo import compare_gpu, decode_matches, gpu_data, gpu_limits, run_model
 
 
 def run(*args):
@@ -24,7 +25,7 @@ def test_each_measurement_is_the_zoo_layer_it_names():
     """The bundled file's rows describe the layers of model/zoo.toml they are filed under (a
     changed zoo value leaves them stale), and their FLOPs are the causal pairs' (counted here
     apart: a window of w keys, the query's own included)."""
-    data = gpu_zoo_data()
+    data = gpu_data(None, "prefill")
     assert data["provenance"]["flashinfer"] and "H100" in data["provenance"]["gpu"]
     ok = [m for m in data["measurements"] if m["status"] == "ok"]
     assert len(ok) == len(data["measurements"]) == 48
@@ -45,7 +46,7 @@ def test_the_gpu_row_is_the_fastest_kernel_and_the_projections_scale_the_run():
     hw = C.preset("asplos26+sinks")
     m = zoo.get("gpt-oss-20b")
     runs = run_model(hw, m, "prefill", n=4096)
-    data = gpu_zoo_data()
+    data = gpu_data(None, "prefill")
     rows = compare_gpu(hw, m, runs, data)
     assert set(rows) == {"window", "full"}
     peak, bw, _ = gpu_limits(data)
@@ -90,3 +91,61 @@ def test_cli_shows_the_gpu_block_and_its_absence(tmp_path):
         r = run("model", "run", "gemma-2-27b", "--prefill", "4096", "--gpu", arg)
         assert r.exit_code == 2 and "gpu" in r.output and "gpu_zoo.py" in r.output, r.output
         assert len(r.output.strip().splitlines()) == 1
+
+
+def _small_serving(tmp_path, decode_lens, mla):
+    """The bundled FlashInfer serving JSON with its decode and MLA traces made small (so the
+    accelerator's side schedules in a moment); its GPU rows are kept as they are."""
+    src = json.loads((bundled_dir() / "h200-flashinfer-serving-2026-12-06.json").read_text())
+    src["traces"]["decode_cache_lengths"] = decode_lens
+    src["traces"]["mla"] = {**src["traces"]["mla"], **mla}
+    f = tmp_path / "serving.json"
+    f.write_text(json.dumps(src))
+    return f
+
+
+def test_decode_batches_the_gpu_ran_are_matched_and_compared(tmp_path):
+    lens = [300, 1000, 77]
+    f = _small_serving(tmp_path, lens, {"sequences": 3, "low": 100, "high": 300})
+    data = gpu_data(str(f), "decode")
+    hw = C.preset("asplos26")
+    llama = zoo.get("llama-3.1-8b")
+    runs = run_model(hw, llama, "decode", decode=True, cache_lens=lens, page_size=16)
+    assert decode_matches(hw, runs, data) == {"full": "decode"}
+    row = compare_gpu(hw, llama, runs, data)["full"]
+    assert row["acc_cycles"] == runs[0].cycles          # the same batch on both sides
+    assert row["gpu"] == "NVIDIA H200" and row["gpu_bandwidth_tbs"] == 4.8
+    assert row["gpu_backend"] == min(candidates(data, "decode"),
+                                     key=lambda m: m["time_ms"])["backend"]
+    # another page size, other lengths, a window: not the batch the GPU ran
+    for m, kw in ((llama, {"cache_lens": lens, "page_size": 64}),
+                  (llama, {"cache_lens": lens[:2], "page_size": 16}),
+                  (zoo.get("mistral-7b"), {"cache_lens": lens, "page_size": 16})):
+        other = run_model(hw, m, "decode", decode=True, **kw)
+        assert decode_matches(hw, other, data) == {} and compare_gpu(hw, m, other, data) == {}
+    # MLA's absorbed decode, V read from K's rows
+    wide = C.replace(hw, max_head_dim=576)
+    ds = zoo.get("deepseek-v3")
+    mla = run_model(wide, ds, "decode", decode=True, page_size=64,
+                    cache_lens=_uniform(data["traces"]["mla"]))
+    row = compare_gpu(wide, ds, mla, data)["mla-decode"]
+    assert row["acc_cycles"] == mla[0].cycles and row["gpu_backend"].startswith("flashinfer-mla")
+    r = run("model", "run", "llama-3.1-8b", "--decode", "--cache-lens", "300,1000,77",
+            "--page-size", "16", "--gpu", str(f))
+    assert r.exit_code == 0 and "NVIDIA H200" in r.output and "GPU ÷ acc." in r.output
+
+
+def test_a_decode_run_names_the_bundled_batch_without_scheduling_it_again():
+    """The bundled decode traces are found by their lengths alone (no schedule): the CLI
+    names the option that compares them, which schedules the batch twice more."""
+    import attenio.sim.zoo as Z
+
+    data = gpu_data(None, "decode")
+    hw = C.replace(C.preset("asplos26"), max_head_dim=576)
+    ds = zoo.get("deepseek-v3").layers[1]
+    lens = _uniform(data["traces"]["mla"])
+    wl = Z.layer_workload(None, ds, decode=True, cache_lens=lens, page_size=64)
+    wl = C.replace(wl, head_dim_v=ds.head_dim_v, v_in_k=True)
+    assert decode_matches(hw, [Z.LayerRun(ds, wl, cycles=1)], data) == {"mla-decode": "mla-decode"}
+    assert decode_matches(hw, [Z.LayerRun(ds, C.replace(wl, page_size=16), cycles=1)],
+                          data) == {}

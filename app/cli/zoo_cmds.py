@@ -88,9 +88,11 @@ def model_show(name, json_path):
               metavar="L,L,…|@FILE", help="Each decoding sequence's cached keys.")
 @click.option("--page-size", "page_size", type=int, default=0, show_default=True,
               help="Keys a page of a paged K/V cache (0: contiguous).")
-@click.option("--gpu", "gpu", default=None, metavar="FILE|none",
-              help="GPU measurements of the zoo's layers (scripts/gpu/gpu_zoo.py's JSON; "
-                   "default: the bundled FlashInfer run); 'none': no GPU comparison.")
+@click.option("--gpu", "gpu", default=None, metavar="NAME|FILE|none",
+              help="GPU measurements to compare with: h100-zoo (the default for a prefill: "
+                   "FlashInfer on the zoo's layers), h200-serving (the serving traces' decode "
+                   "batches; it schedules the batch twice more, so a decode run only names "
+                   "it), a JSON of scripts/gpu/gpu_zoo.py or gpu_flashinfer.py, or none.")
 @json_option
 @csv_option
 @_friendly
@@ -105,7 +107,7 @@ def model_run(name, preset, config_file, n, batch, seqlens, decode, cache_lens, 
     accelerator projected to the GPU's peak, and to its peak and bandwidth (as `attenio
     compare`)."""
     from attenio.model.zoo import get, units_needed
-    from attenio.sim.zoo import compare_gpu, gpu_zoo_data, run_model
+    from attenio.sim.zoo import compare_gpu, decode_matches, gpu_data, run_model
 
     m = get(name)
     if decode and cache_lens is None:
@@ -127,10 +129,11 @@ def model_run(name, preset, config_file, n, batch, seqlens, decode, cache_lens, 
     opts = ({"decode": True, "cache_lens": cache_lens} if decode
             else {"n": n, "batch": batch, "seqlens": seqlens})
     t0 = time.perf_counter()
-    data = None if gpu == "none" else gpu_zoo_data(gpu)
+    data = None if gpu == "none" else gpu_data(gpu, phase)
+    hint = data is not None and gpu is None and phase == "decode"    # named, not compared
     with _Bar(f"scheduling {m.key}") as bar:
         runs = run_model(hw, m, phase, progress=bar, page_size=page_size, **opts)
-        versus = compare_gpu(hw, m, runs, data) if data else {}
+        versus = compare_gpu(hw, m, runs, data) if data and not hint else {}
     elapsed = time.perf_counter() - t0
     name_hw = config_file or preset
     shape = next((r.workload for r in runs if r.workload is not None), None)
@@ -155,8 +158,13 @@ def model_run(name, preset, config_file, n, batch, seqlens, decode, cache_lens, 
         click.echo(f"  attention per forward pass: {_time(total_us)}"
                    + (f" (without {', '.join(r.layer.name for r in refused)}: not run)"
                       if refused else "") + f"  [scheduled in {elapsed:.1f} s]")
-    if data:
-        _echo_gpu(data, versus, runs, phase)
+    if hint:
+        measured = decode_matches(hw, runs, data)
+        if measured:
+            click.echo(f"  GPU: {data['provenance'].get('gpu', 'the GPU')} ran this batch "
+                       f"({', '.join(measured)}): --gpu h200-serving compares it")
+    elif data:
+        _echo_gpu(data, versus, runs)
     layers = [{**r.to_dict(), **({"gpu": versus[r.layer.name]} if r.layer.name in versus
                                  else {})} for r in runs]
     report = {"model": m.key, "title": m.title, "source": m.source, "phase": phase,
@@ -178,18 +186,23 @@ def _gpu_columns(row: dict | None) -> dict:
     return {c: (row or {}).get(c, "") for c in _GPU_COLUMNS}
 
 
-def _echo_gpu(data: dict, versus: dict, runs: list, phase: str) -> None:
+def _echo_gpu(data: dict, versus: dict, runs: list) -> None:
     """The GPU block of ``model run``: a line a layer measured, or why there is none."""
-    prov = data.get("provenance", {})
     if not versus:
-        ns = sorted({m["n"] for m in data["measurements"] if "n" in m})
-        click.echo(f"  GPU: none measured for this batch ({prov.get('gpu', 'the GPU')} was "
-                   f"measured on one {phase if phase == 'prefill' else 'prefill'} prompt of "
-                   f"{', '.join(map(str, ns))} tokens: --prefill N)")
+        gpu = data.get("provenance", {}).get("gpu", "the GPU")
+        if data.get("kind") == "serving":
+            what = ("the serving traces' decode batches (lengths: python "
+                    "scripts/gpu/serving_traces.py decode|mla; --page-size 16 | 64)")
+        else:
+            ns = sorted({m["n"] for m in data["measurements"] if "n" in m})
+            what = f"one prompt of {', '.join(map(str, ns))} tokens (--prefill N)"
+        click.echo(f"  GPU: none measured for this batch ({gpu} ran {what})")
         return
     g0 = next(iter(versus.values()))
-    click.echo(f"  GPU: {g0['gpu']}, FlashInfer {prov.get('flashinfer', '?')}, bf16, its "
-               f"fastest kernel for the layer")
+    fi = g0.get("flashinfer") if all(g["gpu_backend"].startswith("flashinfer")
+                                     for g in versus.values()) else None
+    click.echo(f"  GPU: {g0['gpu']}, bf16, the fastest kernel measured for the layer"
+               + (f" (FlashInfer {fi})" if fi else ""))
     click.echo(f"  acc.: this run scaled to the GPU's {g0['gpu_peak_tflops']:g} TFLOP/s (at "
                f"peak), and to those and its {g0['gpu_bandwidth_tbs']:g} TB/s (+ bandwidth)")
     click.echo(f"  {'layer':<12} {'kernel':<22} {'GPU a layer':>12} {'GPU/peak':>9} "

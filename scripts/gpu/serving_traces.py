@@ -70,3 +70,15 @@ def shared_prefix_suffixes(trace: dict) -> list[int]:
 
 def mla_cache_lengths() -> list[int]:
     return uniform_lengths(MLA["sequences"], MLA["low"], MLA["high"], MLA["seed"])
+
+
+
+if __name__ == "__main__":       # python scripts/gpu/serving_traces.py decode|mla|prefill
+    import sys
+
+    _TRACES = {"prefill": prefill_lengths, "decode": decode_cache_lengths,
+               "mla": mla_cache_lengths}
+    if len(sys.argv) != 2 or sys.argv[1] not in _TRACES:
+        raise SystemExit(f"usage: serving_traces.py {'|'.join(_TRACES)}: prints the trace's "
+                         "lengths, one a line (for --seqlens / --cache-lens @FILE)")
+    print("\n".join(map(str, _TRACES[sys.argv[1]]())))
