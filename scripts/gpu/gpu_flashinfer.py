@@ -412,6 +412,47 @@ def compile_all(torch, fi, jobs: list[dict], ctx: dict, threads: int, deadline_s
 
 # ---------------------------------------------------------------------------- main
 
+def start(name: str, script: str):
+    """What a FlashInfer measuring script starts with: CUDA's torch and flashinfer (None, with
+    one line said, where either is missing), the clock's start, a logger of the seconds since,
+    the run's provenance (the GPU, its driver, the versions, ``script``, and the GPU's GEMM
+    rate and HBM read rate measured now) and NVML's handle: (torch, fi, t0, log, prov, nv)."""
+    os.environ.setdefault("MAX_JOBS", "4")
+    torch = cuda_torch(name)
+    if torch is None:
+        return None
+    try:
+        import flashinfer as fi
+    except ImportError as e:
+        print(f"{name}: flashinfer is not importable ({e}); install flashinfer-python",
+              file=sys.stderr)
+        return None
+    t0 = time.perf_counter()
+
+    def log(msg):
+        print(f"[{time.perf_counter() - t0:5.0f}s] {msg}", flush=True)
+
+    props = torch.cuda.get_device_properties(0)
+    nv = nvml()
+    prov = {"gpu": props.name, "sm_count": props.multi_processor_count,
+            "memory_gib": round(props.total_memory / 2**30, 1),
+            "driver": nv["driver"] if nv else "unknown",
+            "max_sm_clock_mhz": nv["max_sm"] if nv else "unknown",
+            "torch": torch.__version__, "cuda": torch.version.cuda,
+            "flashinfer": getattr(fi, "__version__", "unknown"),
+            "python": platform.python_version(),
+            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "timing": "CUDA events around repeated calls after warm-up; median per call; "
+                      "kernels JIT-compiled before timing",
+            "script": script}
+    prov["gemm_8192_bf16_tflops"] = round(gemm_rate(torch, torch.bfloat16), 1)
+    ceil = read_ceiling(torch)
+    prov.update({f"hbm_{k}": v for k, v in ceil.items()})
+    log(f"GEMM {prov['gemm_8192_bf16_tflops']} TFLOP/s, HBM read {ceil['read_tbs']} TB/s "
+        f"(copy {ceil['copy_tbs']})")
+    return torch, fi, t0, log, prov, nv
+
+
 def main() -> int:
     ap = parser(__doc__, "N ≤ 8K and small traces", 500.0)
     ap.add_argument("--part", choices=("dense", "serving"), required=True)
@@ -426,42 +467,13 @@ def main() -> int:
                     help="an earlier serving JSON: keep its measured rows, run the rest")
     ap.add_argument("--skip", default="", help="comma-separated job modules not to run")
     a = ap.parse_args()
-    os.environ.setdefault("MAX_JOBS", "4")
-    torch = cuda_torch("gpu_flashinfer")
-    if torch is None:
+    started = start("gpu_flashinfer", f"scripts/gpu/gpu_flashinfer.py --part {a.part}"
+                    + (" --quick" if a.quick else ""))
+    if started is None:
         return 1
-    try:
-        import flashinfer as fi
-    except ImportError as e:
-        print(f"gpu_flashinfer: flashinfer is not importable ({e}); install flashinfer-python",
-              file=sys.stderr)
-        return 1
-    t0 = time.perf_counter()
-
-    def log(msg):
-        print(f"[{time.perf_counter() - t0:5.0f}s] {msg}", flush=True)
-
+    torch, fi, t0, log, prov, nv = started
     out_dir = Path(a.output)
     out_dir.mkdir(parents=True, exist_ok=True)
-    props = torch.cuda.get_device_properties(0)
-    nv = nvml()
-    prov = {"gpu": props.name, "sm_count": props.multi_processor_count,
-            "memory_gib": round(props.total_memory / 2**30, 1),
-            "driver": nv["driver"] if nv else "unknown",
-            "max_sm_clock_mhz": nv["max_sm"] if nv else "unknown",
-            "torch": torch.__version__, "cuda": torch.version.cuda,
-            "flashinfer": getattr(fi, "__version__", "unknown"),
-            "python": platform.python_version(),
-            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "timing": "CUDA events around repeated calls after warm-up; median per call; "
-                      "kernels JIT-compiled before timing",
-            "script": f"scripts/gpu/gpu_flashinfer.py --part {a.part}"
-                      + (" --quick" if a.quick else "")}
-    prov["gemm_8192_bf16_tflops"] = round(gemm_rate(torch, torch.bfloat16), 1)
-    ceil = read_ceiling(torch)
-    prov.update({f"hbm_{k}": v for k, v in ceil.items()})
-    log(f"GEMM {prov['gemm_8192_bf16_tflops']} TFLOP/s, HBM read {ceil['read_tbs']} TB/s "
-        f"(copy {ceil['copy_tbs']})")
     ctx = _context(a.quick)
     jobs = dense_jobs(a.quick) if a.part == "dense" else serving_jobs(a.quick)
     if a.only:

@@ -17,20 +17,16 @@ does (its ``compile_all``), then timed (CUDA events, median). A job that cannot 
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
-import os
-import platform
 import sys
-import time
 from pathlib import Path
 
 import tomllib
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gpu_flashinfer as gfi  # noqa: E402
-from gpu_common import cuda_torch, gemm_rate, nvml, parser, read_ceiling  # noqa: E402
+from gpu_common import parser  # noqa: E402
 
 ZOO = Path(__file__).resolve().parents[2] / "model" / "zoo.toml"
 NS = (4096, 16384)
@@ -123,39 +119,13 @@ def main() -> int:
                     help="stop compiling after this many seconds (default: 70%% of "
                          "--deadline-s)")
     a = ap.parse_args()
-    os.environ.setdefault("MAX_JOBS", "4")
-    torch = cuda_torch("gpu_zoo")
-    if torch is None:
-        return 1
-    try:
-        import flashinfer as fi
-    except ImportError as e:
-        print(f"gpu_zoo: flashinfer is not importable ({e}); install flashinfer-python",
-              file=sys.stderr)
-        return 1
-    t0 = time.perf_counter()
-
-    def log(msg):
-        print(f"[{time.perf_counter() - t0:5.0f}s] {msg}", flush=True)
-
     ns = [1024] if a.quick else [int(x) for x in a.ns.split(",")]
+    started = gfi.start("gpu_zoo", "scripts/gpu/gpu_zoo.py --ns " + ",".join(map(str, ns)))
+    if started is None:
+        return 1
+    torch, fi, t0, log, prov, _ = started
     out_dir = Path(a.output)
     out_dir.mkdir(parents=True, exist_ok=True)
-    props = torch.cuda.get_device_properties(0)
-    nv = nvml()
-    prov = {"gpu": props.name, "sm_count": props.multi_processor_count,
-            "driver": nv["driver"] if nv else "unknown",
-            "max_sm_clock_mhz": nv["max_sm"] if nv else "unknown",
-            "torch": torch.__version__, "cuda": torch.version.cuda,
-            "flashinfer": getattr(fi, "__version__", "unknown"),
-            "python": platform.python_version(),
-            "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "timing": "CUDA events around repeated calls after warm-up; median per call; "
-                      "kernels JIT-compiled before timing",
-            "script": "scripts/gpu/gpu_zoo.py --ns " + ",".join(map(str, ns))}
-    prov["gemm_8192_bf16_tflops"] = round(gemm_rate(torch, torch.bfloat16), 1)
-    prov.update({f"hbm_{k}": v for k, v in read_ceiling(torch).items()})
-    log(f"GEMM {prov['gemm_8192_bf16_tflops']} TFLOP/s, HBM read {prov['hbm_read_tbs']} TB/s")
     jobs = zoo_jobs(ns)
     cdl = a.compile_deadline_s if a.compile_deadline_s is not None else 0.7 * a.deadline_s
     compiled = gfi.compile_all(torch, fi, jobs, {}, a.compile_threads, cdl, t0, log)
