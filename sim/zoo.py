@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from attenio.base.config import HardwareConfig, VarlenWorkload, Workload
-from attenio.base.errors import ConfigError
+from attenio.base.errors import ConfigError, bad
 from attenio.base.workload import workload_from_options
 from attenio.contract.variant import variant_of
 from attenio.model.zoo import LayerType, ZooModel
@@ -20,10 +20,11 @@ from attenio.sim.plan import default_scale
 from attenio.sim.schedule import schedule
 
 __all__ = ["LayerRun", "layer_workload", "run_model", "gpu_data", "compare_gpu",
-           "decode_matches", "GPU_ZOO_FILE"]
+           "decode_matches", "GPU_ZOO_FILES"]
 
-# FlashInfer on the zoo's prefill layers (scripts/gpu/gpu_zoo.py; data/gpu/README.md)
-GPU_ZOO_FILE = "h100-flashinfer-zoo-2026-12-07.json"
+# FlashInfer on the zoo's prefill layers (scripts/gpu/gpu_zoo.py; data/gpu/README.md): two
+# runs on two H100s of the device tool, read together
+GPU_ZOO_FILES = ("h100-flashinfer-zoo-2026-12-07.json", "h100-flashinfer-zoo-2026-12-07-run2.json")
 # dense BF16 tensor peak without sparsity and HBM bandwidth, from NVIDIA's H100 (SXM5) and
 # H200 datasheets: the projections scale the accelerator to the GPU that was measured
 GPU_LIMITS = {"H100": (989.4, 3.35), "H200": (989.4, 4.8)}
@@ -99,29 +100,44 @@ def _schedule(hw: HardwareConfig, wl, lt: LayerType):
 
 
 def gpu_data(path: str | None, phase: str) -> dict:
-    """The GPU measurements ``model run`` compares with: ``path`` (a JSON of
-    scripts/gpu/gpu_zoo.py, or a serving JSON of gpu_flashinfer.py / gpu_serving.py), a
-    bundled one by name (``h100-zoo``: the zoo's prefill layers, :data:`GPU_ZOO_FILE`;
-    ``h200-serving``: the serving traces, sim/gpu.py's), or (``None``) the bundled one for
-    ``phase``."""
-    from attenio.base.errors import bad
+    """The GPU measurements ``model run`` compares with: ``path`` (JSONs of
+    scripts/gpu/gpu_zoo.py, separated by commas and read together, or a serving JSON of
+    gpu_flashinfer.py / gpu_serving.py), a bundled one by name (``h100-zoo``: the zoo's
+    prefill layers, :data:`GPU_ZOO_FILES`, two runs; ``h200-serving``: the serving traces,
+    sim/gpu.py's), or (``None``) the bundled one for ``phase``. Every row of the files read
+    together competes (the fastest kernel measured is the GPU's time)."""
     from attenio.sim.gpu import bundled_dir, resolve_gpu_files
     from attenio.sim.serving import load_serving_jsons
 
     if path == "h200-serving" or (path is None and phase == "decode"):
         return {**load_serving_jsons(resolve_gpu_files("h200-serving")), "kind": "serving"}
-    p = Path(path) if path not in (None, "h100-zoo") else bundled_dir() / GPU_ZOO_FILE
+    paths = ([bundled_dir() / f for f in GPU_ZOO_FILES] if path in (None, "h100-zoo")
+             else [Path(x) for x in path.split(",")])
+    parts = [(p, _read_json(p)) for p in paths]
+    if len(parts) == 1 and "traces" in parts[0][1]:
+        return {**load_serving_jsons([str(paths[0])]), "kind": "serving"}
+    for p, d in parts:
+        if "measurements" not in d or "traces" in d:
+            raise bad("gpu", str(p), "a JSON file written by scripts/gpu/gpu_zoo.py "
+                                     "(it has no 'measurements', or it is a serving JSON)")
+    gpus = {d.get("provenance", {}).get("gpu") for _, d in parts}
+    if len(gpus) > 1:
+        raise bad("gpu", path, f"files of one GPU, read together (these are of {sorted(gpus)})")
+    first = parts[0][1]
+    return {**first, "kind": "zoo", "sources": {p.name: d["provenance"] for p, d in parts},
+            "measurements": [{**m, "source": p.name} for p, d in parts
+                             for m in d["measurements"]]}
+
+
+def _read_json(p: Path) -> dict:
     try:
         data = json.loads(p.read_text())
     except (OSError, ValueError) as e:
         raise bad("gpu", str(p), "h100-zoo, h200-serving, none, or a JSON file written by "
                                  f"scripts/gpu/gpu_zoo.py ({e})") from None
-    if isinstance(data, dict) and "traces" in data:
-        return {**load_serving_jsons([str(p)]), "kind": "serving"}
-    if not isinstance(data, dict) or "measurements" not in data:
-        raise bad("gpu", str(p), "a JSON file written by scripts/gpu/gpu_zoo.py "
-                                 "(it has no 'measurements')")
-    return {**data, "kind": "zoo"}
+    if not isinstance(data, dict):
+        raise bad("gpu", str(p), "a JSON object written by scripts/gpu/gpu_zoo.py")
+    return data
 
 
 def gpu_limits(data: dict) -> tuple[float, float, str]:
@@ -167,6 +183,7 @@ def compare_gpu(hw: HardwareConfig, model: ZooModel, runs: list[LayerRun],
         out[r.layer.name] = {
             "gpu": gpu_name, "flashinfer": data["provenance"].get("flashinfer"),
             "gpu_backend": best["backend"], "gpu_ms": best["time_ms"],
+            "gpu_source": best.get("source"),
             "gpu_tflops": best["flops"] / gpu_s / 1e12,
             "gpu_pct_peak": 100 * best["flops"] / gpu_s / 1e12 / peak,
             "gpu_candidates": {m["backend"]: m["time_ms"] for m in found},

@@ -14,7 +14,14 @@ from attenio.base import config as C
 from attenio.model import zoo
 from attenio.sim.gpu import bundled_dir, projection
 from attenio.sim.serving import _uniform, candidates
-from attenio.sim.zoo import compare_gpu, decode_matches, gpu_data, gpu_limits, run_model
+from attenio.sim.zoo import (
+    GPU_ZOO_FILES,
+    compare_gpu,
+    decode_matches,
+    gpu_data,
+    gpu_limits,
+    run_model,
+)
 
 
 def run(*args):
@@ -28,7 +35,8 @@ def test_each_measurement_is_the_zoo_layer_it_names():
     data = gpu_data(None, "prefill")
     assert data["provenance"]["flashinfer"] and "H100" in data["provenance"]["gpu"]
     ok = [m for m in data["measurements"] if m["status"] == "ok"]
-    assert len(ok) == len(data["measurements"]) == 48
+    assert len(ok) == len(data["measurements"]) == 2 * 48      # two runs, read together
+    assert sorted(data["sources"]) == sorted(GPU_ZOO_FILES)
     for m in ok:
         for tag in m["layers"]:
             key, name = tag.split("/")
@@ -56,7 +64,7 @@ def test_the_gpu_row_is_the_fastest_kernel_and_the_projections_scale_the_run():
         g = rows[r.layer.name]
         same = [x["time_ms"] for x in data["measurements"]
                 if f"gpt-oss-20b/{r.layer.name}" in x["layers"] and x["n"] == 4096]
-        assert len(same) == 2 and g["gpu_ms"] == min(same)
+        assert len(same) == 4 and g["gpu_ms"] == min(same)      # 2 kernels, 2 runs
         assert g["proj_equal_peak_ms"] == pytest.approx(r.cycles / hw.clock_mhz * 1e-3 * scale)
         # less bandwidth never makes the run faster
         assert g["proj_equal_peak_bw_ms"] >= g["proj_equal_peak_ms"]
@@ -85,6 +93,13 @@ def test_cli_shows_the_gpu_block_and_its_absence(tmp_path):
     assert "4096, 16384" in r.output
     r = run("model", "run", "gemma-2-27b", "--prefill", "4096", "--gpu", "none")
     assert r.exit_code == 0 and "GPU" not in r.output
+    # two runs of two GPUs are not read as one
+    other = json.loads((bundled_dir() / GPU_ZOO_FILES[0]).read_text())
+    other["provenance"]["gpu"] = "NVIDIA H200"
+    (tmp_path / "h200.json").write_text(json.dumps(other))
+    both = f"{bundled_dir() / GPU_ZOO_FILES[1]},{tmp_path / 'h200.json'}"
+    r = run("model", "run", "gemma-2-27b", "--prefill", "4096", "--gpu", both)
+    assert r.exit_code == 2 and "files of one GPU" in r.output, r.output
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
     for arg in (str(bad), str(tmp_path / "missing.json")):
