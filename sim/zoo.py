@@ -114,19 +114,30 @@ def gpu_data(path: str | None, phase: str) -> dict:
     paths = ([bundled_dir() / f for f in GPU_ZOO_FILES] if path in (None, "h100-zoo")
              else [Path(x) for x in path.split(",")])
     parts = [(p, _read_json(p)) for p in paths]
-    if len(parts) == 1 and "traces" in parts[0][1]:
+    serving = [_is_serving(d) for _, d in parts]
+    if serving == [True]:
         return {**load_serving_jsons([str(paths[0])]), "kind": "serving"}
-    for p, d in parts:
-        if "measurements" not in d or "traces" in d:
+    for (p, d), srv in zip(parts, serving, strict=True):
+        if "measurements" not in d or srv:
             raise bad("gpu", str(p), "a JSON file written by scripts/gpu/gpu_zoo.py "
                                      "(it has no 'measurements', or it is a serving JSON)")
     gpus = {d.get("provenance", {}).get("gpu") for _, d in parts}
     if len(gpus) > 1:
         raise bad("gpu", path, f"files of one GPU, read together (these are of {sorted(gpus)})")
     first = parts[0][1]
-    return {**first, "kind": "zoo", "sources": {p.name: d["provenance"] for p, d in parts},
+    traces = {}
+    for _, d in parts:
+        traces.update(d.get("traces", {}))
+    return {**first, "kind": "zoo", "traces": traces,
+            "sources": {p.name: d["provenance"] for p, d in parts},
             "measurements": [{**m, "source": p.name} for p, d in parts
                              for m in d["measurements"]]}
+
+
+def _is_serving(d: dict) -> bool:
+    """A serving JSON (scripts/gpu/gpu_flashinfer.py, gpu_serving.py: its head dim ``d`` and
+    decode traces), not a zoo one (whose ``traces`` hold the varlen prefill's lengths alone)."""
+    return "d" in d and "decode_cache_lengths" in d.get("traces", {})
 
 
 def _read_json(p: Path) -> dict:
@@ -150,10 +161,22 @@ def gpu_limits(data: dict) -> tuple[float, float, str]:
                       f"here (known: {', '.join(GPU_LIMITS)})")
 
 
+def _measured_n(wl, data: dict):
+    """The ``n`` of the file's rows that ran workload ``wl``: its length for one causal prompt,
+    "prefill" for the serving trace's varlen prefill (the file's ``traces``), else None."""
+    if isinstance(wl, Workload):
+        return wl.seq_q if wl.batch == 1 and wl.seq_q == wl.seq_k else None
+    trace = data.get("traces", {}).get("prefill_lengths")
+    if trace and tuple(wl.seqlens_q) == tuple(wl.seqlens_k) == tuple(trace):
+        return "prefill"
+    return None
+
+
 def compare_gpu(hw: HardwareConfig, model: ZooModel, runs: list[LayerRun],
                 data: dict) -> dict[str, dict]:
     """For each layer run that the GPU file measured on the same workload (one causal
-    sequence of the same length, ``model/layer`` among the measurement's layers): the fastest
+    sequence of the same length, or the serving trace's varlen prefill; ``model/layer`` among
+    the measurement's layers): the fastest
     kernel's time beside the accelerator's, and the accelerator projected to the GPU's peak
     (its cycles at the GPU's FLOP/s) and to its peak and bandwidth (scheduled again with the
     GPU's DRAM bytes per FLOP): layer name -> row. A serving JSON (``data["kind"]``) is
@@ -168,11 +191,12 @@ def compare_gpu(hw: HardwareConfig, model: ZooModel, runs: list[LayerRun],
     out = {}
     for r in runs:
         wl = r.workload
-        if r.refused or not isinstance(wl, Workload) or wl.batch != 1 or wl.seq_q != wl.seq_k:
+        n = None if r.refused else _measured_n(wl, data)
+        if n is None:
             continue
         tag = f"{model.key}/{r.layer.name}"
         found = [m for m in data["measurements"] if m.get("status") == "ok"
-                 and tag in m.get("layers", ()) and m.get("n") == wl.seq_q]
+                 and tag in m.get("layers", ()) and m.get("n") == n]
         if not found:
             continue
         best = min(found, key=lambda m: m["time_ms"])
