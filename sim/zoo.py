@@ -23,8 +23,10 @@ __all__ = ["LayerRun", "layer_workload", "run_model", "gpu_data", "compare_gpu",
            "decode_matches", "GPU_ZOO_FILES"]
 
 # FlashInfer on the zoo's prefill layers (scripts/gpu/gpu_zoo.py; data/gpu/README.md): two
-# runs on two H100s of the device tool, read together
-GPU_ZOO_FILES = ("h100-flashinfer-zoo-2026-12-07.json", "h100-flashinfer-zoo-2026-12-07-run2.json")
+# runs of one prompt (4K, 16K) and one of the serving trace's varlen prefill, on three H100s of
+# the device tool, read together
+GPU_ZOO_FILES = ("h100-flashinfer-zoo-2026-12-07.json", "h100-flashinfer-zoo-2026-12-07-run2.json",
+                 "h100-flashinfer-zoo-varlen-2026-12-07.json")
 # dense BF16 tensor peak without sparsity and HBM bandwidth, from NVIDIA's H100 (SXM5) and
 # H200 datasheets: the projections scale the accelerator to the GPU that was measured
 GPU_LIMITS = {"H100": (989.4, 3.35), "H200": (989.4, 4.8)}
@@ -195,10 +197,13 @@ def compare_gpu(hw: HardwareConfig, model: ZooModel, runs: list[LayerRun],
         if n is None:
             continue
         tag = f"{model.key}/{r.layer.name}"
-        found = [m for m in data["measurements"] if m.get("status") == "ok"
-                 and tag in m.get("layers", ()) and m.get("n") == n]
+        tried = [m for m in data["measurements"]
+                 if tag in m.get("layers", ()) and m.get("n") == n]
+        found = [m for m in tried if m.get("status") == "ok"]
         if not found:
             continue
+        # kernels that ran nowhere for this layer (not compiled in the run's time …)
+        missing = sorted({m["backend"] for m in tried} - {m["backend"] for m in found})
         best = min(found, key=lambda m: m["time_ms"])
         gpu_s = best["time_ms"] * 1e-3
         acc_s = r.cycles / (hw.clock_mhz * 1e6)
@@ -207,7 +212,7 @@ def compare_gpu(hw: HardwareConfig, model: ZooModel, runs: list[LayerRun],
         out[r.layer.name] = {
             "gpu": gpu_name, "flashinfer": data["provenance"].get("flashinfer"),
             "gpu_backend": best["backend"], "gpu_ms": best["time_ms"],
-            "gpu_source": best.get("source"),
+            "gpu_source": best.get("source"), "gpu_not_measured": missing,
             "gpu_tflops": best["flops"] / gpu_s / 1e12,
             "gpu_pct_peak": 100 * best["flops"] / gpu_s / 1e12 / peak,
             "gpu_candidates": {m["backend"]: m["time_ms"] for m in found},

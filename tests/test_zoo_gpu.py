@@ -4,7 +4,9 @@ accelerator's projections."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -28,15 +30,35 @@ def run(*args):
     return CliRunner().invoke(main, list(args))
 
 
+def prefill_lengths(**kw):
+    """scripts/gpu/serving_traces.py's trace (the GPU kit is scripts, not the package)."""
+    path = Path(__file__).resolve().parents[1] / "scripts" / "gpu" / "serving_traces.py"
+    spec = importlib.util.spec_from_file_location("serving_traces", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.prefill_lengths(**kw)
+
+
 def test_each_measurement_is_the_zoo_layer_it_names():
-    """The bundled file's rows describe the layers of model/zoo.toml they are filed under (a
+    """The bundled files' rows describe the layers of model/zoo.toml they are filed under (a
     changed zoo value leaves them stale), and their FLOPs are the causal pairs' (counted here
-    apart: a window of w keys, the query's own included)."""
+    apart: a window of w keys, the query's own included), on one prompt or on the varlen
+    trace's prompts (scripts/gpu/serving_traces.py, drawn here again)."""
     data = gpu_data(None, "prefill")
     assert data["provenance"]["flashinfer"] and "H100" in data["provenance"]["gpu"]
-    ok = [m for m in data["measurements"] if m["status"] == "ok"]
-    assert len(ok) == len(data["measurements"]) == 2 * 48      # two runs, read together
     assert sorted(data["sources"]) == sorted(GPU_ZOO_FILES)
+    by_file = {f: [m for m in data["measurements"] if m["source"] == f] for f in GPU_ZOO_FILES}
+    assert [len(v) for v in by_file.values()] == [48, 48, 24]   # two runs of 1 prompt, varlen
+    ok = [m for m in data["measurements"] if m["status"] == "ok"]
+    assert len(ok) == 48 + 48 + 20 and all(m["status"].startswith("not-compiled")
+                                           for m in data["measurements"] if m not in ok)
+    trace = data["traces"]["prefill_lengths"]
+    assert len(trace) == 64 and sum(trace) == 86823
+    assert trace == prefill_lengths(cap=1 << 17)
+
+    def pairs(n, w):
+        return n * (n + 1) // 2 if not w or n <= w else w * (w + 1) // 2 + (n - w) * w
+
     for m in ok:
         for tag in m["layers"]:
             key, name = tag.split("/")
@@ -45,9 +67,9 @@ def test_each_measurement_is_the_zoo_layer_it_names():
                 lt.heads, lt.kv_heads, lt.head_dim, lt.head_dim_v or lt.head_dim)
             assert (m["window"] or None, m["cap"] or None, m["scale"] or None, m["sinks"]) == (
                 lt.window, lt.softcap, lt.softmax_scale, lt.sinks)
-        n, w = m["n"], m["window"]
-        pairs = n * (n + 1) // 2 if not w else w * (w + 1) // 2 + (n - w) * w
-        assert m["flops"] == 2 * m["heads"] * pairs * (m["d"] + m["dv"])
+        lens = trace if m["n"] == "prefill" else [m["n"]]
+        assert m["flops"] == 2 * m["heads"] * sum(pairs(n, m["window"]) for n in lens) * (
+            m["d"] + m["dv"])
 
 
 def test_the_gpu_row_is_the_fastest_kernel_and_the_projections_scale_the_run():
@@ -164,3 +186,25 @@ def test_a_decode_run_names_the_bundled_batch_without_scheduling_it_again():
     assert decode_matches(hw, [Z.LayerRun(ds, wl, cycles=1)], data) == {"mla-decode": "mla-decode"}
     assert decode_matches(hw, [Z.LayerRun(ds, C.replace(wl, page_size=16), cycles=1)],
                           data) == {}
+
+
+def test_a_varlen_prefill_of_the_trace_is_matched_and_says_what_did_not_run(tmp_path):
+    """A run on the file's varlen trace (here a small one put in its place: the matching, not
+    the times, is under test) takes the trace's rows; a kernel that was not compiled there is
+    named; other lengths match nothing."""
+    src = json.loads((bundled_dir() / GPU_ZOO_FILES[2]).read_text())
+    lens = [5, 37, 20]
+    src["traces"]["prefill_lengths"] = lens
+    f = tmp_path / "varlen.json"
+    f.write_text(json.dumps(src))
+    data = gpu_data(str(f), "prefill")
+    hw = C.preset("asplos26+sinks")
+    m = zoo.get("gpt-oss-20b")
+    runs = run_model(hw, m, "prefill", seqlens=lens)
+    rows = compare_gpu(hw, m, runs, data)
+    assert set(rows) == {"window", "full"}
+    assert rows["window"]["gpu_backend"] == "flashinfer-sink-fa2"
+    assert rows["window"]["gpu_not_measured"] == ["flashinfer-sink-fa3"]
+    assert compare_gpu(hw, m, run_model(hw, m, "prefill", seqlens=lens[:2]), data) == {}
+    r = run("model", "run", "gpt-oss-20b", "--seqlens", "5,37,20", "--gpu", str(f))
+    assert r.exit_code == 0 and "not measured here: flashinfer-sink-fa3" in r.output, r.output

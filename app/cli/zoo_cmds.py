@@ -194,8 +194,11 @@ def _echo_gpu(data: dict, versus: dict, runs: list) -> None:
             what = ("the serving traces' decode batches (lengths: python "
                     "scripts/gpu/serving_traces.py decode|mla; --page-size 16 | 64)")
         else:
-            ns = sorted({m["n"] for m in data["measurements"] if "n" in m})
+            ns = sorted({m["n"] for m in data["measurements"] if isinstance(m.get("n"), int)})
             what = f"one prompt of {', '.join(map(str, ns))} tokens (--prefill N)"
+            if data.get("traces", {}).get("prefill_lengths"):
+                what += (" and the serving trace's varlen prefill (--seqlens @FILE of "
+                         "python scripts/gpu/serving_traces.py prefill)")
         click.echo(f"  GPU: none measured for this batch ({gpu} ran {what})")
         return
     g0 = next(iter(versus.values()))
@@ -212,6 +215,10 @@ def _echo_gpu(data: dict, versus: dict, runs: list) -> None:
                    f"{g['gpu_pct_peak']:>8.1f}% {_time(g['proj_equal_peak_ms'] * 1e3):>13} "
                    f"{_time(g['proj_equal_peak_bw_ms'] * 1e3):>12} "
                    f"{g['proj_equal_peak_bw_speedup']:>9.2f}×")
+    missing = {b for g in versus.values() for b in g.get("gpu_not_measured", ())}
+    if missing:
+        click.echo(f"  (not measured here: {', '.join(sorted(missing))}; the run's time was "
+                   f"up before they compiled)")
     counts = [(versus[r.layer.name], r.layer.count) for r in runs if r.layer.name in versus]
     if len(versus) == len(runs):
         gpu_us = sum(g["gpu_ms"] * 1e3 * c for g, c in counts)
