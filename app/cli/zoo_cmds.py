@@ -215,10 +215,11 @@ def _echo_gpu(data: dict, versus: dict, runs: list) -> None:
                    f"{g['gpu_pct_peak']:>8.1f}% {_time(g['proj_equal_peak_ms'] * 1e3):>13} "
                    f"{_time(g['proj_equal_peak_bw_ms'] * 1e3):>12} "
                    f"{g['proj_equal_peak_bw_speedup']:>9.2f}×")
-    missing = {b for g in versus.values() for b in g.get("gpu_not_measured", ())}
+    missing = [f"{name}: {', '.join(g['gpu_not_measured'])}" for name, g in versus.items()
+               if g.get("gpu_not_measured")]
     if missing:
-        click.echo(f"  (not measured here: {', '.join(sorted(missing))}; the run's time was "
-                   f"up before they compiled)")
+        click.echo(f"  (not measured for {'; '.join(missing)}: the GPU run's time was up "
+                   f"before they compiled)")
     counts = [(versus[r.layer.name], r.layer.count) for r in runs if r.layer.name in versus]
     if len(versus) == len(runs):
         gpu_us = sum(g["gpu_ms"] * 1e3 * c for g, c in counts)
