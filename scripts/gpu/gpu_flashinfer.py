@@ -412,11 +412,14 @@ def compile_all(torch, fi, jobs: list[dict], ctx: dict, threads: int, deadline_s
 
 # ---------------------------------------------------------------------------- main
 
-def start(name: str, script: str):
-    """What a FlashInfer measuring script starts with: CUDA's torch and flashinfer (None, with
-    one line said, where either is missing), the clock's start, a logger of the seconds since,
-    the run's provenance (the GPU, its driver, the versions, ``script``, and the GPU's GEMM
-    rate and HBM read rate measured now) and NVML's handle: (torch, fi, t0, log, prov, nv)."""
+def start(name: str, script: str, output: str):
+    """What a FlashInfer measuring script starts with: its output folder made, CUDA's torch and
+    flashinfer (None, with one line said, where either is missing), the clock's start, a
+    logger of the seconds since, the run's provenance (the GPU, its driver, the versions,
+    ``script``, and the GPU's GEMM rate and HBM read rate measured now) and NVML's handle:
+    (torch, fi, t0, log, prov, nv, out_dir)."""
+    out_dir = Path(output)
+    out_dir.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("MAX_JOBS", "4")
     torch = cuda_torch(name)
     if torch is None:
@@ -450,7 +453,7 @@ def start(name: str, script: str):
     prov.update({f"hbm_{k}": v for k, v in ceil.items()})
     log(f"GEMM {prov['gemm_8192_bf16_tflops']} TFLOP/s, HBM read {ceil['read_tbs']} TB/s "
         f"(copy {ceil['copy_tbs']})")
-    return torch, fi, t0, log, prov, nv
+    return torch, fi, t0, log, prov, nv, out_dir
 
 
 def main() -> int:
@@ -468,12 +471,10 @@ def main() -> int:
     ap.add_argument("--skip", default="", help="comma-separated job modules not to run")
     a = ap.parse_args()
     started = start("gpu_flashinfer", f"scripts/gpu/gpu_flashinfer.py --part {a.part}"
-                    + (" --quick" if a.quick else ""))
+                    + (" --quick" if a.quick else ""), a.output)
     if started is None:
         return 1
-    torch, fi, t0, log, prov, nv = started
-    out_dir = Path(a.output)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    torch, fi, t0, log, prov, nv, out_dir = started
     ctx = _context(a.quick)
     jobs = dense_jobs(a.quick) if a.part == "dense" else serving_jobs(a.quick)
     if a.only:

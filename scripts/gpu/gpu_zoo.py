@@ -159,12 +159,10 @@ def main() -> int:
     a = ap.parse_args()
     ns = [1024] if a.quick else [int(x) for x in a.ns.split(",") if x]
     started = gfi.start("gpu_zoo", "scripts/gpu/gpu_zoo.py --ns " + ",".join(map(str, ns))
-                        + (" --varlen" if a.varlen else ""))
+                        + (" --varlen" if a.varlen else ""), a.output)
     if started is None:
         return 1
-    torch, fi, t0, log, prov, _ = started
-    out_dir = Path(a.output)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    torch, fi, t0, log, prov, _, out_dir = started
     jobs = zoo_jobs(ns, a.varlen)
     ctx = {"prefill": gfi._context(a.quick)["prefill"]}
     cdl = a.compile_deadline_s if a.compile_deadline_s is not None else 0.7 * a.deadline_s
