@@ -105,7 +105,7 @@ def gpu_data(path: str | None, phase: str) -> dict:
     """The GPU measurements ``model run`` compares with: ``path`` (JSONs of
     scripts/gpu/gpu_zoo.py, separated by commas and read together, or a serving JSON of
     gpu_flashinfer.py / gpu_serving.py), a bundled one by name (``h100-zoo``: the zoo's
-    prefill layers, :data:`GPU_ZOO_FILES`, two runs; ``h200-serving``: the serving traces,
+    prefill layers, :data:`GPU_ZOO_FILES`, three runs; ``h200-serving``: the serving traces,
     sim/gpu.py's), or (``None``) the bundled one for ``phase``. Every row of the files read
     together competes (the fastest kernel measured is the GPU's time)."""
     from attenio.sim.gpu import bundled_dir, resolve_gpu_files
@@ -178,8 +178,9 @@ def compare_gpu(hw: HardwareConfig, model: ZooModel, runs: list[LayerRun],
                 data: dict) -> dict[str, dict]:
     """For each layer run that the GPU file measured on the same workload (one causal
     sequence of the same length, or the serving trace's varlen prefill; ``model/layer`` among
-    the measurement's layers): the fastest
-    kernel's time beside the accelerator's, and the accelerator projected to the GPU's peak
+    the measurement's layers): the fastest kernel's time beside the accelerator's, the
+    kernels of the layer that were not measured there, and the accelerator projected to the
+    GPU's peak
     (its cycles at the GPU's FLOP/s) and to its peak and bandwidth (scheduled again with the
     GPU's DRAM bytes per FLOP): layer name -> row. A serving JSON (``data["kind"]``) is
     matched on its decode batches instead (:func:`_compare_decode`)."""
