@@ -22,6 +22,9 @@ REQUIRED = ["backend", "dtype", "d", "n", "causal", "batch", "heads", "time_ms",
 # (989.4 TFLOP/s without sparsity; 4.8 TB/s).
 H200_PEAK_TFLOPS = 989.4
 H200_BANDWIDTH_TBS = 4.8
+# The datasheet limits of each GPU measured (peak TFLOP/s, bandwidth TB/s), by a word of its
+# name: the H100 SXM5's from NVIDIA's H100 datasheet (the same dense BF16 peak; 3.35 TB/s)
+GPU_LIMITS = {"H100": (H200_PEAK_TFLOPS, 3.35), "H200": (H200_PEAK_TFLOPS, H200_BANDWIDTH_TBS)}
 _UNIT_SUFFIXES = ("_s", "_us", "_ns", "_ms", "_mhz", "_ghz", "_hz")
 
 

@@ -27,9 +27,6 @@ __all__ = ["LayerRun", "layer_workload", "run_model", "gpu_data", "compare_gpu",
 # the device tool, read together
 GPU_ZOO_FILES = ("h100-flashinfer-zoo-2026-12-07.json", "h100-flashinfer-zoo-2026-12-07-run2.json",
                  "h100-flashinfer-zoo-varlen-2026-12-07.json")
-# dense BF16 tensor peak without sparsity and HBM bandwidth, from NVIDIA's H100 (SXM5) and
-# H200 datasheets: the projections scale the accelerator to the GPU that was measured
-GPU_LIMITS = {"H100": (989.4, 3.35), "H200": (989.4, 4.8)}
 
 
 @dataclass
@@ -154,7 +151,10 @@ def _read_json(p: Path) -> dict:
 
 
 def gpu_limits(data: dict) -> tuple[float, float, str]:
-    """(peak TFLOP/s, bandwidth TB/s, GPU name) of the measured GPU, from the datasheets."""
+    """(peak TFLOP/s, bandwidth TB/s, GPU name) of the measured GPU, from the datasheets
+    (sim/gpu.py's ``GPU_LIMITS``): the projections scale the accelerator to that GPU."""
+    from attenio.sim.gpu import GPU_LIMITS
+
     name = data.get("provenance", {}).get("gpu", "")
     for key, lim in GPU_LIMITS.items():
         if key in name:
