@@ -23,10 +23,11 @@ __all__ = ["LayerRun", "layer_workload", "run_model", "gpu_data", "compare_gpu",
            "decode_matches", "GPU_ZOO_FILES"]
 
 # FlashInfer on the zoo's prefill layers (scripts/gpu/gpu_zoo.py; data/gpu/README.md): two
-# runs of one prompt (4K, 16K) and one of the serving trace's varlen prefill, on three H100s of
-# the device tool, read together
+# runs of one prompt (4K, 16K), one of the serving trace's varlen prefill and one of the four
+# fa3 kernels that run did not compile in time, on four H100s of the device tool, read together
 GPU_ZOO_FILES = ("h100-flashinfer-zoo-2026-12-07.json", "h100-flashinfer-zoo-2026-12-07-run2.json",
-                 "h100-flashinfer-zoo-varlen-2026-12-07.json")
+                 "h100-flashinfer-zoo-varlen-2026-12-07.json",
+                 "h100-flashinfer-zoo-varlen-fa3-2026-12-07.json")
 
 
 @dataclass
@@ -102,7 +103,7 @@ def gpu_data(path: str | None, phase: str) -> dict:
     """The GPU measurements ``model run`` compares with: ``path`` (JSONs of
     scripts/gpu/gpu_zoo.py, separated by commas and read together, or a serving JSON of
     gpu_flashinfer.py / gpu_serving.py), a bundled one by name (``h100-zoo``: the zoo's
-    prefill layers, :data:`GPU_ZOO_FILES`, three runs; ``h200-serving``: the serving traces,
+    prefill layers, :data:`GPU_ZOO_FILES`, four runs; ``h200-serving``: the serving traces,
     sim/gpu.py's), or (``None``) the bundled one for ``phase``. Every row of the files read
     together competes (the fastest kernel measured is the GPU's time)."""
     from attenio.sim.gpu import bundled_dir, resolve_gpu_files

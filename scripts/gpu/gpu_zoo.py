@@ -3,6 +3,7 @@
 
 Usage (on a machine with CUDA, PyTorch and flashinfer-python 0.5.x):
     python scripts/gpu/gpu_zoo.py -o DIR [--ns 4096,16384] [--varlen] [--deadline-s 500] [--quick]
+        [--layers NAME,...] [--backends fa2,fa3]
 
 Writes DIR/flashinfer-zoo.json: for every distinct prefill layer type of the zoo (its query and
 K/V heads, Q·K and V head dims, window, soft cap, softmax scale and sinks, with the models and
@@ -53,15 +54,19 @@ def zoo_signatures() -> dict[tuple, list[str]]:
     return out
 
 
-def zoo_jobs(ns, varlen: bool = False) -> list[dict]:
+def zoo_jobs(ns, varlen: bool = False, layers_only=None,
+             backends=("fa2", "fa3")) -> list[dict]:
     """Every prefill layer type at each length of ``ns`` (one prompt), and with ``varlen`` on
     the serving trace's 64 prompts (``n`` = "prefill": scripts/gpu/serving_traces.py), on
-    each kernel that computes it."""
+    each kernel of ``backends`` that computes it; with ``layers_only`` (``model/layer``
+    names) only the layer types that one of them names."""
     jobs = []
     for sig, layers in zoo_signatures().items():
+        if layers_only and not set(layers_only) & set(layers):
+            continue
         hq, hk, d, dv, window, cap, scale, sinks = sig
         for n in list(ns) + (["prefill"] if varlen else []):
-            for b in ("fa2", "fa3"):
+            for b in backends:
                 api = "sink" if sinks else ("ragged" if n == "prefill" else "single")
                 module = (f"zsink-{b}-d{d}-w{bool(window)}" if sinks else
                           f"z{api[0]}-{b}-qk{d}-vo{dv}-swa{bool(window)}-cap{bool(cap)}")
@@ -152,18 +157,33 @@ def main() -> int:
     ap.add_argument("--varlen", action="store_true",
                     help="also the serving trace's varlen prefill (64 prompts, "
                          "scripts/gpu/serving_traces.py)")
+    ap.add_argument("--layers", default="",
+                    help="only these layer types, as model/layer names, comma-separated "
+                         "(e.g. gemma-3-12b/local); default every one")
+    ap.add_argument("--backends", default="fa2,fa3",
+                    help="FlashInfer backends, comma-separated (fa2, fa3)")
     ap.add_argument("--compile-threads", type=int, default=10)
     ap.add_argument("--compile-deadline-s", type=float, default=None,
                     help="stop compiling after this many seconds (default: 70%% of "
                          "--deadline-s)")
     a = ap.parse_args()
     ns = [1024] if a.quick else [int(x) for x in a.ns.split(",") if x]
+    only = [x for x in a.layers.split(",") if x]
+    backends = [x for x in a.backends.split(",") if x]
+    known = {x for names in zoo_signatures().values() for x in names}
+    if unknown := sorted(set(only) - known) + sorted(set(backends) - {"fa2", "fa3"}):
+        print(f"gpu_zoo: unknown layer or backend {', '.join(unknown)}; layers: "
+              f"{', '.join(sorted(known))}; backends: fa2, fa3", file=sys.stderr)
+        return 2
     started = gfi.start("gpu_zoo", "scripts/gpu/gpu_zoo.py --ns " + ",".join(map(str, ns))
-                        + (" --varlen" if a.varlen else ""), a.output)
+                        + (" --varlen" if a.varlen else "")
+                        + (f" --layers {a.layers}" if only else "")
+                        + (f" --backends {a.backends}" if a.backends != "fa2,fa3" else ""),
+                        a.output)
     if started is None:
         return 1
     torch, fi, t0, log, prov, _, out_dir = started
-    jobs = zoo_jobs(ns, a.varlen)
+    jobs = zoo_jobs(ns, a.varlen, only, backends)
     ctx = {"prefill": gfi._context(a.quick)["prefill"]}
     cdl = a.compile_deadline_s if a.compile_deadline_s is not None else 0.7 * a.deadline_s
     compiled = gfi.compile_all(torch, fi, jobs, ctx, a.compile_threads, cdl, t0, log)
