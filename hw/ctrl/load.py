@@ -3,14 +3,14 @@ routed to the compute core's Q stream and K/V rings."""
 
 from __future__ import annotations
 
-from amaranth import Array, Const, Module, Mux, Signal, signed
+from amaranth import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
 from attenio.base.errors import ErrorCode
 from attenio.contract.program import INSTR_BITS, Op
-from attenio.contract.rules import ENTRY_BYTES, next_is_v
+from attenio.contract.rules import ENTRY_BYTES, PAGE_ALIGN_LOG2, next_is_v
 from attenio.contract.timing import TIMING
 from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, log2
 from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address, prepared_transfer
@@ -94,6 +94,9 @@ class _LoadRegs:
         self.slots = Array(Signal(ab * 8, name=f"l_slot{i}") for i in range(2))
         self.slot_ok = Array(Signal(name=f"l_slot_ok{i}") for i in range(2))
         self.kpage = Array(Signal(ADDR_BITS, name=f"l_kpage{i}") for i in range(2))
+        # each slot's entries as K addresses (entry·64 + k_addr), added as the word arrives
+        self.slot_kaddr = Array(Signal(self.epb * ADDR_BITS, name=f"l_slot_kaddr{i}")
+                                for i in range(2))
 
     def counts(self) -> tuple:
         """What follows from the K/V block counts: ``ks1``, ``vs1``, ``k_k``, ``k_v``."""
@@ -428,29 +431,36 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is
 
 def _prepared_blocks(m: Module, kv, wk, wv, lab: int, kps_max: int) -> dict:
     """A ``LOAD_KV`` head's block sizes, registered in the two stages of
-    ``hw.ctrl.dispatch.prepared_head`` (so no product lies on the look-ahead's paths: the
-    load block's worst paths at both grades in session 10): V's row stride (K's less the
-    words a V row lacks: the key factor's word, d − dv's), a K and a V block's bytes
-    (``keys_per_step``, a power of two, times the rows' strides), the last block's rows
-    (``keys − (steps − 1)·keys_per_step``) and the beats of a whole and of the last block of
-    contiguous K (``wk`` words a row) and V (``wv``) rows. Returns ``_LoadRegs`` attribute →
-    register, loaded with the instruction's other data registers (while the engine is idle)."""
+    ``hw.ctrl.dispatch.prepared_head`` (V's block step in a third, with the data registers;
+    so no product lies on the look-ahead's paths: the load block's worst paths at both
+    grades in session 10): V's row stride (K's less the words a V row lacks: the key
+    factor's word, d − dv's), a K and a V block's bytes (``keys_per_step``, a power of two,
+    times the rows' strides), the last block's rows (``keys − (steps − 1)·keys_per_step``)
+    and the beats of a whole and of the last block of contiguous K (``wk`` words a row) and
+    V (``wv``) rows. Returns ``_LoadRegs`` attribute → value, loaded with the instruction's
+    other data registers (while the engine is idle)."""
     kps = kv.keys_per_step
     kl1, wk1, wv1 = Signal(range(log2(kps_max) + 1)), Signal.like(wk), Signal.like(wv)
     lr1 = Signal(range(kps_max + 1))
-    stride1, vstride1 = Signal(32), Signal(32)
+    stride1 = Signal(32)
+    vless1 = Signal(signed(len(wk) + 1))      # wk − wv (a V row may be the wider)
     m.d.sync += [kl1.eq(kps_log2_of(kps, kps_max)), wk1.eq(wk), wv1.eq(wv),
                  lr1.eq(((kv.keys - 1) & (kps - 1)) + 1), stride1.eq(kv.row_stride),
-                 vstride1.eq(kv.row_stride - ((wk - wv) << lab))]
+                 vless1.eq(wk - wv)]
+    # V's stride in the second stage (the words' difference, then the stride's 32-bit
+    # subtract, were one path from the head: the load block's speed-8 path in session 14),
+    # its block step with the engine's data registers (the third stage: they load while the
+    # engine is idle, so at the latest with the start, and a V block is not the first unit)
+    vstride2, kl2 = Signal(32), Signal.like(kl1)
     out = {k: Signal(shape, name=f"ld_prep_{k}") for k, shape in (
-        ("vstride", 32), ("kstep", 32), ("vstep", 32), ("last_rows", lr1.shape()),
+        ("kstep", 32), ("last_rows", lr1.shape()),
         ("kfull", 24), ("klast", 24), ("vfull", 24), ("vlast", 24))}
-    m.d.sync += [out["vstride"].eq(vstride1),
-                 out["kstep"].eq(stride1 << kl1), out["vstep"].eq(vstride1 << kl1),
+    m.d.sync += [vstride2.eq(stride1 - (vless1 << lab)), kl2.eq(kl1),
+                 out["kstep"].eq(stride1 << kl1),
                  out["last_rows"].eq(lr1), out["kfull"].eq(wk1 << kl1),
                  out["klast"].eq(lr1 * wk1), out["vfull"].eq(wv1 << kl1),
                  out["vlast"].eq(lr1 * wv1)]
-    return out
+    return {**out, "vstride": vstride2, "vstep": vstride2 << kl2}
 
 
 def _registered_want(m: Module, lb: BurstRegs, u: _LoadRegs, credit_next, rd_room_next, is_t,
@@ -587,7 +597,11 @@ def _read_data(eng: LoadEngine, m: Module, tags, fail, u: _LoadRegs):
                          Mux(~data_last | t.mask[lane], elem, 0))]
     r = eng.rvalid & eng.rready
     with m.If(r & t.t):                          # a block-table word
-        m.d.sync += [u.slots[t.slot].eq(eng.rdata), u.slot_ok[t.slot].eq(1)]
+        k_addr = view(u.raw, Op.LOAD_KV).k_addr   # (the instruction's: it waits for its words)
+        m.d.sync += [u.slots[t.slot].eq(eng.rdata), u.slot_ok[t.slot].eq(1),
+                     u.slot_kaddr[t.slot].eq(Cat(
+                         ((eng.rdata.word_select(i, 32) << PAGE_ALIGN_LOG2) + k_addr)
+                         [:ADDR_BITS] for i in range(u.epb)))]
     with m.If(r):
         m.d.sync += r_first.eq(eng.rlast)
         with m.If(~pw):

@@ -25,15 +25,16 @@ def table_words(cfg: HardwareConfig, m: Module, u, kv_head) -> Signal:
     its fields in two stages (``prepared_head``): its pages, then the words from the one
     holding ``table`` that hold their entries."""
     lab = log2(cfg.axi_data_bytes)
-    pages1 = Signal(25, name="l_pages1")
-    words2 = Signal(25, name="l_words2")
-    m.d.sync += [
-        pages1.eq((kv_head.keys + (Const(1, 16) << kv_head.page_log2) - 1)
-                  >> kv_head.page_log2),
-        words2.eq(((kv_head.table[2:lab] if lab > 2 else 0) + pages1 + u.epb - 1)
-                  >> log2(u.epb)),
-    ]
-    return words2
+    # the keys rounded up to a page (stage 1), its pages (stage 2: the shift after the add
+    # was the load block's speed-6 path in session 14), the words (with the engine's data
+    # registers: they load while it is idle, so at the latest with the start, and the
+    # first table word's compare reads them a cycle after it)
+    keys1 = Signal(26, name="l_pkeys1")
+    plog1 = Signal.like(kv_head.page_log2, name="l_plog1")
+    pages2 = Signal(25, name="l_pages2")
+    m.d.sync += [keys1.eq(kv_head.keys + (Const(1, 16) << kv_head.page_log2) - 1),
+                 plog1.eq(kv_head.page_log2), pages2.eq(keys1 >> plog1)]
+    return ((kv_head.table[2:lab] if lab > 2 else 0) + pages2 + u.epb - 1) >> log2(u.epb)
 
 
 def page_start(m: Module, u, kv_head) -> None:
@@ -80,14 +81,18 @@ def page_walk(cfg: HardwareConfig, m: Module, u, lb: BurstRegs, fail, stop):
     m.d.sync += t_more.eq(u.busy & u.is_kv & kv.paged & (u.t_req < words))
     is_t = Signal()
     m.d.comb += is_t.eq(t_more & ~u.on_v & (u.t_pre != 0))
+    e_sel = u.e_idx if u.epb > 1 else 0
     entry = Signal(32)
-    m.d.comb += entry.eq(u.slots[u.e_word].word_select(u.e_idx if u.epb > 1 else 0, 32))
+    m.d.comb += entry.eq(u.slots[u.e_word].word_select(e_sel, 32))
     page = Signal(ADDR_BITS)
     m.d.comb += page.eq(entry << PAGE_ALIGN_LOG2)
     base_set = Signal()
     m.d.comb += base_set.eq(u.busy & u.need_entry & ~is_t & u.slot_ok[u.e_word] & ~stop)
     with m.If(base_set):
-        kaddr = (page + kv.k_addr)[:ADDR_BITS]
+        # the entry's K address, added as its word arrived (``slot_kaddr``, hw.ctrl.load's
+        # read side): the base's path is a select of registers (it was the entry's select,
+        # then the page's adder: the load block's speed-6 path in session 12)
+        kaddr = u.slot_kaddr[u.e_word].word_select(e_sel, ADDR_BITS)
         m.d.sync += [lb.base.eq(kaddr), u.kbase.eq(kaddr), u.kpage[u.ks[0]].eq(page),
                      lb.beats.eq(u.k_beats), lb.off.eq(0), u.need_entry.eq(0)]
         if u.epb > 1:

@@ -14,6 +14,7 @@ from attenio.base import config as C
 from attenio.contract.program import Op
 from attenio.model.golden import golden_output, quantized_inputs
 from attenio.verify.runner import simulate
+from tests.cocotb.variant_models import EVERY_UNIT
 
 # a 128-bit word (16 int8 elements): eight factors a word; a page of 16 keys has two groups
 # and a step of two keys (GQA 2: two rows a step on four lines) reads a factor word every
@@ -72,8 +73,9 @@ V_CASES = [
     # (a model of its own: make test-slow)
     pytest.param(C.preset("fpga+vscales"), decode([29, 8, 45], heads=8, kv_heads=2, d=64), 1,
                  True, marks=pytest.mark.slow),
-    # V factors alone (K one scale), tiny: every block starts a group
-    (C.preset("tiny+vscales"), decode([11, 6], page=4), 2, False),
+    # V factors alone (K one scale), tiny (the variant tests' every-unit model, which has the
+    # V factors' unit): every block starts a group
+    (EVERY_UNIT, decode([11, 6], page=4), 2, False),
 ]
 
 

@@ -1,6 +1,7 @@
-"""The models the variant tests run on. The default suite runs soft-capping, sinks and ALiBi
-on one build of the tiny preset with every unit (each test turns on the variants it checks;
-the others' units are present and off), since a model's build is most of an RTL test's time;
+"""The models the variant tests run on. The default suite runs soft-capping, sinks, ALiBi and
+the V factors on one build of the tiny preset with every unit (each test turns on the
+variants it checks; the others' units are present and off), since a model's build is most of
+an RTL test's time;
 each unit alone, its own preset and its own model, runs the same cases with ``make
 test-slow``."""
 
@@ -8,7 +9,7 @@ import pytest
 
 from attenio.base import config as C
 
-EVERY_UNIT = C.preset("tiny+sinks+alibi+softcap")
+EVERY_UNIT = C.preset("tiny+sinks+alibi+softcap+vscales")
 
 
 def models(alone: str) -> list:
