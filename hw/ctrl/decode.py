@@ -53,7 +53,8 @@ class InstructionDecoder(wiring.Component):
                 if n.endswith("addr") or n.endswith("stride")] if lab else []
 
     def _checks(self, op: Op) -> list:
-        """(condition, error code) of ``op``'s checks, in priority order."""
+        """(conditions, error code) of ``op``'s checks, in priority order: a check fails when
+        any of its conditions holds."""
         hdr = view(self.raw)
         used = 0xFF
         for lsb, width in LAYOUTS[op].values():
@@ -61,17 +62,17 @@ class InstructionDecoder(wiring.Component):
         reserved = Const(((1 << INSTR_BITS) - 1) & ~used, INSTR_BITS)
         rng = self._range_checks(op) if op != Op.END else []
         aln = self._align_checks(op)
-        checks = [((self.raw & reserved) != 0, ErrorCode.RESERVED_BITS)]
+        checks = [([(self.raw & reserved) != 0], ErrorCode.RESERVED_BITS)]
         if rng:
-            checks.append((Cat(*rng).any(), ErrorCode.FIELD_RANGE))
+            checks.append((rng, ErrorCode.FIELD_RANGE))
         if aln:
-            checks.append((Cat(*aln).any(), ErrorCode.ADDRESS_RANGE))
+            checks.append((aln, ErrorCode.ADDRESS_RANGE))
         # a queue without a previous (load) or next (store) neighbour
         q = QUEUE_OF.get(op)
         for side, nbr in (("prev", PREV), ("next", NEXT)):
             if q is not None and nbr[q] is None:
-                checks.append((getattr(hdr, f"pop_{side}"), ErrorCode.TOKEN_UNDERFLOW))
-                checks.append((getattr(hdr, f"push_{side}"), ErrorCode.TOKEN_OVERFLOW))
+                checks.append(([getattr(hdr, f"pop_{side}")], ErrorCode.TOKEN_UNDERFLOW))
+                checks.append(([getattr(hdr, f"push_{side}")], ErrorCode.TOKEN_OVERFLOW))
         return checks
 
     def elaborate(self, platform):
@@ -80,20 +81,26 @@ class InstructionDecoder(wiring.Component):
         ops = [op for op in Op if op != Op.ILLEGAL]
         checks = {op: self._checks(op) for op in ops}
         if self.registered:
+            # each condition registered on its own (a rule's compare, not the OR of a check's
+            # rules: that OR after the compares was the fetch block's speed-8 path in
+            # session 14), the OR and the priority after the registers
             op_r = Signal.like(opcode, name="dec_opcode")
             m.d.sync += op_r.eq(opcode)
             opcode = op_r
             for op in ops:
-                flags = [Signal(name=f"dec_{op.name.lower()}_{i}")
-                         for i in range(len(checks[op]))]
-                m.d.sync += [f.eq(c) for f, (c, _) in zip(flags, checks[op], strict=True)]
-                checks[op] = [(f, code) for f, (_, code) in zip(flags, checks[op], strict=True)]
+                regd = []
+                for i, (conds, code) in enumerate(checks[op]):
+                    flags = [Signal(name=f"dec_{op.name.lower()}_{i}_{j}")
+                             for j in range(len(conds))]
+                    m.d.sync += [f.eq(c) for f, c in zip(flags, conds, strict=True)]
+                    regd.append((flags, code))
+                checks[op] = regd
         with m.Switch(opcode):
             for op in ops:
                 with m.Case(int(op)):
                     # the first failing check names the error (later assignments win)
-                    for cond, code in reversed(checks[op]):
-                        with m.If(cond):
+                    for conds, code in reversed(checks[op]):
+                        with m.If(Cat(*conds).any()):
                             m.d.comb += self.bad.eq(int(code))
             with m.Default():
                 m.d.comb += self.bad.eq(ErrorCode.ILLEGAL_OPCODE)
