@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal
+from amaranth import Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.contract.timing import TIMING
 from attenio.hw.ctrl.axi import ADDR_BITS, kept_offered, log2
+from attenio.hw.ctrl.decode import kps_log2_of
 
-__all__ = ["BurstSplitter", "BurstRegs", "drive_address", "prepared_transfer"]
+__all__ = ["BurstSplitter", "BurstRegs", "drive_address", "prepared_blocks", "prepared_transfer"]
 
 
 class BurstSplitter(wiring.Component):
@@ -124,3 +125,37 @@ def prepared_transfer(m: Module, words, rows, stride, lab: int, name: str):
     beats, contig = Signal(24, name=f"{name}_beats2"), Signal(name=f"{name}_c2")
     m.d.sync += [beats.eq(Mux(c1, r1 * w1, w1)), contig.eq(c1)]
     return beats, contig, r1
+
+
+def prepared_blocks(m: Module, kv, wk, wv, lab: int, kps_max: int) -> dict:
+    """A ``LOAD_KV`` head's block sizes, registered in the two stages of
+    ``hw.ctrl.dispatch.prepared_head`` (V's block step in a third, with the data registers;
+    so no product lies on the look-ahead's paths: the load block's worst paths at both
+    grades in session 10): V's row stride (K's less the words a V row lacks: the key
+    factor's word, d − dv's), a K and a V block's bytes (``keys_per_step``, a power of two,
+    times the rows' strides), the last block's rows (``keys − (steps − 1)·keys_per_step``)
+    and the beats of a whole and of the last block of contiguous K (``wk`` words a row) and
+    V (``wv``) rows. Returns ``_LoadRegs`` attribute → value, loaded with the instruction's
+    other data registers (while the engine is idle)."""
+    kps = kv.keys_per_step
+    kl1, wk1, wv1 = Signal(range(log2(kps_max) + 1)), Signal.like(wk), Signal.like(wv)
+    lr1 = Signal(range(kps_max + 1))
+    stride1 = Signal(32)
+    vless1 = Signal(signed(len(wk) + 1))      # wk − wv (a V row may be the wider)
+    m.d.sync += [kl1.eq(kps_log2_of(kps, kps_max)), wk1.eq(wk), wv1.eq(wv),
+                 lr1.eq(((kv.keys - 1) & (kps - 1)) + 1), stride1.eq(kv.row_stride),
+                 vless1.eq(wk - wv)]
+    # V's stride in the second stage (the words' difference, then the stride's 32-bit
+    # subtract, were one path from the head: the load block's speed-8 path in session 14),
+    # its block step with the engine's data registers (the third stage: they load while the
+    # engine is idle, so at the latest with the start, and a V block is not the first unit)
+    vstride2, kl2 = Signal(32), Signal.like(kl1)
+    out = {k: Signal(shape, name=f"ld_prep_{k}") for k, shape in (
+        ("kstep", 32), ("last_rows", lr1.shape()),
+        ("kfull", 24), ("klast", 24), ("vfull", 24), ("vlast", 24))}
+    m.d.sync += [vstride2.eq(stride1 - (vless1 << lab)), kl2.eq(kl1),
+                 out["kstep"].eq(stride1 << kl1),
+                 out["last_rows"].eq(lr1), out["kfull"].eq(wk1 << kl1),
+                 out["klast"].eq(lr1 * wk1), out["vfull"].eq(wv1 << kl1),
+                 out["vlast"].eq(lr1 * wv1)]
+    return {**out, "vstride": vstride2, "vstep": vstride2 << kl2}

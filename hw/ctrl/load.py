@@ -13,7 +13,13 @@ from attenio.contract.program import INSTR_BITS, Op
 from attenio.contract.rules import ENTRY_BYTES, PAGE_ALIGN_LOG2, next_is_v
 from attenio.contract.timing import TIMING
 from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, log2
-from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address, prepared_transfer
+from attenio.hw.ctrl.bursts import (
+    BurstRegs,
+    BurstSplitter,
+    drive_address,
+    prepared_blocks,
+    prepared_transfer,
+)
 from attenio.hw.ctrl.decode import kps_log2_of
 from attenio.hw.ctrl.dispatch import engine_ports, prepared_head
 from attenio.hw.ctrl.layouts import load_tag_layout, raise_error, view
@@ -73,8 +79,9 @@ class _LoadRegs:
         self.v_fw = Signal(name="l_v_fw")        # the last V block starts with its factors' word
         # V's row stride: K's less the words a V row lacks (key_scales' word, d − dv's)
         self.vstride = Signal(32, name="l_vstride")
-        # a block's sizes, from the queue head (_prepared_blocks): a K and a V block's bytes,
-        # the last block's rows, and the beats of a whole and of the last K and V block
+        # a block's sizes, from the queue head (hw.ctrl.bursts.prepared_blocks): a K and a V
+        # block's bytes, the last block's rows, and the beats of a whole and of the last K and
+        # V block
         self.kstep = Signal(32, name="l_kstep")
         self.vstep = Signal(32, name="l_vstep")
         self.last_rows = Signal(range(cfg.max_keys_per_step + 1), name="l_last_rows")
@@ -182,7 +189,7 @@ class LoadEngine(wiring.Component):
         m.d.comb += [l_wd.eq(words_of(kvr.d)),
                      u.dv.eq(Mux(kvr.dv == 0, kvr.d, kvr.dv)), u.wv.eq(words_of(u.dv)),
                      l_wk.eq(l_wd + (kvr.key_scales & ~kvr.paged))]
-        # (V's stride, K's less the words a V row lacks, comes from the head: _prepared_blocks)
+        # (V's stride, K's less the words a V row lacks, comes from the head: prepared_blocks)
 
         lhead = self.queue.head.payload
         lop = view(lhead.insn).opcode
@@ -235,7 +242,7 @@ class LoadEngine(wiring.Component):
         q_beats, contig_q, _ = prepared_transfer(m, wq_head, qv.rows, qv.row_stride, lab, "ldq")
         k_beats, contig_k, nk1 = prepared_transfer(m, wk_head, nk0, kv_head.row_stride, lab,
                                                    "ldk")
-        blocks = _prepared_blocks(m, kv_head, wk_head, words_of(Mux(kv_head.dv == 0, kv_head.d,
+        blocks = prepared_blocks(m, kv_head, wk_head, words_of(Mux(kv_head.dv == 0, kv_head.d,
                                                                     kv_head.dv)), lab, kps_max)
         steps1 = Signal.like(u.steps)
         m.d.sync += steps1.eq((keys_h + kps_h - 1) >> kps_log2_of(kps_h, kps_max))
@@ -427,40 +434,6 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is
                          lb.base.eq(u.t_addr), lb.beats.eq(1),
                          u.k_beats.eq(p_beats)]
     return instr_done
-
-
-def _prepared_blocks(m: Module, kv, wk, wv, lab: int, kps_max: int) -> dict:
-    """A ``LOAD_KV`` head's block sizes, registered in the two stages of
-    ``hw.ctrl.dispatch.prepared_head`` (V's block step in a third, with the data registers;
-    so no product lies on the look-ahead's paths: the load block's worst paths at both
-    grades in session 10): V's row stride (K's less the words a V row lacks: the key
-    factor's word, d − dv's), a K and a V block's bytes (``keys_per_step``, a power of two,
-    times the rows' strides), the last block's rows (``keys − (steps − 1)·keys_per_step``)
-    and the beats of a whole and of the last block of contiguous K (``wk`` words a row) and
-    V (``wv``) rows. Returns ``_LoadRegs`` attribute → value, loaded with the instruction's
-    other data registers (while the engine is idle)."""
-    kps = kv.keys_per_step
-    kl1, wk1, wv1 = Signal(range(log2(kps_max) + 1)), Signal.like(wk), Signal.like(wv)
-    lr1 = Signal(range(kps_max + 1))
-    stride1 = Signal(32)
-    vless1 = Signal(signed(len(wk) + 1))      # wk − wv (a V row may be the wider)
-    m.d.sync += [kl1.eq(kps_log2_of(kps, kps_max)), wk1.eq(wk), wv1.eq(wv),
-                 lr1.eq(((kv.keys - 1) & (kps - 1)) + 1), stride1.eq(kv.row_stride),
-                 vless1.eq(wk - wv)]
-    # V's stride in the second stage (the words' difference, then the stride's 32-bit
-    # subtract, were one path from the head: the load block's speed-8 path in session 14),
-    # its block step with the engine's data registers (the third stage: they load while the
-    # engine is idle, so at the latest with the start, and a V block is not the first unit)
-    vstride2, kl2 = Signal(32), Signal.like(kl1)
-    out = {k: Signal(shape, name=f"ld_prep_{k}") for k, shape in (
-        ("kstep", 32), ("last_rows", lr1.shape()),
-        ("kfull", 24), ("klast", 24), ("vfull", 24), ("vlast", 24))}
-    m.d.sync += [vstride2.eq(stride1 - (vless1 << lab)), kl2.eq(kl1),
-                 out["kstep"].eq(stride1 << kl1),
-                 out["last_rows"].eq(lr1), out["kfull"].eq(wk1 << kl1),
-                 out["klast"].eq(lr1 * wk1), out["vfull"].eq(wv1 << kl1),
-                 out["vlast"].eq(lr1 * wv1)]
-    return {**out, "vstride": vstride2, "vstep": vstride2 << kl2}
 
 
 def _registered_want(m: Module, lb: BurstRegs, u: _LoadRegs, credit_next, rd_room_next, is_t,
