@@ -226,11 +226,9 @@ class _Builder:
             tiling = tilings[longest]
         ring = None if self.dataflow == "attenio" else max(t.keys_per_step
                                                            for t in tilings or [tiling])
-        if not self.check:
-            pass
-        elif ring is None:
+        if self.check and ring is None:
             validate(program, hw)
-        else:
+        elif self.check:
             rows = max(t.rows for t in tilings or [tiling])
             validate(program, _with_ring(hw, 2 * ring, rows), rtl=False)
         total, stats, rb, wb, spans = simulate_program(
