@@ -36,7 +36,9 @@ def pipelined_product(m: Module, a: Value, b: Value, name: str,
     ``LUT_PIECE`` bits), cycle 2 registers their sum. The result has ``len(a) + len(b)`` bits,
     signed if either operand is. With ``addend`` (non-negative, a value of the cycle after
     ``a`` and ``b``'s: a register of theirs) the sum includes it, one bit wider: a rounding
-    constant folded into the adder tree, not added after it."""
+    constant folded into the adder tree, not added after it. Its registers are data:
+    ``reset_less`` (off the engine's reset net, issue #47), their words read only where the
+    caller's valid bits say so."""
     is_signed = a.shape().signed or b.shape().signed
     width = len(a) + len(b)
     if addend is not None:
@@ -51,11 +53,11 @@ def pipelined_product(m: Module, a: Value, b: Value, name: str,
     terms += [(la + lb, x, y) for la, x in pa_all if len(x) <= LUT_PIECE for lb, y in wide_b]
     parts = []
     for k, (off, x, y) in enumerate(terms):
-        pp = Signal(signed(len(x) + len(y) + 1), name=f"{name}_pp{k}")
+        pp = Signal(signed(len(x) + len(y) + 1), name=f"{name}_pp{k}", reset_less=True)
         m.d.sync += pp.eq(shift_add_product(x, y) if min(len(x), len(y)) <= LUT_PIECE
                           else x * y)
         parts.append((off, pp))
-    out = Signal(signed(width) if is_signed else unsigned(width), name=name)
+    out = Signal(signed(width) if is_signed else unsigned(width), name=name, reset_less=True)
     total = parts[0][1] << parts[0][0]
     for off, pp in parts[1:]:
         total = total + (pp << off)
@@ -77,12 +79,17 @@ def shift_add_product(a: Value, b: Value) -> Value:
     return rows[0]
 
 
-def delay(m: Module, sigs: list[Value], cycles: int, name: str) -> list[Signal]:
-    """``sigs`` ``cycles`` cycles later (a register chain each)."""
+def delay(m: Module, sigs: list[Value], cycles: int, name: str,
+          reset_less: bool | None = None) -> list[Signal]:
+    """``sigs`` ``cycles`` cycles later (a register chain each). ``reset_less``: whether the
+    chain's registers are off the reset (data, written before they are read: issue #47);
+    ``None`` follows each source, a ``reset_less`` signal's chain is too, any other's is
+    reset (valid bits)."""
     out = []
     for k, sig in enumerate(sigs):
         for c in range(cycles):
-            nxt = Signal.like(sig, name=f"{name}_{k}_d{c}")
+            nxt = (Signal.like(sig, name=f"{name}_{k}_d{c}") if reset_less is None
+                   else Signal.like(sig, name=f"{name}_{k}_d{c}", reset_less=reset_less))
             m.d.sync += nxt.eq(sig)
             sig = nxt
         out.append(sig)
@@ -90,16 +97,17 @@ def delay(m: Module, sigs: list[Value], cycles: int, name: str) -> list[Signal]:
 
 
 def kept_copies(m: Module, value: Value, load: Value, salts: list[Value],
-                name: str) -> list[Signal]:
+                name: str, reset_less: bool = False) -> list[Signal]:
     """One register per salt, each holding ``value`` of the cycle before whenever ``load`` was
     high: copies of one register for a fan-out too wide to route from one (each copy drives its
     own lane). yosys merges registers whose inputs are identical, and replicated registers are
     exactly that, so copy ``i`` also loads when ``salts[i]`` is high (a bit of its own lane's
     data): no two copies then share an enable, and they stay apart. The extra loads are
-    harmless where a copy is read only in the cycle after a ``load``."""
+    harmless where a copy is read only in the cycle after a ``load``. ``reset_less``: the
+    copies are data, off the reset (issue #47)."""
     out = []
     for k, salt in enumerate(salts):
-        r = Signal.like(value, name=f"{name}_{k}")
+        r = Signal.like(value, name=f"{name}_{k}", reset_less=reset_less)
         with m.If(load | salt):
             m.d.sync += r.eq(value)
         out.append(r)

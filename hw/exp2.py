@@ -53,9 +53,11 @@ class Exp2(wiring.Component):
                       for a, b in zip(lut[:-1], lut[1:], strict=True))
         y = self.i.payload
         # stage 1: integer part → output shift (saturated at PF+2), table lookup
+        # the valid bits are reset; the values beside them are data, off START's reset
+        # (``reset_less``, issue #47), each written before it is read
         v1 = Signal()
-        sh1 = Signal(range(pf + 3))
-        base1 = Signal(unsigned(pf + 2 + rbits))
+        sh1 = Signal(range(pf + 3), reset_less=True)
+        base1 = Signal(unsigned(pf + 2 + rbits), reset_less=True)
         yi = y >> f  # floor, ≤ 0
         m.d.sync += [
             v1.eq(self.i.valid),
@@ -69,15 +71,17 @@ class Exp2(wiring.Component):
         # stage 2: linear interpolation with round-half-up
         v2 = Signal()
         sh2 = Signal.like(sh1)
-        frac2 = Signal(unsigned(pf + 2))
+        frac2 = Signal(unsigned(pf + 2), reset_less=True)
         m.d.sync += [
             v2.eq(v1),
             sh2.eq(sh1),
             frac2.eq((base1 + slope_r) >> rbits),
         ]
         # stage 3: p = round(frac / 2**sh) as ((2·frac >> sh) + 1) >> 1
+        p3 = Signal.like(self.o.payload, name="exp2_p", reset_less=True)
+        m.d.comb += self.o.payload.eq(p3)
         m.d.sync += [
             self.o.valid.eq(v2),
-            self.o.payload.eq((((frac2 << 1) >> sh2) + 1) >> 1),
+            p3.eq((((frac2 << 1) >> sh2) + 1) >> 1),
         ]
         return m

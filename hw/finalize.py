@@ -63,15 +63,15 @@ class Finalize(wiring.Component):
         m.submodules.recip = recip = Reciprocal(cfg)
         m.d.comb += [recip.i.valid.eq(self.i.valid), recip.i.payload.eq(self.i.payload.l)]
         # delay the O word alongside the reciprocal
-        o_d = delay(m, [self.i.payload.o], Reciprocal.latency, "o_d")[0]
+        o_d = delay(m, [self.i.payload.o], Reciprocal.latency, "o_d", reset_less=True)[0]
         r, zero = recip.o.payload.r, recip.o.payload.zero
         # s = max(e − G, 0) and k = RF + e − s − OF from ℓ's leading one e, found beside the
         # reciprocal (which finds the same e) and registered two stages in, then delayed with
         # it: stage A only shifts (the compare and subtracts were on its path)
         e_in = leading_one(m, self.i.payload.l, cfg.row_sum_bits)
-        e1 = Signal.like(e_in, name="fin_e1")
-        s2 = Signal.like(e_in, name="fin_s2")
-        k2 = Signal(range(rf + g_bits + 2), name="fin_k2")
+        e1 = Signal.like(e_in, name="fin_e1", reset_less=True)
+        s2 = Signal.like(e_in, name="fin_s2", reset_less=True)
+        k2 = Signal(range(rf + g_bits + 2), name="fin_k2", reset_less=True)
         s1 = Mux(e1 > g_bits, e1 - g_bits, 0)
         m.d.sync += [e1.eq(e_in), s2.eq(s1), k2.eq(rf + e1 - s1 - of)]
         v2 = delay(m, [self.i.valid], 2, "fin_v2")[0]      # the word's valid beside s2, k2
@@ -79,18 +79,22 @@ class Finalize(wiring.Component):
         # stage A: O' = O >> s (each lane its own copy of s, loaded the cycle before: one
         # register drove every lane's shift, the block's worst path at speed 6); k and the
         # rounding constant 2**(k-1) (0 for k = 0)
-        s_lane = kept_copies(m, s, v_pre, [o_d[i][0] for i in range(q)], "fin_s")
+        s_lane = kept_copies(m, s, v_pre, [o_d[i][0] for i in range(q)], "fin_s",
+                             reset_less=True)
         k_a = Signal.like(k, name="fin_k_a")
         m.d.sync += k_a.eq(k)
-        va, za = Signal(), Signal()
-        ka = Signal(range(rf + g_bits + 2))
-        rca = Signal(rf + g_bits + 1)      # 2**(k−1), k ≤ rf + g_bits + 1
+        # the words and their parameters are data (``reset_less``: off START's reset, issue
+        # #47), each written before it is read; the valid bits (v…) are reset
+        va, za = Signal(), Signal(reset_less=True)
+        ka = Signal(range(rf + g_bits + 2), reset_less=True)
+        rca = Signal(rf + g_bits + 1, reset_less=True)      # 2**(k−1), k ≤ rf + g_bits + 1
         ob = scaled_o_bits(cfg)
-        oa = [Signal(signed(ob), name=f"oa{i}") for i in range(q)]
+        oa = [Signal(signed(ob), name=f"oa{i}", reset_less=True) for i in range(q)]
         m.d.sync += [va.eq(recip.o.valid), za.eq(zero), ka.eq(k_a), rca.eq(round_half(k_a))]
         # the reciprocal a copy per lane (one register fed every lane's partial products, the
         # block's worst path: its fan-out to all the DSPs); read only in the cycle after a load
-        ra_lane = kept_copies(m, r, recip.o.valid, [o_d[i][1] for i in range(q)], "fin_r")
+        ra_lane = kept_copies(m, r, recip.o.valid, [o_d[i][1] for i in range(q)], "fin_r",
+                              reset_less=True)
         for i in range(q):
             m.d.sync += oa[i].eq(o_d[i] >> s_lane[i])
         # stages B1-B2: products with the rounding constant added in their sums (two stages)
@@ -100,42 +104,46 @@ class Finalize(wiring.Component):
                  for i in range(q)]
         # stages C1-C2: the shift by k (round half up) in two halves, its high bits then its
         # low ones ((x >> a) >> b = x >> (a + b)), each lane with its own copies of k
-        kb = kept_copies(m, kb1, vb1, [oa[i][0] for i in range(q)], "fin_kb")
+        kb = kept_copies(m, kb1, vb1, [oa[i][0] for i in range(q)], "fin_kb", reset_less=True)
         lo = (len(k_a) + 1) // 2
-        vc1, zc1 = Signal(), Signal()
+        vc1, zc1 = Signal(), Signal(reset_less=True)
         m.d.sync += [vc1.eq(vb), zc1.eq(zb)]
         sums, kc = [], []
         for i in range(q):
-            sm = Signal(signed(len(prods[i])), name=f"rsum{i}")
+            sm = Signal(signed(len(prods[i])), name=f"rsum{i}", reset_less=True)
             ki = Signal.like(kb[i], name=f"k{i}")
             m.d.sync += [sm.eq(prods[i] >> (kb[i][lo:] << lo)), ki.eq(kb[i])]
             sums.append(sm)
             kc.append(ki)
-        vc, zc = Signal(), Signal()
+        vc, zc = Signal(), Signal(reset_less=True)
         m.d.sync += [vc.eq(vc1), zc.eq(zc1)]
-        rnd = [Signal(signed(ob + cfg.recip_bits + 1), name=f"rnd{i}") for i in range(q)]
+        rnd = [Signal(signed(ob + cfg.recip_bits + 1), name=f"rnd{i}", reset_less=True)
+               for i in range(q)]
         for i in range(q):
             m.d.sync += rnd[i].eq(sums[i] >> kc[i][:lo])
         # a statistics word rides beside the pipeline to stage D
         raw_c, m_c, l_c = delay(m, [self.i.payload.raw, self.i.payload.m, self.i.payload.l],
-                                self.LATENCY - 1, "stats")
+                                self.LATENCY - 1, "stats", reset_less=True)
         half = cfg.stats_half_bits
         l_half, m_half = Signal(half), Signal(signed(half))
         m.d.comb += [l_half.eq(l_c), m_half.eq(m_c)]
-        # stage D: saturate
+        # stage D: saturate (the word in a register of its own, off the reset: a port's
+        # signal cannot be reset_less)
         lim = 1 << (cfg.out_bits - 1)
+        word = Signal(out_word_layout(cfg), name="fin_word", reset_less=True)
+        m.d.comb += self.o.payload.eq(word)
         m.d.sync += self.o.valid.eq(vc)
         with m.If(raw_c):
-            m.d.sync += self.o.payload.as_value().eq(Cat(l_half, m_half))
+            m.d.sync += word.as_value().eq(Cat(l_half, m_half))
         with m.Else():
             for i in range(q):
                 rounded = rnd[i]
                 with m.If(zc):
-                    m.d.sync += self.o.payload[i].eq(0)
+                    m.d.sync += word[i].eq(0)
                 with m.Elif(rounded >= lim):
-                    m.d.sync += self.o.payload[i].eq(lim - 1)
+                    m.d.sync += word[i].eq(lim - 1)
                 with m.Elif(rounded < -lim):
-                    m.d.sync += self.o.payload[i].eq(-lim)
+                    m.d.sync += word[i].eq(-lim)
                 with m.Else():
-                    m.d.sync += self.o.payload[i].eq(rounded)
+                    m.d.sync += word[i].eq(rounded)
         return m

@@ -126,12 +126,16 @@ class FinalizeStage(wiring.Component):
                 m.d.sync += f_all.eq(1)
         # c1: the banks' words; c2: each bank's registered (placed beside its RAM); c3: the
         # selected row's, registered before the finalize unit
-        f_lane1, f_lane = Signal(range(p)), Signal(range(p))
-        fv1, fraw1, fv2, fraw2 = Signal(), Signal(), Signal(), Signal()
+        # (the valid bits fv… are reset; the words, their lane and kind are data, off START's
+        # reset: ``reset_less``, issue #47, each written before it is read)
+        f_lane1 = Signal(range(p), reset_less=True)
+        f_lane = Signal(range(p), reset_less=True)
+        fv1, fv2 = Signal(), Signal()
+        fraw1, fraw2 = Signal(reset_less=True), Signal(reset_less=True)
         m.d.sync += [fv1.eq(self.issue), fraw1.eq(f_raw), f_lane1.eq(frow[:lp] if lp else 0),
                      fv2.eq(fv1), fraw2.eq(fraw1), f_lane.eq(f_lane1)]
-        o_reg = Signal(data.ArrayLayout(acc_word_layout(cfg), p))
-        ml_reg = Signal(data.ArrayLayout(ml_layout(cfg), p))
+        o_reg = Signal(data.ArrayLayout(acc_word_layout(cfg), p), reset_less=True)
+        ml_reg = Signal(data.ArrayLayout(ml_layout(cfg), p), reset_less=True)
         m.d.sync += [o_reg.eq(self.o_data), ml_reg.eq(self.ml_data)]
         sel_o = Signal(acc_word_layout(cfg))
         sel_l = Signal(cfg.row_sum_bits)
@@ -144,11 +148,12 @@ class FinalizeStage(wiring.Component):
         # the selected row's O word and ℓ are registered before the finalize unit (with lse,
         # then its statistics: a row that saw no key reports m_init, model.numerics.row_stats)
         fv3 = Signal()
+        fin_in = Signal.like(fin.i.payload, name="fin_in", reset_less=True)
         empty = no_keys | (sel_l == 0)
-        m.d.sync += [fv3.eq(fv2), fin.i.payload.o.eq(sel_o),
-                     fin.i.payload.l.eq(Mux(no_keys, 0, sel_l)), fin.i.payload.raw.eq(fraw2),
-                     fin.i.payload.m.eq(Mux(empty, -(1 << cfg.max_bits), sel_m))]
-        m.d.comb += fin.i.valid.eq(fv3)
+        m.d.sync += [fv3.eq(fv2), fin_in.o.eq(sel_o),
+                     fin_in.l.eq(Mux(no_keys, 0, sel_l)), fin_in.raw.eq(fraw2),
+                     fin_in.m.eq(Mux(empty, -(1 << cfg.max_bits), sel_m))]
+        m.d.comb += [fin.i.valid.eq(fv3), fin.i.payload.eq(fin_in)]
         # the finalize unit never waits: its words fit the FIFO by the issue rule above
         m.d.comb += [ofifo.i.valid.eq(fin.o.valid), ofifo.i.payload.eq(fin.o.payload)]
         with m.If(self.issue & ~ofifo.i.valid):

@@ -68,9 +68,16 @@ class PEArray(wiring.Component):
         lq = q.bit_length() - 1
         acc_word = data.ArrayLayout(signed(cfg.acc_bits), q)
         prod_bits = 2 * cfg.data_bits
-        prods = [[Signal(signed(prod_bits), name=f"qk_p{i}_{lane}") for lane in range(q)]
+
+        # every register of the array is data, off START's reset (``reset_less``, issue #47:
+        # the reset was one net to three quarters of the fpga preset's flip-flops): each is
+        # written before it is read, by the core's own reset control (acc_first, zero, head)
+        def data_reg(shape, name):
+            return Signal(shape, name=name, reset_less=True)
+
+        prods = [[data_reg(signed(prod_bits), f"qk_p{i}_{lane}") for lane in range(q)]
                  for i in range(p)]
-        o_pv = [[Signal(signed(cfg.pv_bits + 1), name=f"pv_p{i}_{lane}") for lane in range(q)]
+        o_pv = [[data_reg(signed(cfg.pv_bits + 1), f"pv_p{i}_{lane}") for lane in range(q)]
                 for i in range(p)]
         for i in range(p):
             for lane in range(q):
@@ -88,16 +95,17 @@ class PEArray(wiring.Component):
                 m.d.sync += [prods[i][lane].eq(prod), o_pv[i][lane].eq(prod)]
 
         # ---- Q Kᵀ: adder tree (c3 → c4), accumulate (c4 → c5) ----
-        sums = [Signal(signed(prod_bits + lq + 1), name=f"qk_sum{i}") for i in range(p)]
+        sums = [data_reg(signed(prod_bits + lq + 1), f"qk_sum{i}") for i in range(p)]
         for i in range(p):
             total = prods[i][0]
             for lane in range(1, q):
                 total = total + prods[i][lane]
             m.d.sync += sums[i].eq(total)
+        scores = data_reg(self.scores.shape(), "scores")
+        m.d.comb += self.scores.eq(scores)
         with m.If(self.acc):
             for i in range(p):
-                m.d.sync += self.scores[i].eq(Mux(self.acc_first, sums[i],
-                                                  self.scores[i] + sums[i]))
+                m.d.sync += scores[i].eq(Mux(self.acc_first, sums[i], scores[i] + sums[i]))
 
         # ---- P V: the rescale shift follows the operands; c3: a chain head's own O word,
         # shifted (registered); c4: O = (O >> shift) + p·v, chained over a row's lines ----
@@ -105,18 +113,18 @@ class PEArray(wiring.Component):
         # c2: each drives its lane's barrel shift, where one register a line drove all q of
         # them, the fpga block's worst path, 6.7 ns of routing; kept_copies keeps synthesis
         # from merging them back)
-        o_old = [Signal(acc_word, name=f"pv_o{i}") for i in range(p)]
-        sh1b = [Signal(unsigned(SHIFT_BITS), name=f"pv_sh1b_{i}") for i in range(p)]
+        o_old = [data_reg(acc_word, f"pv_o{i}") for i in range(p)]
+        sh1b = [data_reg(unsigned(SHIFT_BITS), f"pv_sh1b_{i}") for i in range(p)]
         pv2 = Signal(name="pv_op2")
         m.d.sync += pv2.eq(~self.qk)
-        o_sh3 = [Signal(acc_word, name=f"pv_osh{i}") for i in range(p)]
-        sh3 = [Signal(unsigned(SHIFT_BITS), name=f"pv_sh3_{i}") for i in range(p)]
-        o_pv3 = [[Signal(signed(cfg.pv_bits + 1), name=f"pv_p3_{i}_{lane}") for lane in range(q)]
+        o_sh3 = [data_reg(acc_word, f"pv_osh{i}") for i in range(p)]
+        sh3 = [data_reg(unsigned(SHIFT_BITS), f"pv_sh3_{i}") for i in range(p)]
+        o_pv3 = [[data_reg(signed(cfg.pv_bits + 1), f"pv_p3_{i}_{lane}") for lane in range(q)]
                  for i in range(p)]
         for i in range(p):
             salts = [self.o_old[i][lane][0] for lane in range(q)]
-            sh2 = kept_copies(m, sh1b[i], pv2, salts, f"pv_sh{i}")
-            zero2 = kept_copies(m, self.zero, pv2, salts, f"pv_zero{i}")
+            sh2 = kept_copies(m, sh1b[i], pv2, salts, f"pv_sh{i}", reset_less=True)
+            zero2 = kept_copies(m, self.zero, pv2, salts, f"pv_zero{i}", reset_less=True)
             m.d.sync += [o_old[i].eq(self.o_old[i]), sh1b[i].eq(self.shift[i]),
                          sh3[i].eq(sh2[0])]
             for lane in range(q):

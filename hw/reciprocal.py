@@ -57,17 +57,22 @@ class Reciprocal(wiring.Component):
         seeds = Array(Const(int(v), unsigned(rf + 1)) for v in recip_table(n))
         lv = self.i.payload
         e0 = leading_one(m, lv, lw)
+        # the valid bits (v…) are reset; the values beside them are data, off START's reset
+        # (``reset_less``, issue #47), each written before it is read
+        def data_reg(shape):
+            return Signal(shape, reset_less=True)
+
         # stage 1: leading one
-        v1, l1, e1, z1 = Signal(), Signal(lw), Signal.like(e0), Signal()
+        v1, l1, e1, z1 = Signal(), data_reg(lw), data_reg(e0.shape()), data_reg(1)
         m.d.sync += [v1.eq(self.i.valid), l1.eq(lv), e1.eq(e0), z1.eq(lv == 0)]
         # stage 2: mantissa in [2**RF, 2**(RF+1)) = floor(ℓ·2**RF / 2**e)
-        v2, e2, z2 = Signal(), Signal.like(e1), Signal()
-        mn2 = Signal(rf + 1)
+        v2, e2, z2 = Signal(), Signal.like(e1), data_reg(1)
+        mn2 = data_reg(rf + 1)
         m.d.sync += [v2.eq(v1), e2.eq(e1), z2.eq(z1), mn2.eq((l1 << rf) >> e1)]
         # stage 3: seed
-        v3, e3, z3 = Signal(), Signal.like(e2), Signal()
-        mn3 = Signal(rf + 1)
-        r03 = Signal(rf + 1)
+        v3, e3, z3 = Signal(), Signal.like(e2), data_reg(1)
+        mn3 = data_reg(rf + 1)
+        r03 = data_reg(rf + 1)
         m.d.sync += [v3.eq(v2), e3.eq(e2), z3.eq(z2), mn3.eq(mn2),
                      r03.eq(seeds[mn2[rf - sb:rf]])]
         # stages 4-5: x·r0 (≈ 2**RF), a two-stage product
@@ -75,7 +80,7 @@ class Reciprocal(wiring.Component):
         v5, e5, z5, r05 = delay(m, [v3, e3, z3, r03], 2, "s5")
         # stage 6: 2 − x·r0
         v6, e6, z6, r06 = delay(m, [v5, e5, z5, r05], 1, "s6")
-        t6 = Signal(rf + 3)
+        t6 = data_reg(rf + 3)
         m.d.sync += t6.eq((2 << rf) - (xr >> rf))
         # stages 7-8: one Newton step r0·(2 − x·r0), a two-stage product
         rr = pipelined_product(m, r06, t6, "rr")

@@ -126,19 +126,24 @@ class SoftmaxUnit(wiring.Component):
         m_init = -(1 << cfg.max_bits)
         i = self.i.payload
 
-        def delay(sig, cycles, name):
-            return delay_regs(m, [sig], cycles, name)[0]
+        # the valid bits (v…) are reset; every other register is data, off START's reset
+        # (``reset_less``, issue #47), each written before it is read
+        def delay(sig, cycles, name, reset_less=True):
+            return delay_regs(m, [sig], cycles, name, reset_less=reset_less)[0]
+
+        def data_reg(shape, name):
+            return Signal(shape, name=name, reset_less=True)
 
         # stages 1-2: s·c_m + 2**(c_sh-1) (a two-stage product, the rounding constant, 0
         # when c_sh = 0, formed from c_sh in stage 1 and added in the product's sum)
-        rc = [Signal(unsigned(63), name=f"rc{k}") for k in range(p)]
+        rc = [data_reg(unsigned(63), f"rc{k}") for k in range(p)]
         m.d.sync += [rc[k].eq(round_half(self.c_sh[k])) for k in range(p)]
         prod1 = [pipelined_product(m, i.s[k], self.c_m[k], f"prod{k}", addend=rc[k])
                  for k in range(p)]
-        v1 = delay(self.i.valid, 2, "v1")
+        v1 = delay(self.i.valid, 2, "v1", reset_less=False)
         # stage 3: t = (prod + 2**(c_sh-1)) >> c_sh, c_sh registered twice to meet it
         v2 = Signal()
-        t2 = [Signal(signed(cfg.logit_bits + 1), name=f"t{k}") for k in range(p)]
+        t2 = [data_reg(signed(cfg.logit_bits + 1), f"t{k}") for k in range(p)]
         m.d.sync += v2.eq(v1)
         for k in range(p):
             sh_k = delay(self.c_sh[k], 2, f"c_sh{k}")
@@ -150,11 +155,11 @@ class SoftmaxUnit(wiring.Component):
         if cfg.softcap_unit:
             extra = SOFTCAP_LATENCY
             t2 = [self._softcap(m, t2[k], k) for k in range(p)]
-            v2 = delay(v2, extra, "v_cap")
+            v2 = delay(v2, extra, "v_cap", reset_less=False)
         # the ALiBi unit: the logit less its bias, saturated at the logit's floor
         if cfg.alibi_unit:
             t2 = self._alibi(m, t2, b2, extra)
-            v2 = delay(v2, ALIBI_LATENCY, "v_alibi")
+            v2 = delay(v2, ALIBI_LATENCY, "v_alibi", reset_less=False)
             extra += ALIBI_LATENCY
         # the row state travels alongside
         m_in = delay(i.m, 3 + extra, "m_in")
@@ -173,17 +178,17 @@ class SoftmaxUnit(wiring.Component):
         # (several keys per step): each lane continues from the previous lane's m, so the chain
         # computes exactly what one key after another would.
         v3 = Signal()
-        m3 = [Signal(signed(mb), name=f"m_new{k}") for k in range(p)]
-        mo3 = [Signal(signed(mb), name=f"m_prev{k}") for k in range(p)]
+        m3 = [data_reg(signed(mb), f"m_new{k}") for k in range(p)]
+        mo3 = [data_reg(signed(mb), f"m_prev{k}") for k in range(p)]
         # m + MAX_SHIFT beside m: stage 5's saturation compares with it while it subtracts
         # (the two carry chains side by side, not one after the other)
-        mo3s = [Signal(signed(mb + 1), name=f"m_prev_sat{k}") for k in range(p)]
+        mo3s = [data_reg(signed(mb + 1), f"m_prev_sat{k}") for k in range(p)]
         t3 = [Signal.like(t2[k], name=f"t3_{k}") for k in range(p)]
-        l3 = [Signal(unsigned(cfg.row_sum_bits), name=f"l_old{k}") for k in range(p)]
+        l3 = [data_reg(unsigned(cfg.row_sum_bits), f"l_old{k}") for k in range(p)]
         # lanes that start a chain: combinational from chain_log2, which is held for a tile
         # (registering them would keep the chains alive in synthesis when chain_log2 is 0)
         heads = Signal(p)
-        vis3 = Signal(p)
+        vis3 = data_reg(p, "vis3")
         # a chain is at most max_keys_per_step lanes (the decoder's kps_max): a lane at a
         # multiple of it always heads one (on a config of one key a step, no chain at all)
         chain_mask = Signal(range(p + 1))
@@ -205,11 +210,11 @@ class SoftmaxUnit(wiring.Component):
             prev_m = m_new
         # stage 5: shift = m' − m (saturated) and y = t − m'·2**F
         v4 = Signal()
-        m4 = [Signal(signed(mb), name=f"m4_{k}") for k in range(p)]
-        sh4 = [Signal(unsigned(SHIFT_BITS), name=f"shift{k}") for k in range(p)]
-        y4 = [Signal(signed(y_bits(cfg)), name=f"y{k}") for k in range(p)]
-        l4 = [Signal(unsigned(cfg.row_sum_bits), name=f"l4_{k}") for k in range(p)]
-        vis4 = Signal(p)
+        m4 = [data_reg(signed(mb), f"m4_{k}") for k in range(p)]
+        sh4 = [data_reg(unsigned(SHIFT_BITS), f"shift{k}") for k in range(p)]
+        y4 = [data_reg(signed(y_bits(cfg)), f"y{k}") for k in range(p)]
+        l4 = [data_reg(unsigned(cfg.row_sum_bits), f"l4_{k}") for k in range(p)]
+        vis4 = data_reg(p, "vis4")
         m.d.sync += [v4.eq(v3), vis4.eq(vis3)]
         for k in range(p):
             diff = Signal(signed(mb + 1), name=f"diff{k}")
@@ -229,18 +234,19 @@ class SoftmaxUnit(wiring.Component):
             p_out.append(ex.o.payload)
         lsh5 = []
         for k in range(p):
-            x = Signal(unsigned(cfg.row_sum_bits), name=f"l_sh{k}")
+            x = data_reg(unsigned(cfg.row_sum_bits), f"l_sh{k}")
             m.d.sync += x.eq(l4[k] >> sh4[k])
             lsh5.append(x)
         n = Exp2.latency
-        v7 = delay(v4, n, "v")
+        v7 = delay(v4, n, "v", reset_less=False)
         vis7 = delay(vis4, n, "vis7")
         m7 = [delay(m4[k], n, f"m{k}") for k in range(p)]
         sh7 = [delay(sh4[k], n, f"sh{k}") for k in range(p)]
         lsh7 = [delay(lsh5[k], n - 1, f"lsh{k}") for k in range(p)]
         # stage 9: ℓ' = (ℓ >> shift) + p, chained like m
         m.d.sync += self.o.valid.eq(v7)
-        o = self.o.payload
+        o = data_reg(softmax_out_layout(cfg), "sm_out")      # a port's signal is reset
+        m.d.comb += self.o.payload.eq(o)
         prev_l = None
         for k in range(p):
             pk = Mux(vis7[k], p_out[k], 0)
@@ -264,8 +270,8 @@ class SoftmaxUnit(wiring.Component):
         out = []
         for k in range(self.cfg.mac_lines):
             prod = pipelined_product(m, self.alibi[k].m, self.rel[k], f"alibi_prod{k}")
-            ash = delay_regs(m, [self.alibi[k].sh], 2, f"alibi_sh{k}")[0]
-            b = Signal(unsigned(len(prod)), name=f"alibi_b{k}")
+            ash = delay_regs(m, [self.alibi[k].sh], 2, f"alibi_sh{k}", reset_less=True)[0]
+            b = Signal(unsigned(len(prod)), name=f"alibi_b{k}", reset_less=True)
             m.d.sync += b.eq((prod + round_half(ash)) >> ash)
             out.append(b)
         return out
@@ -274,7 +280,7 @@ class SoftmaxUnit(wiring.Component):
         """The ALiBi stage (``ALIBI_LATENCY`` = 1): each lane's logit ``t`` (after the scale
         and ``extra`` stages of the cap) less its ``bias`` (delayed as far), saturated at
         ``−2**(logit_bits−1)``; with ``alibi_on`` low, ``t`` itself."""
-        on = delay_regs(m, [self.alibi_on], 3 + extra, "alibi_on")[0]
+        on = delay_regs(m, [self.alibi_on], 3 + extra, "alibi_on", reset_less=True)[0]
         floor = -(1 << (self.cfg.logit_bits - 1))
         out = []
         for k, (tk, bk) in enumerate(zip(t, bias, strict=True)):
@@ -302,22 +308,25 @@ class SoftmaxUnit(wiring.Component):
         m.submodules[f"tanh_rom{k}"] = rom
         rd = rom.read_port()
         # stage A: |x|, its sign, past the table
-        neg1, sat1 = Signal(name=f"cap_neg1_{k}"), Signal(name=f"cap_sat1_{k}")
-        ax1 = Signal(unsigned(xb), name=f"cap_ax1_{k}")
+        def data_reg(shape, name):          # data, off START's reset (issue #47)
+            return Signal(shape, name=name, reset_less=True)
+
+        neg1, sat1 = data_reg(1, f"cap_neg1_{k}"), data_reg(1, f"cap_sat1_{k}")
+        ax1 = data_reg(unsigned(xb), f"cap_ax1_{k}")
         ax = Signal(unsigned(len(x)), name=f"cap_ax{k}")
         m.d.comb += ax.eq(Mux(x < 0, -x, x))
         m.d.sync += [neg1.eq(x < 0), sat1.eq(ax >= (1 << xb)), ax1.eq(ax[:xb])]
         # stage B: the segment's base and slope (the ROM's registered read), r beside it
         m.d.comb += rd.addr.eq(ax1[rbits:])
-        r2 = Signal(unsigned(rbits), name=f"cap_r2_{k}")
-        neg2, sat2 = Signal(name=f"cap_neg2_{k}"), Signal(name=f"cap_sat2_{k}")
+        r2 = data_reg(unsigned(rbits), f"cap_r2_{k}")
+        neg2, sat2 = data_reg(1, f"cap_neg2_{k}"), data_reg(1, f"cap_sat2_{k}")
         m.d.sync += [r2.eq(ax1[:rbits]), neg2.eq(neg1), sat2.eq(sat1)]
         # stage C: y = base + round(slope·r / 2**R), the last knot past the table
-        y3 = Signal(unsigned(ybits), name=f"cap_y3_{k}")
+        y3 = data_reg(unsigned(ybits), f"cap_y3_{k}")
         base, slope = rd.data[:ybits], rd.data[ybits:]
         m.d.sync += y3.eq(Mux(sat2, lut[-1], base + ((slope * r2 + (1 << (rbits - 1)))
                                                      >> rbits)))
-        neg3 = Signal(name=f"cap_neg3_{k}")
+        neg3 = data_reg(1, f"cap_neg3_{k}")
         m.d.sync += neg3.eq(neg2)
         # stages D, E: y·cap
         prod = pipelined_product(m, y3, self.cap, f"cap_prod{k}")

@@ -105,12 +105,13 @@ class SoftmaxStage(wiring.Component):
             m.d.comb += [sm.c_m[i].eq(self.c_m[i]), sm.c_sh[i].eq(self.c_sh[i]),
                          sm.i.payload.s[i].eq(self.scores[i]), sm.i.payload.m[i].eq(src.m),
                          sm.i.payload.l[i].eq(src.l)]
-        # the group and step tags through the softmax pipeline
+        # the group and step tags through the softmax pipeline (data, read with the unit's
+        # valid: off START's reset, ``reset_less``, issue #47)
         tg, tk, tl = self.group, self.step, self.step_last
         for stage in range(sm.latency):
-            ng = Signal.like(self.group, name=f"sm_g{stage}")
-            nk = Signal.like(self.step, name=f"sm_k{stage}")
-            nl = Signal(name=f"sm_l{stage}")
+            ng = Signal.like(self.group, name=f"sm_g{stage}", reset_less=True)
+            nk = Signal.like(self.step, name=f"sm_k{stage}", reset_less=True)
+            nl = Signal(name=f"sm_l{stage}", reset_less=True)
             m.d.sync += [ng.eq(tg), nk.eq(tk), nl.eq(tl)]
             pg, pk, tg, tk, tl = tg, tk, ng, nk, nl
         with m.If(sm.i.valid):
@@ -128,8 +129,9 @@ class SoftmaxStage(wiring.Component):
         # (half by the step's parity, then the group) added there, so no adder before a write
         v_pre = delay_regs(m, [sm.i.valid], sm.latency - 1, "sm_vpre")[0]
         salts = [self.scores[i][0] for i in range(p)]   # kept_copies: keeps them apart
-        ml_wa = kept_copies(m, pg, v_pre, salts, "ml_wa")
-        pb_wa = kept_copies(m, Mux(pk[0], gmax, 0) + pg, v_pre, salts, "pb_wa")
+        ml_wa = kept_copies(m, pg, v_pre, salts, "ml_wa", reset_less=True)
+        pb_wa = kept_copies(m, Mux(pk[0], gmax, 0) + pg, v_pre, salts, "pb_wa",
+                            reset_less=True)
         for i in range(p):
             # row ρ's new m, ℓ come from the last line of its chain: ρ·b + b − 1
             m.d.comb += [self.ml_wr_data[i].eq(lanes.from_chain_end(sm_ml, lay, i, "ml")),

@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -109,17 +110,41 @@ def _tool_path(sim: str) -> None:
 
 
 def build(hw: HardwareConfig, sim: str = "verilator", *, waves: bool = False,
-          log=print, fast_bytes: int | None = None) -> Path:
+          log=print, fast_bytes: int | None = None, random_state: bool = False) -> Path:
     """Generate the SystemVerilog of ``AttenIOTop(hw)`` and compile it for ``sim``; the build
     directory is keyed by the Verilog's hash, so an unchanged design is not rebuilt.
     ``fast_bytes``: build the fast path's top instead (``attenio_fast``: the design behind
-    the SystemVerilog DRAM of verify/fast_dram.sv, with room for that many bytes)."""
+    the SystemVerilog DRAM of verify/fast_dram.sv, with room for that many bytes).
+    ``random_state``: the design's registers without their initial values
+    (:func:`without_initial_values`), for a run that randomizes them (Verilator only)."""
     text = _verilog(json.dumps(hw.to_dict(), sort_keys=True), sim == "icarus")
+    if random_state:
+        if sim != "verilator":
+            raise bad("sim", sim, "'verilator' for a random power-on state")
+        text = without_initial_values(text)
     top = TOP
     if fast_bytes is not None:
         text += "\n" + fast_dram.wrapper(text, hw.axi_data_bytes, fast_bytes)
         top = fast_dram.TOP
     return build_verilog(text, top, sim, waves=waves, log=log)
+
+
+_REG_INIT = re.compile(r"^(\s*reg\b[^;=]*?)\s*=\s*[^;]+;$", re.MULTILINE)
+
+
+def without_initial_values(text: str) -> str:
+    """``text`` with every ``reg`` declaration's initial value removed (``reg [7:0] x =
+    8'h00;`` → ``reg [7:0] x ;``; memories' ``initial`` blocks are kept). A register the
+    design resets then starts from its reset, and one it does not (``reset_less``: the
+    datapath's, issue #47) from whatever the simulator gives it: Verilator, with
+    ``+verilator+rand+reset+2``, a random value. A run that is still bit- and cycle-exact
+    shows that no such register is read before it is written, as on an FPGA whose datapath
+    registers are not cleared by START."""
+    out, n = _REG_INIT.subn(r"\1 ;", text)     # the space ends an escaped name (\a$1 ;)
+    if n == 0:
+        raise RuntimeError("no register initial values found in the Verilog: its declaration "
+                           "format has changed")
+    return out
 
 
 @functools.lru_cache(maxsize=16)
@@ -368,7 +393,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
              workdir: Path | None = None, block_table=None,
              checked: bool = False, softmax_scale: float | None = None,
              softcap: float | None = None, sinks=None, alibi_slopes=None,
-             share_prefix=None, v_keys: bool = False) -> SimResult:
+             share_prefix=None, v_keys: bool = False,
+             random_state: int | None = None) -> SimResult:
     """Run ``wl`` on the RTL of ``hw`` and compare with the models.
 
     ``inputs``: integer Q, K, V and their scales to run instead of random ones (a host
@@ -400,7 +426,9 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     ``"python"`` the cocotb model (injected errors, resets, aborts, traces), ``"auto"`` the
     fast path unless the run needs one of those; both keep the same timing rules and both
     stall with ``p_stall``, each from its own random sequence. ``workdir``: keep the run's
-    files there (scripts/bench_sim.py reruns the same image in a plain C++ loop)."""
+    files there (scripts/bench_sim.py reruns the same image in a plain C++ loop).
+    ``random_state``: a seed; every register the design does not reset starts from a random
+    value (Verilator, a model built without initial values: :func:`without_initial_values`)."""
     fast = fast_path(dram, errors=bool(errors), rerun=rerun,
                      reset_at=reset_at is not None, abort_at=abort_at is not None,
                      start_twice=start_twice, trace=trace)
@@ -411,7 +439,8 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
     sched = prep.schedule
     lay = prep.layout
     image = bytearray(prep.image)
-    bdir = build(hw, sim, waves=waves, log=log, fast_bytes=len(image) if fast else None)
+    bdir = build(hw, sim, waves=waves, log=log, fast_bytes=len(image) if fast else None,
+                 random_state=random_state is not None)
     prog = prep.program if program is None else program
     # a replacement program goes where the generated one was (or right before Q)
     if len(prog) + prog_offset > lay.q:
@@ -433,11 +462,7 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
         tmpd = Path(tmp).resolve()
         tmpd.mkdir(parents=True, exist_ok=True)
         (tmpd / "image.bin").write_bytes(bytes(image))
-        plusargs = []
-        if fast:
-            fast_dram.write_image(tmpd / "image.hex", image, hw.axi_data_bytes)
-            plusargs = [f"+attenio_mem={tmpd / 'image.hex'}", f"+attenio_out={tmpd / 'o.hex'}",
-                        f"+attenio_words={-(-len(image) // hw.axi_data_bytes)}"]
+        plusargs = _plusargs(hw, image, tmpd, fast, random_state)
         (tmpd / "clean.bin").write_bytes(prep.image)
         case = {
             "hw": hw.to_dict(), "image": str(tmpd / "image.bin"), "mem_size": len(image),
@@ -502,6 +527,20 @@ def simulate(hw: HardwareConfig, wl: Workload, *, sim: str = "verilator", seed: 
         predicted_requests=None if (program is not None or prog_offset or prog_len is not None
                                     or reset_at is not None or abort_at is not None
                                     or start_twice or rerun) else sched.requests)
+
+
+def _plusargs(hw: HardwareConfig, image: bytes, tmpd: Path, fast: bool,
+              random_state: int | None) -> list[str]:
+    """The simulator's plusargs: the fast path's image (written here) and output files, and
+    Verilator's random power-on state with its seed."""
+    out = []
+    if fast:
+        fast_dram.write_image(tmpd / "image.hex", image, hw.axi_data_bytes)
+        out = [f"+attenio_mem={tmpd / 'image.hex'}", f"+attenio_out={tmpd / 'o.hex'}",
+               f"+attenio_words={-(-len(image) // hw.axi_data_bytes)}"]
+    if random_state is not None:          # seed 0 would be Verilator's "any seed"
+        out += ["+verilator+rand+reset+2", f"+verilator+seed+{random_state + 1}"]
+    return out
 
 
 def _keep_waves(res: dict, tmpd: Path, bdir: Path, top: str, sim: str, seed: int) -> None:
