@@ -79,6 +79,15 @@ def shift_add_product(a: Value, b: Value) -> Value:
     return rows[0]
 
 
+def data_reg(shape, name: str | None = None) -> Signal:
+    """A datapath register: ``reset_less``, off START's reset (issue #47: that reset was one
+    net to three quarters of the fpga preset's flip-flops). Only for a register written
+    before it is read, beside a valid bit that is reset (tests/cocotb/test_random_state.py
+    runs the design from a random state to show it); unnamed, it takes the name of the
+    variable it is assigned to, as a ``Signal`` does."""
+    return Signal(shape, name=name, reset_less=True, src_loc_at=1)
+
+
 def delay(m: Module, sigs: list[Value], cycles: int, name: str,
           reset_less: bool | None = None) -> list[Signal]:
     """``sigs`` ``cycles`` cycles later (a register chain each). ``reset_less``: whether the

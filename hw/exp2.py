@@ -8,6 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
 from attenio.contract.tables import exp_table
+from attenio.hw.arith import data_reg
 from attenio.hw.dsp import input_registered_product
 
 
@@ -56,8 +57,8 @@ class Exp2(wiring.Component):
         # the valid bits are reset; the values beside them are data, off START's reset
         # (``reset_less``, issue #47), each written before it is read
         v1 = Signal()
-        sh1 = Signal(range(pf + 3), reset_less=True)
-        base1 = Signal(unsigned(pf + 2 + rbits), reset_less=True)
+        sh1 = data_reg(range(pf + 3))
+        base1 = data_reg(unsigned(pf + 2 + rbits))
         yi = y >> f  # floor, ≤ 0
         m.d.sync += [
             v1.eq(self.i.valid),
@@ -71,7 +72,7 @@ class Exp2(wiring.Component):
         # stage 2: linear interpolation with round-half-up
         v2 = Signal()
         sh2 = Signal.like(sh1)
-        frac2 = Signal(unsigned(pf + 2), reset_less=True)
+        frac2 = data_reg(unsigned(pf + 2))
         m.d.sync += [
             v2.eq(v1),
             sh2.eq(sh1),

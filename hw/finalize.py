@@ -7,7 +7,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
-from attenio.hw.arith import delay, kept_copies, pipelined_product, round_half
+from attenio.hw.arith import data_reg, delay, kept_copies, pipelined_product, round_half
 from attenio.hw.reciprocal import Reciprocal, leading_one
 
 
@@ -71,7 +71,7 @@ class Finalize(wiring.Component):
         e_in = leading_one(m, self.i.payload.l, cfg.row_sum_bits)
         e1 = Signal.like(e_in, name="fin_e1", reset_less=True)
         s2 = Signal.like(e_in, name="fin_s2", reset_less=True)
-        k2 = Signal(range(rf + g_bits + 2), name="fin_k2", reset_less=True)
+        k2 = data_reg(range(rf + g_bits + 2), "fin_k2")
         s1 = Mux(e1 > g_bits, e1 - g_bits, 0)
         m.d.sync += [e1.eq(e_in), s2.eq(s1), k2.eq(rf + e1 - s1 - of)]
         v2 = delay(m, [self.i.valid], 2, "fin_v2")[0]      # the word's valid beside s2, k2
@@ -85,11 +85,11 @@ class Finalize(wiring.Component):
         m.d.sync += k_a.eq(k)
         # the words and their parameters are data (``reset_less``: off START's reset, issue
         # #47), each written before it is read; the valid bits (v…) are reset
-        va, za = Signal(), Signal(reset_less=True)
-        ka = Signal(range(rf + g_bits + 2), reset_less=True)
-        rca = Signal(rf + g_bits + 1, reset_less=True)      # 2**(k−1), k ≤ rf + g_bits + 1
+        va, za = Signal(), data_reg(1)
+        ka = data_reg(range(rf + g_bits + 2))
+        rca = data_reg(rf + g_bits + 1)      # 2**(k−1), k ≤ rf + g_bits + 1
         ob = scaled_o_bits(cfg)
-        oa = [Signal(signed(ob), name=f"oa{i}", reset_less=True) for i in range(q)]
+        oa = [data_reg(signed(ob), f"oa{i}") for i in range(q)]
         m.d.sync += [va.eq(recip.o.valid), za.eq(zero), ka.eq(k_a), rca.eq(round_half(k_a))]
         # the reciprocal a copy per lane (one register fed every lane's partial products, the
         # block's worst path: its fan-out to all the DSPs); read only in the cycle after a load
@@ -106,18 +106,18 @@ class Finalize(wiring.Component):
         # low ones ((x >> a) >> b = x >> (a + b)), each lane with its own copies of k
         kb = kept_copies(m, kb1, vb1, [oa[i][0] for i in range(q)], "fin_kb", reset_less=True)
         lo = (len(k_a) + 1) // 2
-        vc1, zc1 = Signal(), Signal(reset_less=True)
+        vc1, zc1 = Signal(), data_reg(1)
         m.d.sync += [vc1.eq(vb), zc1.eq(zb)]
         sums, kc = [], []
         for i in range(q):
-            sm = Signal(signed(len(prods[i])), name=f"rsum{i}", reset_less=True)
+            sm = data_reg(signed(len(prods[i])), f"rsum{i}")
             ki = Signal.like(kb[i], name=f"k{i}")
             m.d.sync += [sm.eq(prods[i] >> (kb[i][lo:] << lo)), ki.eq(kb[i])]
             sums.append(sm)
             kc.append(ki)
-        vc, zc = Signal(), Signal(reset_less=True)
+        vc, zc = Signal(), data_reg(1)
         m.d.sync += [vc.eq(vc1), zc.eq(zc1)]
-        rnd = [Signal(signed(ob + cfg.recip_bits + 1), name=f"rnd{i}", reset_less=True)
+        rnd = [data_reg(signed(ob + cfg.recip_bits + 1), f"rnd{i}")
                for i in range(q)]
         for i in range(q):
             m.d.sync += rnd[i].eq(sums[i] >> kc[i][:lo])
@@ -130,7 +130,7 @@ class Finalize(wiring.Component):
         # stage D: saturate (the word in a register of its own, off the reset: a port's
         # signal cannot be reset_less)
         lim = 1 << (cfg.out_bits - 1)
-        word = Signal(out_word_layout(cfg), name="fin_word", reset_less=True)
+        word = data_reg(out_word_layout(cfg), "fin_word")
         m.d.comb += self.o.payload.eq(word)
         m.d.sync += self.o.valid.eq(vc)
         with m.If(raw_c):

@@ -11,6 +11,7 @@ from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
 from attenio.contract.timing import TIMING
+from attenio.hw.arith import data_reg
 from attenio.hw.finalize import Finalize, out_word_layout
 from attenio.hw.layouts import cmd_layout
 from attenio.hw.pv_stage import acc_word_layout
@@ -128,14 +129,14 @@ class FinalizeStage(wiring.Component):
         # selected row's, registered before the finalize unit
         # (the valid bits fv… are reset; the words, their lane and kind are data, off START's
         # reset: ``reset_less``, issue #47, each written before it is read)
-        f_lane1 = Signal(range(p), reset_less=True)
-        f_lane = Signal(range(p), reset_less=True)
+        f_lane1 = data_reg(range(p))
+        f_lane = data_reg(range(p))
         fv1, fv2 = Signal(), Signal()
-        fraw1, fraw2 = Signal(reset_less=True), Signal(reset_less=True)
+        fraw1, fraw2 = data_reg(1), data_reg(1)
         m.d.sync += [fv1.eq(self.issue), fraw1.eq(f_raw), f_lane1.eq(frow[:lp] if lp else 0),
                      fv2.eq(fv1), fraw2.eq(fraw1), f_lane.eq(f_lane1)]
-        o_reg = Signal(data.ArrayLayout(acc_word_layout(cfg), p), reset_less=True)
-        ml_reg = Signal(data.ArrayLayout(ml_layout(cfg), p), reset_less=True)
+        o_reg = data_reg(data.ArrayLayout(acc_word_layout(cfg), p))
+        ml_reg = data_reg(data.ArrayLayout(ml_layout(cfg), p))
         m.d.sync += [o_reg.eq(self.o_data), ml_reg.eq(self.ml_data)]
         sel_o = Signal(acc_word_layout(cfg))
         sel_l = Signal(cfg.row_sum_bits)

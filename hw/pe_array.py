@@ -17,7 +17,7 @@ from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
 from attenio.contract.formats import SHIFT_BITS
-from attenio.hw.arith import kept_copies
+from attenio.hw.arith import data_reg, kept_copies
 from attenio.hw.dsp import input_registered_product
 from attenio.hw.layouts import word_layout
 
@@ -68,13 +68,8 @@ class PEArray(wiring.Component):
         lq = q.bit_length() - 1
         acc_word = data.ArrayLayout(signed(cfg.acc_bits), q)
         prod_bits = 2 * cfg.data_bits
-
-        # every register of the array is data, off START's reset (``reset_less``, issue #47:
-        # the reset was one net to three quarters of the fpga preset's flip-flops): each is
+        # every register of the array is data (hw.arith.data_reg), off START's reset: each is
         # written before it is read, by the core's own reset control (acc_first, zero, head)
-        def data_reg(shape, name):
-            return Signal(shape, name=name, reset_less=True)
-
         prods = [[data_reg(signed(prod_bits), f"qk_p{i}_{lane}") for lane in range(q)]
                  for i in range(p)]
         o_pv = [[data_reg(signed(cfg.pv_bits + 1), f"pv_p{i}_{lane}") for lane in range(q)]

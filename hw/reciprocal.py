@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
 from attenio.contract.tables import recip_table
-from attenio.hw.arith import delay, pipelined_product
+from attenio.hw.arith import data_reg, delay, pipelined_product
 
 
 def recip_layout(cfg: HardwareConfig) -> data.StructLayout:
@@ -57,11 +57,7 @@ class Reciprocal(wiring.Component):
         seeds = Array(Const(int(v), unsigned(rf + 1)) for v in recip_table(n))
         lv = self.i.payload
         e0 = leading_one(m, lv, lw)
-        # the valid bits (v…) are reset; the values beside them are data, off START's reset
-        # (``reset_less``, issue #47), each written before it is read
-        def data_reg(shape):
-            return Signal(shape, reset_less=True)
-
+        # the valid bits (v…) are reset; the values beside them are data (hw.arith.data_reg)
         # stage 1: leading one
         v1, l1, e1, z1 = Signal(), data_reg(lw), data_reg(e0.shape()), data_reg(1)
         m.d.sync += [v1.eq(self.i.valid), l1.eq(lv), e1.eq(e0), z1.eq(lv == 0)]

@@ -13,7 +13,7 @@ from attenio.base.config import HardwareConfig
 from attenio.contract.formats import KEY_MANT_BITS
 from attenio.contract.formats import SCALE_SHIFT_MAX as MAX_SCALE_SHIFT
 from attenio.contract.rules import causal_visible, window_visible
-from attenio.hw.arith import shift_add_product
+from attenio.hw.arith import data_reg, shift_add_product
 from attenio.hw.lanes import Lanes
 from attenio.hw.layouts import (
     alibi_layout,
@@ -128,7 +128,7 @@ class ScoreStage(wiring.Component):
                      self.step_last.eq(v3 & glast3)]
         kf = [lanes.copy(self.k_scale, i, row_scale_layout(cfg), "kf_c0") for i in range(p)]
         for stage in ("c1", "c1b", "c2"):
-            nxt = [Signal(row_scale_layout(cfg), name=f"kf_{stage}_{i}", reset_less=True)
+            nxt = [data_reg(row_scale_layout(cfg), f"kf_{stage}_{i}")
                    for i in range(p)]       # data, off START's reset (issue #47)
             m.d.sync += [nxt[i].eq(kf[i]) for i in range(p)]
             kf = nxt
@@ -216,24 +216,24 @@ class ScoreStage(wiring.Component):
             # the registers here are data, off START's reset (``reset_less``, issue #47),
             # each written before the scores they go with
             if cfg.sinks_unit:          # the row's sink beside its multiplier: c2 → c3 → c4
-                s3 = Signal(sink_layout(cfg), name=f"sink3_{i}", reset_less=True)
+                s3 = data_reg(sink_layout(cfg), f"sink3_{i}")
                 m.d.sync += [s3.m.eq(sc[i].sink_m), s3.l.eq(sc[i].sink_l),
                              self.sink[i].eq(s3)]
             if cfg.alibi_unit:          # and its ALiBi slope likewise
-                a3 = Signal(alibi_layout(cfg), name=f"alibi3_{i}", reset_less=True)
+                a3 = data_reg(alibi_layout(cfg), f"alibi3_{i}")
                 m.d.sync += [a3.m.eq(sc[i].alibi_m), a3.sh.eq(sc[i].alibi_sh),
                              a3.pos.eq(sc[i].alibi_pos), self.alibi[i].eq(a3)]
             cm2 = Mux(c.row_scales, sc[i].c_m, c.c_m)
             sh2 = Mux(c.row_scales, sc[i].c_sh, c.c_sh)
-            cm3 = Signal(unsigned(cmb), name=f"cm3_{i}", reset_less=True)
-            sh3 = Signal(unsigned(8), name=f"csh3_{i}", reset_less=True)
+            cm3 = data_reg(unsigned(cmb), f"cm3_{i}")
+            sh3 = data_reg(unsigned(8), f"csh3_{i}")
             m.d.sync += cm3.eq(cm2)
             if not cfg.key_scales_supported:
                 m.d.sync += [sh3.eq(sh2), self.c_m[i].eq(cm3), self.c_sh[i].eq(sh3)]
                 continue
             kf = kf2[i]
             k_hi = kf.c_m[cmb - KEY_MANT_BITS:]
-            prod3 = Signal(unsigned(cfg.scale_factor_bits), name=f"cmk3_{i}", reset_less=True)
+            prod3 = data_reg(unsigned(cfg.scale_factor_bits), f"cmk3_{i}")
             m.d.sync += [prod3.eq(shift_add_product(cm2, k_hi)),
                          sh3.eq(sh2 + Mux(c.key_scales, kf.c_sh + KEY_MANT_BITS, 0))]
             m.d.sync += [self.c_m[i].eq(Mux(c.key_scales, prod3, cm3)),

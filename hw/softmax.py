@@ -19,8 +19,8 @@ from attenio.contract.formats import (
 )
 from attenio.contract.tables import tanh_table
 from attenio.contract.timing import ALIBI_LATENCY, SOFTCAP_LATENCY
+from attenio.hw.arith import data_reg, pipelined_product, round_half
 from attenio.hw.arith import delay as delay_regs
-from attenio.hw.arith import pipelined_product, round_half
 from attenio.hw.exp2 import Exp2, y_bits
 from attenio.hw.layouts import alibi_layout, rel_bits, sink_layout
 
@@ -126,13 +126,9 @@ class SoftmaxUnit(wiring.Component):
         m_init = -(1 << cfg.max_bits)
         i = self.i.payload
 
-        # the valid bits (v…) are reset; every other register is data, off START's reset
-        # (``reset_less``, issue #47), each written before it is read
+        # the valid bits (v…) are reset; every other register is data (hw.arith.data_reg)
         def delay(sig, cycles, name, reset_less=True):
             return delay_regs(m, [sig], cycles, name, reset_less=reset_less)[0]
-
-        def data_reg(shape, name):
-            return Signal(shape, name=name, reset_less=True)
 
         # stages 1-2: s·c_m + 2**(c_sh-1) (a two-stage product, the rounding constant, 0
         # when c_sh = 0, formed from c_sh in stage 1 and added in the product's sum)
@@ -271,7 +267,7 @@ class SoftmaxUnit(wiring.Component):
         for k in range(self.cfg.mac_lines):
             prod = pipelined_product(m, self.alibi[k].m, self.rel[k], f"alibi_prod{k}")
             ash = delay_regs(m, [self.alibi[k].sh], 2, f"alibi_sh{k}", reset_less=True)[0]
-            b = Signal(unsigned(len(prod)), name=f"alibi_b{k}", reset_less=True)
+            b = data_reg(unsigned(len(prod)), f"alibi_b{k}")
             m.d.sync += b.eq((prod + round_half(ash)) >> ash)
             out.append(b)
         return out
@@ -308,9 +304,6 @@ class SoftmaxUnit(wiring.Component):
         m.submodules[f"tanh_rom{k}"] = rom
         rd = rom.read_port()
         # stage A: |x|, its sign, past the table
-        def data_reg(shape, name):          # data, off START's reset (issue #47)
-            return Signal(shape, name=name, reset_less=True)
-
         neg1, sat1 = data_reg(1, f"cap_neg1_{k}"), data_reg(1, f"cap_sat1_{k}")
         ax1 = data_reg(unsigned(xb), f"cap_ax1_{k}")
         ax = Signal(unsigned(len(x)), name=f"cap_ax{k}")
