@@ -293,9 +293,10 @@ BOARDS = {"ulx3s-85f": ("amaranth_boards.ulx3s", "ULX3S_85F_Platform")}
 
 def build_board(hw: HardwareConfig, wl: Workload, *, board: str = "ulx3s-85f",
                 out: str = "build/board", seed: int = 1, clock_mhz: float = 12.5,
-                router: str = "router2", log=print) -> dict:
+                router: str = "router2", nextpnr_extra=(), log=print) -> dict:
     """Build the self-test for ``board`` with the yowasp tools: a bitstream, and the Fmax
-    nextpnr reports for the board's clock (``router``: nextpnr's router1 or router2). Returns
+    nextpnr reports for the board's clock (``router``: nextpnr's router1 or router2;
+    ``nextpnr_extra``: more nextpnr options, e.g. ``--seed=3`` for another placement). Returns
     ``{bitstream, fmax_mhz, clock_mhz, seconds, log}``.
 
     Raises
@@ -337,7 +338,8 @@ def build_board(hw: HardwareConfig, wl: Workload, *, board: str = "ulx3s-85f",
     top = BoardTop(st, clock_mhz)
     # Amaranth names the wires of a view's elements "x[1]"; in the netlist nextpnr reads that
     # is also the name of bit 1 of x ("multiply driven" errors). Flatten, then hide them.
-    plan = platform.prepare(top, name, nextpnr_opts=" ".join(nextpnr_opts(router)),
+    opts = " ".join(nextpnr_opts(router, nextpnr_extra))
+    plan = platform.prepare(top, name, nextpnr_opts=opts,
                             script_after_read="flatten\nrename -hide w:*]")
     plan.extract(str(bdir))
     pnr_log = bdir / f"{name}.tim"
