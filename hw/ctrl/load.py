@@ -10,7 +10,7 @@ from amaranth.lib.wiring import In, Out
 from attenio.base.config import HardwareConfig
 from attenio.base.errors import ErrorCode
 from attenio.contract.program import INSTR_BITS, Op
-from attenio.contract.rules import ENTRY_BYTES, PAGE_ALIGN_LOG2, next_is_v
+from attenio.contract.rules import ENTRY_BYTES, PAGE_ALIGN_LOG2
 from attenio.contract.timing import TIMING
 from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, log2
 from attenio.hw.ctrl.bursts import (
@@ -23,6 +23,13 @@ from attenio.hw.ctrl.bursts import (
 from attenio.hw.ctrl.decode import kps_log2_of
 from attenio.hw.ctrl.dispatch import engine_ports, prepared_head
 from attenio.hw.ctrl.layouts import load_tag_layout, raise_error, view
+from attenio.hw.ctrl.loadstep import (
+    block_copies,
+    block_step,
+    counts_after,
+    registered_want,
+    set_counts,
+)
 from attenio.hw.ctrl.pagewalk import (
     first_factor_beat,
     group_mask,
@@ -280,7 +287,7 @@ class LoadEngine(wiring.Component):
                                                  MAX_OUTSTANDING)
         is_t, base_set = page_walk(cfg, m, u, lb, fail, self.stop)
         rd_room_next = Signal()    # rd_out < MAX_OUTSTANDING in the next cycle (no request now)
-        l_want, is_t_r = _registered_want(m, lb, u, credit_next, rd_room_next, is_t, self.stop)
+        l_want, is_t_r = registered_want(m, lb, u, credit_next, rd_room_next, is_t, self.stop)
         with m.If(splitter.window_fail):
             fail(ErrorCode.ADDRESS_RANGE)
         ar = drive_address(m, splitter, {k: getattr(self, f"ar{k}") for k in
@@ -390,11 +397,11 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is
     # instruction with it; and the next block's counts. Registers of registers of the state,
     # which holds for the two cycles before a request (lb.ready), so they are the state's.
     d_unit, d_instr = Signal(name="ld_d_unit"), Signal(name="ld_d_instr")
-    d_block = Signal(name="ld_d_block")      # ... and the next K/V block follows it
+    d_block = Signal(name="ld_d_block_in")   # ... and the next K/V block follows it
     u_end = (u.contig | p_row_last) & ~is_t
     end_kv = u_end & u.is_kv
-    m.d.sync += [d_unit.eq(u_end), d_instr.eq(u_end & Mux(u.is_kv, p_kv_last, p_q_last)),
-                 d_block.eq(end_kv & ~p_kv_last)]
+    m.d.sync += [d_unit.eq(u_end), d_instr.eq(u_end & Mux(u.is_kv, p_kv_last, p_q_last))]
+    m.d.comb += d_block.eq(end_kv & ~p_kv_last)     # (registered in block_copies)
     n_counts = [Signal.like(x, name=f"ld_next_{x.name}") for x in u.counts()]
     m.d.sync += [r.eq(v) for r, v in zip(n_counts, counts_after(p_nks, p_nvs, u.steps),
                                          strict=True)]
@@ -417,59 +424,17 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is
                 m.d.sync += [u.h.eq(u.h + 1), u.hbase.eq(p_hbase), lb.base.eq(p_hbase),
                              u.trow.eq(0), u.unit_first.eq(1)]
     # the next K/V block (the chain's remaining case: a K/V unit's last burst, not the
-    # instruction's), from one register made a stage ahead (d_block: its enables were a chain
-    # of the handshake's conditions, the load block's speed-6 path)
-    with m.If(ar & lb.last & d_block):
-        set_counts(m, u, n_counts)
-        m.d.sync += [u.ks.eq(p_nks), u.vs.eq(p_nvs), u.on_v.eq(p_next_v),
-                     u.kbase.eq(p_kbase2), u.vbase.eq(p_vbase),
-                     lb.base.eq(p_base), u.rows.eq(p_rows),
-                     lb.beats.eq(p_beats), u.trow.eq(0), u.unit_first.eq(1)]
-        with m.If(~p_next_v):
-            m.d.sync += u.k_fw.eq(p_fw)
-        with m.Else():
-            m.d.sync += u.v_fw.eq(p_fw)
-        # a K block that starts a page: its table word first (the first page
-        # of a word), then its entry (_page_walk)
-        with m.If(p_page):
-            m.d.sync += [u.need_entry.eq(1), u.t_pre.eq(u.e_idx == 0),
-                         lb.base.eq(u.t_addr), lb.beats.eq(1),
-                         u.k_beats.eq(p_beats)]
+    # instruction's), from d_block registered a stage ahead (its enables were a chain of the
+    # handshake's conditions, the load block's speed-6 path). Its registers (about 340
+    # bits) take it in six groups, each enabled through a copy of d_block of its own: one
+    # enable to all of them was the routed preset's worst path (session 15: the handshake →
+    # 6.7 ns of routing to the base's bit 24). ``block_step`` writes them.
+    salts = [p_base[0], p_kbase2[0], p_vbase[0], p_beats[0], p_nks[0], p_nvs[0]]
+    steps = [ar & lb.last & c for c in block_copies(m, lb, d_block, salts)]
+    block_step(m, u, lb, steps, n_counts, {
+        "nks": p_nks, "nvs": p_nvs, "next_v": p_next_v, "kbase": p_kbase2, "vbase": p_vbase,
+        "base": p_base, "rows": p_rows, "beats": p_beats, "fw": p_fw, "page": p_page})
     return instr_done
-
-
-def _registered_want(m: Module, lb: BurstRegs, u: _LoadRegs, credit_next, rd_room_next, is_t,
-                     stop):
-    """The request, a register set a cycle ahead from what the next cycle will hold (off the
-    path from the unit's state to ARVALID and the handshake's enables: the routed preset's
-    worst path in session 9). A request needs the splitter's ready, which is high only two
-    cycles after the state last moved (a start, a request, a page's entry): the unit's
-    registers, the table walk's ``is_t`` among them, then hold in the next cycle what they
-    hold now. The ring credit and the tag FIFO's room change without a move: their next
-    values are taken (``credit_next``, ``rd_room_next``). ``stop`` is not known ahead and
-    gates the register's output. Returns (want, ``is_t`` a cycle old: the same value
-    wherever a request is taken, for the handshake's branches)."""
-    want_r = Signal(name="l_want_r")
-    m.d.sync += want_r.eq(lb.ready_next & u.busy & credit_next & rd_room_next
-                          & ~(u.need_entry & ~is_t))
-    want = Signal(name="l_want")
-    m.d.comb += want.eq(want_r & ~stop)
-    is_t_r = Signal(name="l_is_t_r")
-    m.d.sync += is_t_r.eq(is_t)
-    return want, is_t_r
-
-
-def counts_after(ks, vs, steps) -> tuple:
-    """What follows from K/V block counts ``ks`` and ``vs``: ``ks + 1``, ``vs + 1`` and
-    whether the block after a K (a V) block is a K block (``not next_is_v`` of the counts
-    after it)."""
-    return ks + 1, vs + 1, ~next_is_v(ks + 1, vs, steps), ~next_is_v(ks, vs + 1, steps)
-
-
-def set_counts(m: Module, u: _LoadRegs, values) -> None:
-    """The registers of what follows from the current K/V block counts (``u.counts()``) take
-    ``values`` (:func:`counts_after` of the counts they hold from the next cycle)."""
-    m.d.sync += [r.eq(v) for r, v in zip(u.counts(), values, strict=True)]
 
 
 def _ring_credit(eng: LoadEngine, m: Module, cur_s, l_b, l_on_v, ring: int, v_in_k):
@@ -492,7 +457,7 @@ def _tag(cfg: HardwareConfig, m: Module, u: _LoadRegs, instr_done, is_t, lb_off)
     beats count rows by it): a Q row with its multiplier or a K row with key_scales has
     one more, a V row has V's head dim's; ``mask`` the lanes kept of the row's last data word. A
     block-table word (``is_t``) goes to the slot ``t_req mod 2``, one word a "row"."""
-    lraw, l_is_kv, l_on_v, l_wd, l_wk, slot = u.raw, u.is_kv, u.on_v, u.wd, u.wk, u.t_req[0]
+    lraw, l_is_kv, l_on_v, l_wd, slot = u.raw, u.is_kv, u.on_v, u.wd, u.t_req[0]
     kv = view(lraw, Op.LOAD_KV)
     tag_in = Signal(load_tag_layout(cfg.macs_per_line))
     lq = log2(cfg.macs_per_line)
@@ -512,9 +477,14 @@ def _tag(cfg: HardwareConfig, m: Module, u: _LoadRegs, instr_done, is_t, lb_off)
     # load block's speed-8 path): the instruction register is loaded at the latest with the
     # start, the counts a cycle later, the masks the next: ready for the first request, three
     # cycles after the start
-    m.d.sync += [k_lanes_r.eq(k_lanes), v_lanes_r.eq(v_lanes), k_wd1.eq(l_wk - 1),
-                 k_dl.eq(l_wk - 1 - ksc), v_wd1.eq(u.wv - 1),
-                 q_wd1.eq(l_wd + q_side_words(cfg, view(lraw, Op.LOAD_Q)) - 1),
+    # (the row's words likewise: registered, then less one; the words' add, then the
+    # subtracts, were the load block's speed-6 path in session 14)
+    wd_r, wv_r, wq_r = (Signal(13, name=f"ld_tag_{x}") for x in ("wd", "wv", "wq"))
+    ksc_r = Signal(name="ld_tag_ksc")
+    m.d.sync += [wd_r.eq(l_wd), wv_r.eq(u.wv), ksc_r.eq(ksc),
+                 wq_r.eq(l_wd + q_side_words(cfg, view(lraw, Op.LOAD_Q)))]
+    m.d.sync += [k_lanes_r.eq(k_lanes), v_lanes_r.eq(v_lanes), k_wd1.eq(wd_r + ksc_r - 1),
+                 k_dl.eq(wd_r - 1), v_wd1.eq(wv_r - 1), q_wd1.eq(wq_r - 1),
                  *(k_mask[lane].eq(lane < k_lanes_r) for lane in range(q)),
                  *(v_mask[lane].eq(lane < v_lanes_r) for lane in range(q))]
     sc = Signal()
