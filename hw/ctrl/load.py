@@ -381,8 +381,10 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is
     m.d.comb += fw_next.eq(kv.paged & Mux(p_next_v, kv.value_scales & ((p_nvs & gmask) == 0),
                                           kv.key_scales & ((p_nks & gmask) == 0)))
     p_page = Signal()          # the next unit is a K block that starts a page
+    page_in = Signal()
+    m.d.comb += page_in.eq(kv.paged & ~p_next_v & ((p_nks & pmask) == 0))
     m.d.sync += [
-        p_page.eq(kv.paged & ~p_next_v & ((p_nks & pmask) == 0)),
+        p_page.eq(page_in),
         p_kbase2.eq(k_next),       # (its factor word's step here, off the product's path)
         p_base.eq(Mux(p_next_v, p_vbase, k_next)),
         # a block's rows and beats: per instruction, prepared at the queue head (a block of
@@ -412,28 +414,41 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is
         m.d.sync += [lb.off.eq(lb.off + lb.len), u.unit_first.eq(0)]
         with m.If(is_t_r):                         # a table word: into slot t_req mod 2
             m.d.sync += [lb.off.eq(0), u.t_req.eq(u.t_req + 1), u.t_pre.eq(u.t_pre - 1),
-                         u.t_addr.eq(u.t_addr + ab), lb.base.eq(u.t_addr + ab),
-                         u.slot_ok[u.t_req[0]].eq(0)]
+                         u.t_addr.eq(u.t_addr + ab), u.slot_ok[u.t_req[0]].eq(0)]
         with m.Elif(lb.last):
             m.d.sync += lb.off.eq(0)
             with m.If(instr_done):
                 m.d.sync += u.busy.eq(0)
             with m.Elif(~unit_done):            # next row of the unit
-                m.d.sync += [u.trow.eq(u.trow + 1), lb.base.eq(p_rowbase)]
+                m.d.sync += u.trow.eq(u.trow + 1)
             with m.Elif(~u.is_kv):                # next head
-                m.d.sync += [u.h.eq(u.h + 1), u.hbase.eq(p_hbase), lb.base.eq(p_hbase),
+                m.d.sync += [u.h.eq(u.h + 1), u.hbase.eq(p_hbase),
                              u.trow.eq(0), u.unit_first.eq(1)]
+    # The burst base after a request that ends a transfer (a table word, a unit's last burst),
+    # whichever the case: the next table word's, row's, head's or K/V block's (its table
+    # word's where it starts a page), prepared in registers a stage ahead from the values the
+    # cases' registers take (d_unit's, the page's, is_t), so the handshake only enables one
+    # value (its six-way select after the handshake was the load block's path at both grades,
+    # session 16). After the instruction's last burst it is not read: an idle engine loads the
+    # next head's.
+    other_base, use_pbase = Signal(ADDR_BITS, name="ld_other_base"), Signal(name="ld_use_pbase")
+    m.d.sync += [other_base.eq(Mux(is_t, u.t_addr + ab,
+                                   Mux(~(u.contig | p_row_last), p_rowbase,
+                                       Mux(~u.is_kv, p_hbase, u.t_addr)))),
+                 use_pbase.eq(~is_t & (u.contig | p_row_last) & u.is_kv & ~page_in)]
+    with m.If(ar & (is_t_r | lb.last)):
+        m.d.sync += lb.base.eq(Mux(use_pbase, p_base, other_base))
     # the next K/V block (the chain's remaining case: a K/V unit's last burst, not the
     # instruction's), from d_block registered a stage ahead (its enables were a chain of the
-    # handshake's conditions, the load block's speed-6 path). Its registers (about 340
-    # bits) take it in six groups, each enabled through a copy of d_block of its own: one
+    # handshake's conditions, the load block's speed-6 path). Its registers (about 290
+    # bits) take it in five groups, each enabled through a copy of d_block of its own: one
     # enable to all of them was the routed preset's worst path (session 15: the handshake →
     # 6.7 ns of routing to the base's bit 24). ``block_step`` writes them.
-    salts = [p_base[0], p_kbase2[0], p_vbase[0], p_beats[0], p_nks[0], p_nvs[0]]
+    salts = [p_kbase2[0], p_vbase[0], p_beats[0], p_nks[0], p_nvs[0]]
     steps = [ar & lb.last & c for c in block_copies(m, lb, d_block, salts)]
     block_step(m, u, lb, steps, n_counts, {
         "nks": p_nks, "nvs": p_nvs, "next_v": p_next_v, "kbase": p_kbase2, "vbase": p_vbase,
-        "base": p_base, "rows": p_rows, "beats": p_beats, "fw": p_fw, "page": p_page})
+        "rows": p_rows, "beats": p_beats, "fw": p_fw, "page": p_page})
     return instr_done
 
 

@@ -58,29 +58,25 @@ def block_copies(m: Module, lb: BurstRegs, d_block, salts) -> list[Signal]:
 
 
 def block_step(m: Module, u, lb: BurstRegs, steps, n_counts, nxt: dict) -> None:
-    """The move to the next K/V block, its registers in six groups, group i taken when
-    ``steps[i]`` is high (the same condition, each through a copy of its own): the burst base,
-    the K base, the V base, the beats and rows, the counts after the block's, and the block's
-    counts and flags. ``nxt``: the next block's values (``nks``, ``nvs``, ``next_v``,
-    ``kbase``, ``vbase``, ``base``, ``rows``, ``beats``, ``fw``, and ``page``: it is a K
-    block that starts a page, so its table word comes first (the first page of a word), then
-    its entry: hw.ctrl.pagewalk)."""
+    """The move to the next K/V block, its registers in five groups, group i taken when
+    ``steps[i]`` is high (the same condition, each through a copy of its own): the K base,
+    the V base, the beats and rows, the counts after the block's, and the block's counts and
+    flags (the burst base is the engine's, with every request's). ``nxt``: the next block's
+    values (``nks``, ``nvs``, ``next_v``, ``kbase``, ``vbase``, ``rows``, ``beats``, ``fw``,
+    and ``page``: it is a K block that starts a page, so its table word comes first (the
+    first page of a word), then its entry: hw.ctrl.pagewalk)."""
     page = nxt["page"]
     with m.If(steps[0]):
-        m.d.sync += lb.base.eq(nxt["base"])
-        with m.If(page):
-            m.d.sync += lb.base.eq(u.t_addr)
-    with m.If(steps[1]):
         m.d.sync += u.kbase.eq(nxt["kbase"])
-    with m.If(steps[2]):
+    with m.If(steps[1]):
         m.d.sync += u.vbase.eq(nxt["vbase"])
-    with m.If(steps[3]):
+    with m.If(steps[2]):
         m.d.sync += [u.rows.eq(nxt["rows"]), lb.beats.eq(nxt["beats"])]
         with m.If(page):
             m.d.sync += [lb.beats.eq(1), u.k_beats.eq(nxt["beats"])]
-    with m.If(steps[4]):
+    with m.If(steps[3]):
         set_counts(m, u, n_counts)
-    with m.If(steps[5]):
+    with m.If(steps[4]):
         m.d.sync += [u.ks.eq(nxt["nks"]), u.vs.eq(nxt["nvs"]), u.on_v.eq(nxt["next_v"]),
                      u.trow.eq(0), u.unit_first.eq(1)]
         with m.If(~nxt["next_v"]):
