@@ -56,10 +56,18 @@ class BurstSplitter(wiring.Component):
         addr = Signal(ADDR_BITS)
         left = Signal(24)
         m.d.sync += [addr.eq(self.base + (self.off << lab)), left.eq(self.beats - self.off)]
+        # the beats to the 4 KB line's end, W − the burst's beat in its line (W = 4096 / beat
+        # bytes), in stage 1 beside the address: a narrow add and subtract, off the length's
+        # compares (the address's low bits, then the subtract, then two compares and their
+        # muxes in a row were the load block's speed-8 path in session 16)
+        wl = 12 - lab
         to4k = Signal(13)
-        m.d.comb += to4k.eq((4096 - addr[:12]) >> lab)
-        n1 = Mux(left < max_beats, left, max_beats)
-        length = Mux(to4k < n1, to4k, n1)
+        x = Signal(wl)
+        m.d.comb += x.eq((self.base[lab:12] + self.off[:wl])[:wl])
+        m.d.sync += to4k.eq((1 << wl) - x)
+        # the length, min(left, max_beats, to4k): three compares side by side, then a select
+        c_left, c_to_left, c_to_max = left < max_beats, to4k < left, to4k < max_beats
+        length = Mux(c_left, Mux(c_to_left, to4k, left), Mux(c_to_max, to4k, max_beats))
         moved1 = Signal()
         m.d.comb += self.ready_next.eq(~self.moved & ~moved1)
         # (the burst ends the transfer when the beats left fit both limits: two compares side

@@ -405,8 +405,15 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is
     m.d.sync += [d_unit.eq(u_end), d_instr.eq(u_end & Mux(u.is_kv, p_kv_last, p_q_last))]
     m.d.comb += d_block.eq(end_kv & ~p_kv_last)     # (registered in block_copies)
     n_counts = [Signal.like(x, name=f"ld_next_{x.name}") for x in u.counts()]
-    m.d.sync += [r.eq(v) for r, v in zip(n_counts, counts_after(p_nks, p_nvs, u.steps),
-                                         strict=True)]
+    # (counts_after's compares on the counts as they are: ks + 1 < steps as ks < steps − 1,
+    # ks ≤ vs + 2 against vs + 2 made with the counts; the adds, then the compares, were the
+    # load block's speed-6 path in session 16)
+    steps_m1 = Signal(signed(26), name="ld_steps_m1")
+    p_nvs2 = Signal(len(u.vs) + 1, name="ld_next_nvs2")
+    m.d.sync += [steps_m1.eq(u.steps - 1), p_nvs2.eq(nvs + 2)]
+    m.d.sync += [r.eq(v) for r, v in zip(n_counts, (
+        p_nks + 1, p_nvs + 1, (p_nks < steps_m1) & (p_nks <= p_nvs),
+        (p_nks < u.steps) & (p_nks <= p_nvs2)), strict=True)]
     unit_done = Signal()
     instr_done = Signal()
     m.d.comb += [unit_done.eq(lb.last & d_unit), instr_done.eq(lb.last & d_instr)]
