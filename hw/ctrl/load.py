@@ -544,6 +544,14 @@ def _read_data(eng: LoadEngine, m: Module, tags, fail, u: _LoadRegs):
     pw = Signal()              # a word of a paged cache's K factors (a burst's first)
     m.d.comb += [pw.eq(t.pf & r_first),
                  row_last.eq((rw == t.wd1) & ~pw), data_last.eq((rw == t.dl) & ~pw)]
+    # a K beat's word is V's too (``rw < wv``, LOAD_KV.v_in_k) from registers made with the
+    # beat before: a row's first word always is (wv ≥ 1), a later one if the word before it
+    # was not V's last (a row split over bursts keeps its instruction's wv). The compare on
+    # the tag's wv was on the path to RREADY through the ring's room (the routed preset's
+    # worst path in session 16)
+    v_first, v_more = Signal(init=1), Signal()
+    vw = Signal()
+    m.d.comb += vw.eq(t.vk & (v_first | v_more))
     beat_ok = eng.rvalid & tags.o.valid
     m.d.comb += [
         eng.q.valid.eq(beat_ok & ~eng.stop & ~t_kv & ~t.t),
@@ -552,7 +560,7 @@ def _read_data(eng: LoadEngine, m: Module, tags, fail, u: _LoadRegs):
         eng.kv.payload.sc.eq(t.sc & row_last),
         eng.kv.payload.pw.eq(pw), eng.kv.payload.pk.eq(t.pk & row_last),
         eng.kv.payload.end.eq(t_end & eng.rlast),
-        eng.kv.payload.vw.eq(t.vk & (rw < t.wv)),
+        eng.kv.payload.vw.eq(vw),
         eng.kv.payload.vlast.eq(t.vk & (rw == t.wv - 1)),
         eng.kv.payload.vlanes.eq(t.vlanes),
         eng.rready.eq(tags.o.valid & (eng.stop | t.t
@@ -573,7 +581,8 @@ def _read_data(eng: LoadEngine, m: Module, tags, fail, u: _LoadRegs):
     with m.If(r):
         m.d.sync += r_first.eq(eng.rlast)
         with m.If(~pw):
-            m.d.sync += rw.eq(Mux(row_last, 0, rw + 1))
+            m.d.sync += [rw.eq(Mux(row_last, 0, rw + 1)), v_first.eq(row_last),
+                         v_more.eq(rw + 1 < t.wv)]
     # an error response raises AXI_READ the cycle after its beat, from a register: rready (the
     # tag's ring room) → the response → the engine's error and stop registers was the routed
     # preset's worst path (session 15); the beat was taken as any other, the engine stops a
