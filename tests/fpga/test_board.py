@@ -72,3 +72,27 @@ def test_pll_dividers():
         p = board.ecp5_pll(25, f)
         assert 400 <= p["f_vco"] <= 800 and abs(p["f_out"] - f) / f < 0.01
         assert 3.125 <= 25 / p["CLKI_DIV"] <= 400
+
+
+def test_board_cli_passes_nextpnr_options(monkeypatch):
+    """``attenio board --nextpnr-opt`` (repeatable) reaches the build, after the project's
+    own nextpnr options (a seed picks another placement of the same netlist)."""
+    from click.testing import CliRunner
+
+    from attenio.app.cli import main
+    from attenio.fpga.synth import nextpnr_opts
+
+    seen = {}
+
+    def fake(hw, wl, **kw):
+        seen.update(kw)
+        return {"bitstream": "x.bit", "bytes": 1, "fmax_mhz": 30.0, "clock_mhz": 25.0,
+                "seconds": 1.0, "log": "x.tim"}
+
+    monkeypatch.setattr(board, "build_board", fake)
+    res = CliRunner().invoke(main, ["board", "--nextpnr-opt=--seed=3",
+                                    "--nextpnr-opt=--router2-heatmap=heat"])
+    assert res.exit_code == 0, res.output
+    assert tuple(seen["nextpnr_extra"]) == ("--seed=3", "--router2-heatmap=heat")
+    opts = nextpnr_opts("router1", seen["nextpnr_extra"])
+    assert opts[-2:] == ["--seed=3", "--router2-heatmap=heat"] and "router1" in opts
