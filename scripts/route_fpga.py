@@ -16,6 +16,7 @@ import datetime
 import gzip
 import json
 import platform
+import re
 import shutil
 import sys
 import time
@@ -72,7 +73,11 @@ def main() -> None:
         base = report_from_stat((wdir / "stat.txt").read_text(), name, args.target)
     elif args.reuse:
         src = Path(args.reuse)
-        wdir = src.with_name(src.name + "-" + "-".join(f"s{x}" for x in args.speeds))
+        # a directory of its own for each speed set and nextpnr options, so two runs on one
+        # netlist (two seeds) do not write the same log and reports
+        tag = re.sub(r"[^A-Za-z0-9]+", "", "".join(args.nextpnr_opt))[:40]
+        wdir = src.with_name(src.name + "-" + "-".join(f"s{x}" for x in args.speeds)
+                             + (f"-{tag}" if tag else ""))
         wdir.mkdir(parents=True, exist_ok=True)
         shutil.copy(src / "attenio_top.json", wdir / "attenio_top.json")
         base = report_from_stat((src / "stat.txt").read_text(), name, args.target)
