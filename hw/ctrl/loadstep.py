@@ -49,12 +49,15 @@ def set_counts(m: Module, u, values) -> None:
 def block_copies(m: Module, lb: BurstRegs, d_block, salts) -> list[Signal]:
     """Registers of ``d_block`` (the current unit's last burst leads to the next K/V block),
     one per salt, for enables of their own. The state moves only in a cycle that sets
-    ``lb.moved``, and ``d_block`` (of registers of the state) is final two cycles later, when
-    the splitter's ``ready_next`` rises and stays high until the next move. A copy that loads
-    while it is high (and whenever its salt is, which only adds loads before that) holds what
-    one register of ``d_block`` would in every cycle a request can be taken (``lb.ready``,
-    ``ready_next`` of the cycle before)."""
-    return kept_copies(m, d_block, lb.ready_next, salts, "ld_d_block")
+    ``lb.moved``, and ``d_block`` (of registers of the state) is final two cycles later; the
+    next request comes three cycles after the move at the earliest (``lb.ready``). A copy
+    loads in every cycle but the one after a move (a register of ``lb.moved``: the load is
+    off the start's and the handshake's paths, where ``ready_next`` put it, the worst path of
+    a seed-5 route in session 16), and whenever its salt is high: a stale value loaded in the
+    move's own cycle is replaced two cycles later, before any request reads it."""
+    moved_r = Signal(name="ld_moved_r")
+    m.d.sync += moved_r.eq(lb.moved)
+    return kept_copies(m, d_block, ~moved_r, salts, "ld_d_block")
 
 
 def block_step(m: Module, u, lb: BurstRegs, steps, n_counts, nxt: dict) -> None:
