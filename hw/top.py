@@ -115,15 +115,37 @@ class _Engine(Elaboratable):
         err_next = Signal.like(err)      # the error register's value in the next cycle
         stop = Signal()
         m.d.comb += stop.eq(err != 0)
-        # each unit stops from a register of its own, equal to `stop` (the error register only
-        # leaves 0 by the engine's reset): one net a unit instead of `stop`'s fan-out across the
-        # die, which with the units' error logic and the error register's input made a loop
-        # of two long nets (the routed preset's worst path after the load engine's cut). Each
-        # copy's input holds its own output, so synthesis keeps them apart.
+        # every error is registered (its valid bit and code) before the priority: a unit's
+        # fail, which can follow another unit's stop through the tokens and hand-shakes
+        # between them, ends at a register beside it, not at the error register and the stop
+        # registers across the die (the routed preset's worst path after session 16's cuts:
+        # a stop → the load's read beat → its token push → the dispatch → the store's start →
+        # the priority → the stops). The first error still wins, a cycle later.
+        sources = [(self.abort & self.go, ErrorCode.ABORTED),
+                   (self.no_wwin & self.go, ErrorCode.NO_WRITE_WINDOW),
+                   (self.no_kvwin & self.go, ErrorCode.NO_KV_WINDOW),
+                   (self.overlap & self.go, ErrorCode.REGION_OVERLAP),
+                   *((unit.fail, unit.fail_code) for unit in (fetch, disp, load, issue, store,
+                                                              wdog))]
+        raised = [(Signal(name=f"err_raised{i}"), Signal.like(err, name=f"err_code{i}"))
+                  for i in range(len(sources))]
+        for (cond, code), (r_cond, r_code) in zip(sources, raised, strict=True):
+            m.d.sync += [r_cond.eq(cond), r_code.eq(code)]
+        # (the run's end needs no wait for them: an error raised in the cycle before the run
+        # is finished reaches the error register in the cycle DONE is set)
+        # each unit stops from a register of its own (one net a unit instead of `stop`'s
+        # fan-out across the die): the cycle after its own error, as before the errors were
+        # registered (a dispatch that found a bad entry, a page walk that found a page outside
+        # the window, do nothing more); with the error register after another unit's error
+        # (two cycles after it, one more than before); at once for the run's refusals
+        # (ABORT, the windows: made from registers), so a run refused at START fetches
+        # nothing. Each copy's input holds its own output, so synthesis keeps them apart.
+        refused = Signal()
+        m.d.comb += refused.eq(Cat(*(cond for cond, _ in sources[:4])).any())
         stops = []
         for unit in (fetch, disp, load, issue, store):
             own = Signal(name=f"stop_{type(unit).__name__.lower()}")
-            m.d.sync += own.eq(own | (err_next != 0))
+            m.d.sync += own.eq(own | (err_next != 0) | unit.fail | refused)
             m.d.comb += [unit.go.eq(self.go), unit.stop.eq(own)]
             stops.append(own)
         m.d.comb += [load.win_base.eq(self.win_base), load.win_size.eq(self.win_size),
@@ -152,22 +174,14 @@ class _Engine(Elaboratable):
                      issue.busy.eq(core.busy), issue.steps_done.eq(core.steps_done),
                      issue.part_wait.eq(core.part_wait)]
 
-        # errors: the first one is kept; of several in one cycle the last unit here wins
+        # errors: the first one is kept; of several in one cycle the last source here wins
         m.d.comb += err_next.eq(err)
         m.d.sync += err.eq(err_next)
         with m.If(self.resets["errors"]):    # (after their updates: the reset wins)
-            m.d.sync += [err.eq(0), *(s.eq(0) for s in stops)]
-
-        def fail(cond, code):
-            with m.If(cond & (err == 0)):
-                m.d.comb += err_next.eq(code)
-
-        fail(self.abort & self.go, ErrorCode.ABORTED)
-        fail(self.no_wwin & self.go, ErrorCode.NO_WRITE_WINDOW)
-        fail(self.no_kvwin & self.go, ErrorCode.NO_KV_WINDOW)
-        fail(self.overlap & self.go, ErrorCode.REGION_OVERLAP)
-        for unit in (fetch, disp, load, issue, store, wdog):
-            fail(unit.fail, unit.fail_code)
+            m.d.sync += [err.eq(0), *(s.eq(0) for s in stops), *(r.eq(0) for r, _ in raised)]
+        for r_cond, r_code in raised:
+            with m.If(r_cond & (err == 0)):
+                m.d.comb += err_next.eq(r_code)
 
         # end of run, drain, watchdog
         in_flight_none = load.idle & fetch.idle & store.idle

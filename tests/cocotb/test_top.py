@@ -396,6 +396,21 @@ def test_axi_write_error():
     _fault(ErrorCode.AXI_WRITE, errors=[(lay.o, lay.o + 4)])
 
 
+@pytest.mark.parametrize("region", ["o", "v"])
+def test_error_on_the_runs_last_transfer_is_kept(region):
+    # the last write response (O's last bytes) or the last read beat (V's last bytes) answers
+    # with an error: the run ends with it, never as a clean one (an error is registered before
+    # the error register, and the run's end waits for it)
+    prep = prepare(TINY, SMALL, seed=1)
+    kv = next(i.args for i in prep.schedule.program if i.op == Op.LOAD_KV)
+    end = (prep.layout.o + prep.o_bytes if region == "o"
+           else kv["v_addr"] + kv["keys"] * kv["row_stride"])
+    r = _fault(ErrorCode.AXI_WRITE if region == "o" else ErrorCode.AXI_READ,
+               errors=[(end - 4, end)])
+    if region == "v":              # O is made after the last V row: nothing written
+        assert r.extra["dram_bytes_written"] == 0
+
+
 def test_watchdog_ends_a_stuck_program():
     # COMPUTE without a LOAD_Q: the core waits for Q rows that never come (K and V read from
     # the K/V window)
