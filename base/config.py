@@ -20,13 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from attenio.base.errors import ConfigError, bad
-from attenio.base.fields import (
-    Serializable,
-    check_bool,
-    check_float,
-    check_int,
-    is_pow2,
-)
+from attenio.base.fields import Serializable, check_bool, check_float, check_int, is_pow2
 from attenio.base.workload import VarlenWorkload, Workload
 
 __all__ = ["Numerics", "HardwareConfig", "Workload", "VarlenWorkload", "PRESETS", "preset",
@@ -154,6 +148,9 @@ class HardwareConfig(Serializable):
         ``"lut"`` asks synthesis for distributed RAM (keeps block RAM for the O and Q buffers),
         ``"block"`` for block RAM (gives LUTs back to routing), ``"pbuf-block"`` for the P buffer
         alone (its deepest: a block RAM a bank). Cycles never differ, only the FPGA mapping.
+    obuf_slices
+        Each O bank as memories one block RAM wide, an address register each (base/ecp5.py,
+        ``obuf_slice_bits``): the same block RAMs, cycles and bits; only the FPGA mapping.
     softcap_unit
         Build the logit soft-capping unit (``c·tanh(logit/c)``, Gemma 2) in the softmax
         pipeline: runs may then set a cap. It adds its stages to the softmax's latency
@@ -195,6 +192,7 @@ class HardwareConfig(Serializable):
     max_keys_per_step: int = 1
     sram_bytes: int | None = None
     table_ram: str = "lut"
+    obuf_slices: bool = False
     softcap_unit: bool = False
     sinks_unit: bool = False
     alibi_unit: bool = False
@@ -231,8 +229,8 @@ class HardwareConfig(Serializable):
             check_int(self, "sram_bytes", 1, 1 << 40)
         if self.table_ram not in TABLE_RAMS:
             raise bad("table_ram", self.table_ram, f"choose one of: {', '.join(TABLE_RAMS)}")
-        for unit in ("softcap_unit", "sinks_unit", "alibi_unit", "value_scales_unit"):
-            check_bool(self, unit)
+        for f in ("obuf_slices", "softcap_unit", "sinks_unit", "alibi_unit", "value_scales_unit"):
+            check_bool(self, f)
         if self.value_scales_unit and not self.key_scales_supported:
             raise bad("value_scales_unit", True, f"a word of {self.macs_per_line} elements "
                       "cannot hold a factor")
@@ -554,7 +552,7 @@ def fpga() -> HardwareConfig:
         mac_lines=4, macs_per_line=8, data_bits=8, tile_rows=256, max_head_dim=128,
         kv_ring_depth=16, exp_lanes=4, axi_data_bits=64, dram_latency=100,
         dram_bytes_per_cycle=8, clock_mhz=100.0, max_seq_len=65536, softmax_block=1,
-        max_keys_per_step=1, table_ram="pbuf-block")
+        max_keys_per_step=1, table_ram="pbuf-block", obuf_slices=True)
 
 
 def asplos26() -> HardwareConfig:

@@ -134,6 +134,24 @@ def pbuf_ram(cfg) -> str:
     return "lut" if cfg.table_ram == "lut" else "block"
 
 
+def sliced_banks(m, name: str, width: int, depth: int, count: int, slice_bits: int):
+    """``count`` banks of ``depth`` words of ``width`` bits, each made of memories of
+    ``slice_bits`` (the last one narrower), added to ``m`` as ``name{bank}_{slice}``: a bank
+    whose slices are each one block RAM wide, so each can have an address register of its
+    own. Returns, a bank each, its slices' (read port, write port, low bit)."""
+    from amaranth.lib.memory import Memory
+
+    banks = []
+    for i in range(count):
+        slices = []
+        for j, lo in enumerate(range(0, width, slice_bits)):
+            mem = Memory(shape=min(slice_bits, width - lo), depth=depth, init=[])
+            m.submodules[f"{name}{i}_{j}"] = mem
+            slices.append((mem.read_port(), mem.write_port(), lo))
+        banks.append(slices)
+    return banks
+
+
 def memory_banks(m, name: str, shape, depth: int, count: int, style: str | None = None):
     """``count`` memories of ``depth`` words added to ``m`` as ``name0``, ``name1``, …; returns
     (read ports, write ports). ``style``: ask synthesis for ``"lut"`` (distributed) RAM, which

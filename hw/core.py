@@ -23,14 +23,15 @@ is ``G = ⌈r/p⌉`` row groups; a row of d elements is ``Wd = ⌈d/q⌉`` words
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal, signed
+from amaranth import Cat, Module, Mux, Shape, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
+from attenio.base.ecp5 import obuf_slice_bits
 from attenio.contract.rules import skips_row_groups
 from attenio.contract.timing import TIMING
-from attenio.hw.arith import kept_copies, memory_banks, pbuf_ram, table_ram
+from attenio.hw.arith import kept_copies, memory_banks, pbuf_ram, sliced_banks, table_ram
 from attenio.hw.finalize import Finalize, out_word_layout
 from attenio.hw.finalize_stage import FIFO_LATENCY, FIN_READ_LATENCY, FinalizeStage
 from attenio.hw.kvring import KVRing
@@ -146,7 +147,8 @@ class ComputeCore(wiring.Component):
         lkmax = _log2(cfg.max_keys_per_step)
 
         # ---- memories: O accumulators, m/ℓ, the P buffer (a bank per line) ----
-        o_rd, o_wr = memory_banks(m, "obuf", acc_word_layout(cfg), gmax * wmax, p)
+        o_banks = sliced_banks(m, "obuf", Shape.cast(acc_word_layout(cfg)).width, gmax * wmax,
+                               p, obuf_slice_bits(cfg))
         ml_rd, ml_wr = memory_banks(m, "ml", ml_layout(cfg), gmax, p, style=table_ram(cfg))
         pb_rd, pb_wr = memory_banks(m, "pbuf", pbuf_layout(cfg), 2 * gmax, p,
                                     style=pbuf_ram(cfg))
@@ -255,14 +257,8 @@ class ComputeCore(wiring.Component):
             fin.cmd.eq(c),
             self.exp_busy.eq(smx.exp_busy), self.fin_busy.eq(fin.fin_busy),
         ]
-        # the memories' ports: finalize takes the O and m/ℓ reads once the steps are done. The
-        # O banks' addresses are registers of their own, a copy a bank loaded a cycle ahead
-        # (a bank is several block RAMs: one address drove them all, the speed-6 route's worst
-        # net); a bit of the bank's read word keeps the copies apart (kept_copies)
-        salts = [o_rd[i].data[0][0] for i in range(p)]
-        o_ra = kept_copies(m, Mux(fin.active_next, fin.o_addr_next, pv.o_rd_next),
-                           fin.active_next | pv.o_rd_load, salts, "o_ra")
-        o_wa = kept_copies(m, pv.o_wr_next, pv.o_wr_load, salts, "o_wa")
+        # the memories' ports: finalize takes the O and m/ℓ reads once the steps are done
+        self._o_ports(m, o_banks, fin, pv)
         for i in range(p):
             m.d.comb += [
                 ml_rd[i].addr.eq(Mux(fin.active, fin.ml_addr, score.ml_addr)),
@@ -272,10 +268,6 @@ class ComputeCore(wiring.Component):
                 pb_wr[i].addr.eq(smx.pb_wr_addr[i]), pb_wr[i].en.eq(smx.pb_wr_en),
                 pb_wr[i].data.eq(smx.pb_wr_data[i]),
                 pb_rd[i].addr.eq(pv.pb_rd_addr), pv.pb_data[i].eq(pb_rd[i].data),
-                o_rd[i].addr.eq(o_ra[i]),
-                pv.o_data[i].eq(o_rd[i].data), fin.o_data[i].eq(o_rd[i].data),
-                o_wr[i].addr.eq(o_wa[i]), o_wr[i].en.eq(pv.o_wr_en[i]),
-                o_wr[i].data.eq(pv.o_wr_data[i]),
             ]
         wiring.connect(m, fin.o, wiring.flipped(self.o))
         self._tile_control(m, running, seq, kvr, qbuf, smx, fin, c, held, cont_go[1])
@@ -287,6 +279,25 @@ class ComputeCore(wiring.Component):
                     "g": seq.g, "w": seq.w, "ops": ops, "plen": seq.plen0,
                     "kv_closed": kvr.closed}
         return m
+
+    def _o_ports(self, m: Module, o_banks, fin, pv) -> None:
+        """The O banks' ports. Their addresses are registers of their own, a copy a memory of a
+        bank, loaded a cycle ahead (a bank is several block RAMs: one address drove them all,
+        a route's worst net at speed 6 in session 11 and at speed 8 in session 17; with
+        ``obuf_slices`` a bank is memories one block RAM wide, a copy each); a bit of the
+        memory's read word keeps the copies apart (kept_copies)."""
+        salts = [rd.data[0] for bank in o_banks for rd, _, _ in bank]
+        o_ra = iter(kept_copies(m, Mux(fin.active_next, fin.o_addr_next, pv.o_rd_next),
+                                fin.active_next | pv.o_rd_load, salts, "o_ra"))
+        o_wa = iter(kept_copies(m, pv.o_wr_next, pv.o_wr_load, salts, "o_wa"))
+        for i, bank in enumerate(o_banks):
+            o_word = Signal(acc_word_layout(self.cfg), name=f"o_word{i}")
+            m.d.comb += [o_word.eq(Cat(rd.data for rd, _, _ in bank)),
+                         pv.o_data[i].eq(o_word), fin.o_data[i].eq(o_word)]
+            for rd, wr, lo in bank:
+                m.d.comb += [rd.addr.eq(next(o_ra)), wr.addr.eq(next(o_wa)),
+                             wr.en.eq(pv.o_wr_en[i]),
+                             wr.data.eq(pv.o_wr_data[i].as_value()[lo:lo + len(wr.data)])]
 
     def _tile_control(self, m: Module, running, seq, kvr, qbuf, smx, fin, c, held,
                       cont_go) -> None:

@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from attenio.base.config import SCALE_EXP_BITS, HardwareConfig
+from attenio.base.ecp5 import dp16kd_shape
 from attenio.contract.formats import SHIFT_BITS
 
 __all__ = ["asic_area", "energy", "fpga_area", "fit_fpga", "dp16kd_blocks", "ecp5_lut_sites",
@@ -131,8 +132,6 @@ def energy(hw: HardwareConfig, sched) -> dict:
 
 # ---- FPGA (ECP5) ----
 
-# DP16KD aspect ratios (depth, width) that yosys's ECP5 BRAM mapping uses
-DP16KD_SHAPES = ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36))
 
 
 # yosys maps a memory this shallow to distributed RAM (TRELLIS_DPR16X4) instead of block RAM
@@ -144,7 +143,8 @@ def dp16kd_blocks(depth: int, width: int, asked: bool = False) -> int:
     unless block RAM is ``asked`` for: ``ram_style = "block"``)."""
     if depth <= LUTRAM_MAX_DEPTH and not asked:
         return 0
-    return min(math.ceil(depth / d) * math.ceil(width / w) for d, w in DP16KD_SHAPES)
+    d, w = dp16kd_shape(depth, width)
+    return math.ceil(depth / d) * math.ceil(width / w)
 
 
 def ecp5_lut_sites(cells: dict[str, int]) -> int:

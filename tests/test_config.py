@@ -164,10 +164,11 @@ def test_fpga_preset_has_the_256_row_tile_and_the_512_row_config_is_the_briefs()
     assert wl is None
     # the brief's 8 × 8 array with its 512-row tile; the preset is 4 × 8 (the one that routes)
     # (the configurations routed before the preset's P buffer moved to block RAM keep their
-    # tables in LUT RAM)
-    assert hw == C.replace(C.fpga(), tile_rows=512, mac_lines=8, exp_lanes=8, table_ram="lut")
+    # tables in LUT RAM and each O bank in one memory)
+    old = {"table_ram": "lut", "obuf_slices": False}
+    assert hw == C.replace(C.fpga(), tile_rows=512, mac_lines=8, exp_lanes=8, **old)
     assert load_toml(configs / "fpga-8x8.toml")[0] == C.replace(C.fpga(), mac_lines=8,
-                                                                   exp_lanes=8, table_ram="lut")
+                                                                   exp_lanes=8, **old)
     assert load_toml(configs / "fpga-4x8.toml")[0] == C.fpga()
 
 
@@ -177,7 +178,7 @@ def test_shipped_closure_config_is_the_fpga_datapath_on_4x4_macs():
     hw, _ = load_toml(Path(__file__).parent.parent / "configs" / "fpga-closure-4x4.toml")
     assert hw == C.replace(C.fpga(), mac_lines=4, macs_per_line=4, tile_rows=64,
                            max_head_dim=64, kv_ring_depth=8, exp_lanes=4, axi_data_bits=32,
-                           dram_bytes_per_cycle=4, table_ram="lut")
+                           dram_bytes_per_cycle=4, table_ram="lut", obuf_slices=False)
 
 
 def test_rtl_rules_live_in_the_config():
@@ -229,6 +230,28 @@ def test_table_ram_is_checked_and_reaches_the_verilog():
     p = C.tiny().mac_lines
     assert pb.count('ram_style = "block"') == p
     assert pb.count('ram_style = "distributed"') == lut.count('ram_style = "distributed"') - p
+
+
+def test_obuf_slices_reach_the_verilog():
+    """obuf_slices builds each O bank as memories one DP16KD wide (tiny: 256 words of 148 bits,
+    so four of 36 bits and one of 4), each with its own address register copies."""
+    import re
+
+    from attenio.base.ecp5 import obuf_slice_bits
+    from attenio.hw.build import to_verilog
+    from attenio.hw.top import AttenIOTop
+
+    with pytest.raises(ConfigError, match=r"^obuf_slices=1 is invalid"):
+        C.replace(C.tiny(), obuf_slices=1)
+    assert (obuf_slice_bits(C.tiny()), obuf_slice_bits(C.fpga())) == (148, 18)
+    for sliced, widths in ((False, [148]), (True, [36, 36, 36, 36, 4])):
+        v = to_verilog(AttenIOTop(C.replace(C.tiny(), obuf_slices=sliced)), "attenio_top")
+        mems = {name: int(hi) + 1
+                for hi, name in re.findall(r"reg \[(\d+):0\] (obuf\w+) \[", v)}
+        p = C.tiny().mac_lines
+        assert sorted(mems) == sorted(f"obuf{i}_{j}" for i in range(p) for j in range(len(widths)))
+        assert [mems[f"obuf0_{j}"] for j in range(len(widths))] == widths
+        assert len(re.findall(r"reg \[\d+:0\] o_ra_\d+ ", v)) == p * len(widths)
 
 
 def test_table_ram_in_the_block_ram_count():

@@ -145,6 +145,16 @@ PAGED_FAULT = C.VarlenWorkload(seqlens_q=[1, 1], seqlens_k=[20, 9], head_dim=8, 
                                kv_heads=1, page_size=4)
 
 
+def test_o_banks_in_slices_change_nothing():
+    """obuf_slices (the fpga preset's: each O bank as memories one block RAM wide) on tiny:
+    bit-exact, cycles as predicted."""
+    hw = C.replace(TINY, obuf_slices=True)
+    wl = workload(hw, 24, 8, causal=True)
+    r = simulate(hw, wl, seed=29, log=lambda *a: None)
+    check_run(hw, wl, r)
+    assert r.cycles == r.predicted_cycles
+
+
 def _paged_fault(expect, **kw):
     r = simulate(TINY, PAGED_FAULT, seed=1, log=lambda *a: None, check=False, **kw)
     assert r.done and not r.timed_out, r.extra
