@@ -259,9 +259,17 @@ class ComputeCore(wiring.Component):
         ]
         # the memories' ports: finalize takes the O and m/ℓ reads once the steps are done
         self._o_ports(m, o_banks, fin, pv)
+        # the m/ℓ banks' read address, a register a bank loaded a cycle ahead whenever a read
+        # follows (finalize's, or a group reaching the score stage's c3): one address drove
+        # every bank's LUT RAM read muxes (720 and 480 LUT inputs on two of its bits, the most
+        # congested nets of the session-17 routes that did not converge); a bit of the bank's
+        # read word keeps the copies apart
+        ml_ra = kept_copies(m, Mux(fin.active_next, fin.ml_addr_next, score.ml_addr_next),
+                            fin.active_next | score.ml_load,
+                            [ml_rd[i].data.as_value()[0] for i in range(p)], "ml_ra")
         for i in range(p):
             m.d.comb += [
-                ml_rd[i].addr.eq(Mux(fin.active, fin.ml_addr, score.ml_addr)),
+                ml_rd[i].addr.eq(ml_ra[i]),
                 smx.ml_data[i].eq(ml_rd[i].data), fin.ml_data[i].eq(ml_rd[i].data),
                 ml_wr[i].addr.eq(smx.ml_wr_addr[i]), ml_wr[i].en.eq(smx.ml_wr_en),
                 ml_wr[i].data.eq(smx.ml_wr_data[i]),

@@ -39,9 +39,9 @@ class FinalizeStage(wiring.Component):
     running, steps_left, words, cmd : the tile runs, steps are left, its words a row and its
         command (rows, keys, ``lse``).
     active : finalize owns the O and m/ℓ read ports (from ``PV_DRAIN`` cycles after the last
-        step); ``o_addr`` and ``ml_addr`` are then its reads. ``active_next`` and
-        ``o_addr_next``: their values in the next cycle (the core's per-bank address registers
-        load them a cycle ahead).
+        step); ``o_addr`` and ``ml_addr`` are then its reads. ``active_next``,
+        ``o_addr_next`` and ``ml_addr_next``: their values in the next cycle (the core's
+        per-bank address registers load them a cycle ahead).
     o_data, ml_data : the banks' words (a bank per line: row ρ in bank ρ mod p).
     issue : a word was issued this cycle; ``all_issued``: every word of the tile was.
     drained : nothing is in flight (the Finalize pipeline, its registers, the FIFO).
@@ -60,6 +60,7 @@ class FinalizeStage(wiring.Component):
             "running": In(1), "steps_left": In(1), "words": In(range(wmax + 1)),
             "cmd": In(cmd_layout(cfg)), "clear": In(1),
             "active": Out(1), "ml_addr": Out(range(gmax + 1)),
+            "ml_addr_next": Out(range(gmax + 1)),
             "o_addr": Out(range(gmax * wmax + 1)),
             "active_next": Out(1), "o_addr_next": Out(range(gmax * wmax + 1)),
             "o_data": In(data.ArrayLayout(acc_word_layout(cfg), p)),
@@ -114,6 +115,7 @@ class FinalizeStage(wiring.Component):
             with m.Else():
                 m.d.comb += fw_n.eq(fw + 1)
         m.d.sync += [fw.eq(fw_n), frow.eq(frow_n)]
+        m.d.comb += self.ml_addr_next.eq(frow_n >> lp)
         def o_address(row, word, raw):
             """A row's word in the banks (row ρ in bank ρ mod p); its statistics word
             (``raw``, after its O words) reads the row's first O word."""

@@ -56,7 +56,9 @@ class ScoreStage(wiring.Component):
     c_m, c_sh : each lane's multiplier in c4: the tile's ``c_m``, ``c_sh``, the row's own
         (``row_scales``), times the key's factor (``key_scales``: ``c_m·k_hi`` exactly and the
         shift ``min(c_sh + k_e + KEY_MANT_BITS, SCALE_SHIFT_MAX)``, ``model.numerics.scale``).
-    ml_addr : the m/ℓ read address (the finished group, c3: the data arrive with its scores).
+    ml_addr_next, ml_load : the m/ℓ read address of the next cycle (the group that will be in
+        c3, its data arriving with its scores) and whether one is in c3 then: the core's
+        per-bank address registers load it a cycle ahead.
     sink : each lane's row's sink in c4 (``sinks_unit`` only: the Q buffer's table).
     alibi, rel : each lane's row's ALiBi slope word in c4 (``alibi_unit`` only: the Q buffer's
         table) and the distance ``|pos + diag − key|`` of its row and key, ``pos`` the row's
@@ -84,7 +86,8 @@ class ScoreStage(wiring.Component):
             "pe_qk": Out(1), "pe_acc": Out(1), "pe_acc_first": Out(1),
             "pe_k": Out(data.ArrayLayout(word_layout(cfg), p)),
             "valid": Out(1), "group": Out(range(gmax + 1)), "step": Out(keys),
-            "visible": Out(p), "ml_addr": Out(range(gmax + 1)),
+            "visible": Out(p), "ml_addr_next": Out(range(gmax + 1)),
+            "ml_load": Out(1),
             "c_m": Out(data.ArrayLayout(unsigned(cfg.scale_factor_bits), p)),
             "c_sh": Out(data.ArrayLayout(unsigned(6), p)),
             **({"sink": Out(data.ArrayLayout(sink_layout(cfg), p))} if cfg.sinks_unit else {}),
@@ -115,12 +118,12 @@ class ScoreStage(wiring.Component):
             self.last_op), strict=True)]
         for prev, nxt in zip(tags[:-1], tags[1:], strict=True):
             m.d.sync += [a.eq(b) for a, b in zip(nxt, prev, strict=True)]
-        (v1, *_), (_, g1b, *_), _, (v3, g3, k3, first3, last3, glast3) = tags
+        (v1, *_), (_, g1b, *_), (v2, g2, *_), (v3, g3, k3, first3, last3, glast3) = tags
         self._g3 = g3                 # the group in c3 (the selection's lanes, registered)
         self._k3 = k3                 # and the step (the mask's key-side sums, registered)
         # one multiplier per MAC serves both steps, its operands chosen by pe_qk (c1)
         m.d.comb += [self.pe_qk.eq(v1), self.pe_acc.eq(v3), self.pe_acc_first.eq(first3),
-                     self.ml_addr.eq(g3), self.sc_addr.eq(g1b)]
+                     self.ml_addr_next.eq(g2), self.ml_load.eq(v2), self.sc_addr.eq(g1b)]
         wl = word_layout(cfg)
         for i in range(p):
             m.d.comb += self.pe_k[i].eq(lanes.copy(self.k_data, i, wl, "k"))
