@@ -143,7 +143,7 @@ def prepared_blocks(m: Module, kv, wk, wv, lab: int, kps_max: int) -> dict:
     factor's word, d − dv's), a K and a V block's bytes (``keys_per_step``, a power of two,
     times the rows' strides), the last block's rows (``keys − (steps − 1)·keys_per_step``)
     and the beats of a whole and of the last block of contiguous K (``wk`` words a row) and
-    V (``wv``) rows. Returns ``_LoadRegs`` attribute → value, loaded with the instruction's
+    V (``wv``) rows. Returns ``LoadRegs`` attribute → value, loaded with the instruction's
     other data registers (while the engine is idle)."""
     kps = kv.keys_per_step
     kl1, wk1, wv1 = Signal(range(log2(kps_max) + 1)), Signal.like(wk), Signal.like(wv)

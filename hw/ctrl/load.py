@@ -3,14 +3,14 @@ routed to the compute core's Q stream and K/V rings."""
 
 from __future__ import annotations
 
-from amaranth import Array, Cat, Const, Module, Mux, Signal, signed
+from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
 from attenio.base.errors import ErrorCode
-from attenio.contract.program import INSTR_BITS, Op
-from attenio.contract.rules import ENTRY_BYTES, PAGE_ALIGN_LOG2
+from attenio.contract.program import Op
+from attenio.contract.rules import PAGE_ALIGN_LOG2
 from attenio.contract.timing import TIMING
 from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, log2
 from attenio.hw.ctrl.bursts import (
@@ -24,9 +24,11 @@ from attenio.hw.ctrl.decode import kps_log2_of
 from attenio.hw.ctrl.dispatch import engine_ports, prepared_head
 from attenio.hw.ctrl.layouts import load_tag_layout, raise_error, view
 from attenio.hw.ctrl.loadstep import (
+    LoadRegs,
     block_copies,
     block_step,
     counts_after,
+    idle_loads,
     registered_want,
     set_counts,
 )
@@ -44,81 +46,7 @@ from attenio.hw.streamfifo import StreamFIFO
 __all__ = ["LoadEngine"]
 
 MAX_OUTSTANDING = TIMING.max_outstanding
-
-
-class _LoadRegs:
-    """The load engine's registers: the instruction in flight and its current unit (a head of
-    Q rows, a K or V block, or one row of either when rows are not contiguous). Its data
-    (``data``: loaded while idle, or written before they are read) are off START's reset,
-    whose net router2 fought over in session 17's routes (docs/fpga.md)."""
-
-    def __init__(self, cfg: HardwareConfig):
-        data = {"reset_less": True}
-        self.raw = Signal(INSTR_BITS, name="lraw", **data)
-        self.busy = Signal(name="lbusy")
-        self.is_kv = Signal(name="l_is_kv")
-        self.rows = Signal(24, name="l_rows", **data)    # rows of the unit (Q's; a K/V block's)
-        self.trow = Signal(16, name="l_trow")    # row inside the unit (row-by-row transfers)
-        self.unit_first = Signal(name="l_unit_first")
-        self.wd = Signal(12, name="l_wd")        # words of a row's data (Q, K)
-        self.dv = Signal(12, name="l_dv")        # V's head dim (LOAD_KV.dv, or d where 0)
-        self.wv = Signal(12, name="l_wv")        # words of a V row
-        self.contig = Signal(name="l_contig")
-        self.stride = Signal(32, name="l_stride", **data)
-        # Q: heads
-        self.h = Signal(8, name="l_h")
-        self.hbase = Signal(ADDR_BITS, name="l_hbase", **data)
-        # K/V: steps
-        self.b = Signal(range(cfg.max_keys_per_step + 1), name="l_b", **data)
-        self.steps = Signal(25, name="l_steps", **data)
-        self.ks = Signal(25, name="l_ks")
-        self.vs = Signal(25, name="l_vs")
-        # ks + 1, vs + 1, and whether a K block follows when the current unit is K (k_k) or
-        # V (k_v): set with ks and vs (contract.rules.next_is_v), so the next unit's choice
-        # is a mux of registers, not adds and compares of the counts
-        self.ks1 = Signal(25, name="l_ks1")
-        self.vs1 = Signal(25, name="l_vs1")
-        self.k_k = Signal(name="l_k_k")
-        self.k_v = Signal(name="l_k_v")
-        self.kbase = Signal(ADDR_BITS, name="l_kbase", **data)
-        self.vbase = Signal(ADDR_BITS, name="l_vbase", **data)
-        self.on_v = Signal(name="l_on_v")        # the current unit is a V block
-        self.wk = Signal(13, name="l_wk")        # words of a K row in DRAM (key_scales: one more)
-        self.k_fw = Signal(name="l_k_fw")        # the last K block starts with its factors' word
-        self.k_fw_add = Signal(name="l_k_fw_add")  # the first block's count still lacks it
-        self.v_fw = Signal(name="l_v_fw")        # the last V block starts with its factors' word
-        # V's row stride: K's less the words a V row lacks (key_scales' word, d − dv's)
-        self.vstride = Signal(32, name="l_vstride", **data)
-        # a block's sizes, from the queue head (hw.ctrl.bursts.prepared_blocks): a K and a V
-        # block's bytes, the last block's rows, and the beats of a whole and of the last K and
-        # V block
-        self.kstep = Signal(32, name="l_kstep", **data)
-        self.vstep = Signal(32, name="l_vstep", **data)
-        self.last_rows = Signal(range(cfg.max_keys_per_step + 1), name="l_last_rows", **data)
-        self.kfull, self.klast, self.vfull, self.vlast = (
-            Signal(24, name=f"l_{x}", **data) for x in ("kfull", "klast", "vfull", "vlast"))
-        # a paged cache (contract.rules.PageWalk): the block table's words in two slots
-        self.t_req = Signal(25, name="l_t_req")      # table words requested
-        self.t_addr = Signal(ADDR_BITS, name="l_t_addr", **data)   # the next word's address
-        self.t_pre = Signal(2, name="l_t_pre")       # words to request before this K block
-        self.need_entry = Signal(name="l_need_entry")  # this K block waits for its page
-        self.k_beats = Signal(24, name="l_k_beats", **data)  # its beats, set with its page
-        ab = cfg.axi_data_bytes
-        self.epb = max(1, ab // ENTRY_BYTES)
-        self.t_words = Signal(25, name="l_t_words", **data)    # a paged table's words
-        self.e_idx = Signal(max(1, log2(self.epb)), name="l_e_idx")  # next page's entry
-        self.e_word = Signal(name="l_e_word")        # ... in the word of this slot
-        self.slots = Array(Signal(ab * 8, name=f"l_slot{i}", **data) for i in range(2))
-        self.slot_ok = Array(Signal(name=f"l_slot_ok{i}") for i in range(2))
-        self.kpage = Array(Signal(ADDR_BITS, name=f"l_kpage{i}", **data)
-                           for i in range(2))
-        # each slot's entries as K addresses (entry·64 + k_addr), added as the word arrives
-        self.slot_kaddr = Array(Signal(self.epb * ADDR_BITS, name=f"l_slot_kaddr{i}",
-                                       **data) for i in range(2))
-
-    def counts(self) -> tuple:
-        """What follows from the K/V block counts: ``ks1``, ``vs1``, ``k_k``, ``k_v``."""
-        return self.ks1, self.vs1, self.k_k, self.k_v
+IDLE_COPIES = 4        # registers of lbusy for the data registers' enable (idle_loads)
 
 
 class LoadEngine(wiring.Component):
@@ -185,7 +113,7 @@ class LoadEngine(wiring.Component):
         rd_out = Signal(range(MAX_OUTSTANDING + 1))
         m.submodules.bursts = splitter = BurstSplitter(ab)
         lb = BurstRegs(m, splitter, "ld")
-        u = _LoadRegs(cfg)
+        u = LoadRegs(cfg)
         # the window of the instruction's transfers: K/V's for LOAD_KV (its table words too),
         # WIN for LOAD_Q. is_kv changes with the instruction's start; the splitter's window
         # registers follow one cycle later, inside the two cycles its ready stays low
@@ -262,13 +190,15 @@ class LoadEngine(wiring.Component):
         # so the start only flips the control (its enable, the start's test after the head's
         # fields, was the load block's worst path at both grades): what they hold when the
         # head starts is the head's, and the engine reads none of them while idle.
-        with m.If(~lbusy):
-            m.d.sync += [lraw.eq(lhead.insn), l_rows.eq(Mux(l_is_q_head, qv.rows, nk1)),
-                         l_contig.eq(Mux(l_is_q_head, contig_q, contig_k)),
-                         l_stride.eq(Mux(l_is_q_head, qv.row_stride, kv_head.row_stride)),
-                         l_hbase.eq(qv.addr), l_kbase.eq(kv_head.k_addr),
-                         l_vbase.eq(kv_head.v_addr), l_b.eq(kps_h), l_steps.eq(steps1)]
-            m.d.sync += [getattr(u, k).eq(v) for k, v in blocks.items()]
+        # (their enable through copies of lbusy: idle_loads)
+        idle = idle_loads(m, u, l_start, [
+            lraw.eq(lhead.insn), l_rows.eq(Mux(l_is_q_head, qv.rows, nk1)),
+            l_contig.eq(Mux(l_is_q_head, contig_q, contig_k)),
+            l_stride.eq(Mux(l_is_q_head, qv.row_stride, kv_head.row_stride)),
+            l_hbase.eq(qv.addr), l_kbase.eq(kv_head.k_addr), l_vbase.eq(kv_head.v_addr),
+            l_b.eq(kps_h), l_steps.eq(steps1),
+            *(getattr(u, k).eq(v) for k, v in blocks.items())], IDLE_COPIES)
+        with m.If(idle[-1]):
             kv_base, kv_beats = page_start_data(cfg, m, u, kv_head, k_beats, t_words)
             m.d.sync += [lb.base.eq(Mux(l_is_q_head, qv.addr, kv_base)),
                          lb.beats.eq(Mux(l_is_q_head, q_beats, kv_beats))]
@@ -318,7 +248,7 @@ class LoadEngine(wiring.Component):
         return m
 
 
-def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is_t,
+def _advance(cfg: HardwareConfig, m: Module, u: LoadRegs, lb: BurstRegs, ar, is_t,
              is_t_r):
     """The unit after the current one, kept as registers, and the move to it with each
     request that ends a unit (next row, next head, next K/V block, or the instruction's
@@ -430,6 +360,7 @@ def _advance(cfg: HardwareConfig, m: Module, u: _LoadRegs, lb: BurstRegs, ar, is
             m.d.sync += lb.off.eq(0)
             with m.If(instr_done):
                 m.d.sync += u.busy.eq(0)
+                m.d.comb += u.done.eq(1)
             with m.Elif(~unit_done):            # next row of the unit
                 m.d.sync += u.trow.eq(u.trow + 1)
             with m.Elif(~u.is_kv):                # next head
@@ -478,7 +409,7 @@ def _ring_credit(eng: LoadEngine, m: Module, cur_s, l_b, l_on_v, ring: int, v_in
             & (~v_in_k | (need <= eng.v_free)) & ~eng.credits_stale)
 
 
-def _tag(cfg: HardwareConfig, m: Module, u: _LoadRegs, instr_done, is_t, lb_off):
+def _tag(cfg: HardwareConfig, m: Module, u: LoadRegs, instr_done, is_t, lb_off):
     """A burst's tag: where its beats go and what its last beat means. Words of a row (R
     beats count rows by it): a Q row with its multiplier or a K row with key_scales has
     one more, a V row has V's head dim's; ``mask`` the lanes kept of the row's last data word. A
@@ -533,7 +464,7 @@ def _tag(cfg: HardwareConfig, m: Module, u: _LoadRegs, instr_done, is_t, lb_off)
     return tag_in
 
 
-def _read_data(eng: LoadEngine, m: Module, tags, fail, u: _LoadRegs):
+def _read_data(eng: LoadEngine, m: Module, tags, fail, u: LoadRegs):
     """R beats to the core: the oldest burst's tag says Q or K/V, which ring, the row's
     words and its last word's lanes (the rest zeroed). Returns the R handshake and the error
     response's register (high the cycle after a beat with one)."""

@@ -1,7 +1,7 @@
 """A paged ``LOAD_KV``'s walk of its block table in the load engine (hw/ctrl/load.py): the
 table words it requests and the entry each page-starting K block takes as its address, in the
 order ``contract.rules.PageWalk`` states for the schedule generator. ``u`` is the engine's
-registers (``_LoadRegs``), ``lb`` its burst registers."""
+registers (``LoadRegs``), ``lb`` its burst registers."""
 
 from __future__ import annotations
 

@@ -200,3 +200,26 @@ def test_read_error_is_axi_read():
     _, out, violations = rtl_load(hw, _image(8192, 4), [ins, Instr(Op.END)],
                                   errors=[(4096, 4104)])
     assert out["fail"] == ErrorCode.AXI_READ and violations == []
+
+
+def test_instructions_back_to_back():
+    # each instruction's data registers are loaded while the engine is idle, through copies
+    # of its busy register (hw.ctrl.loadstep.idle_loads): a copy that missed an instruction's
+    # end would keep the one before's fields, and the next one's bursts would repeat them
+    hw = TINY
+    ab = hw.axi_data_bytes
+    s8 = hw.row_elements(8) * hw.element_bytes
+    s7 = hw.k_row_elements(7, True) * hw.element_bytes
+    kv1 = _kv(hw, keys=5, d=8, kps=2, k_addr=0, v_addr=2048, row_stride=s8)
+    q = Instr(Op.LOAD_Q, {"rows": 2, "heads": 1, "d": 8, "keys_per_step": 1, "addr": 6144,
+                          "row_stride": s8})
+    kv2 = _kv(hw, keys=3, d=7, kps=1, k_addr=8192, v_addr=12288, row_stride=s7 + 4,
+              key_scales=1, push=True)
+    mem = _image(16384, 11)
+    bursts, out, violations = rtl_load(hw, mem, [kv1, q, kv2, Instr(Op.END)], seed=11)
+    assert out["fail"] is None and violations == []
+    (b1, beats1), (b2, beats2) = ref_load_kv(hw, mem, kv1), ref_load_kv(hw, mem, kv2)
+    bq = [(a, n // ab) for a, n in axi_bursts(q.addr, 2 * s8, ab)]
+    assert bursts == b1 + bq + b2
+    assert out["kv"] == beats1 + beats2
+    assert len(out["q"]) == 2 * s8 // ab and len(out["qcmd"]) == 1 and out["push"] == 1
