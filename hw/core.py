@@ -23,7 +23,7 @@ is ``G = ⌈r/p⌉`` row groups; a row of d elements is ``Wd = ⌈d/q⌉`` words
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Shape, Signal, signed
+from amaranth import Cat, Module, Mux, ResetInserter, Shape, Signal, signed
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -50,6 +50,8 @@ from attenio.hw.softmax_stage import SoftmaxStage, ml_layout, pbuf_layout
 # soft-capping unit's longer softmax, ``timing_for(cfg).min_phase`` (the sequencer's).
 MIN_PHASE = TIMING.min_phase
 OUT_FIFO_DEPTH = TIMING.out_fifo_depth
+# the core's stages (submodules), each with a reset of its own (ComputeCore._stages)
+CORE_STAGES = ("qbuf", "kv_ring", "sequencer", "pe", "score", "softmax", "pv", "finalize")
 
 
 def _log2(x: int) -> int:
@@ -105,6 +107,8 @@ class ComputeCore(wiring.Component):
     def __init__(self, cfg: HardwareConfig):
         cfg.check_rtl()
         self.cfg = cfg
+        # a reset a stage beside the core's own (``_stages``); undriven, they stay 0
+        self.stage_resets = {n: Signal(name=f"rst_{n}") for n in CORE_STAGES}
         super().__init__({
             "qcmd": In(stream.Signature(qcmd_layout(cfg))),
             "cmd": In(stream.Signature(cmd_layout(cfg))),
@@ -152,14 +156,7 @@ class ComputeCore(wiring.Component):
         ml_rd, ml_wr = memory_banks(m, "ml", ml_layout(cfg), gmax, p, style=table_ram(cfg))
         pb_rd, pb_wr = memory_banks(m, "pbuf", pbuf_layout(cfg), 2 * gmax, p,
                                     style=pbuf_ram(cfg))
-        m.submodules.qbuf = qbuf = QBuffer(cfg)
-        m.submodules.kv_ring = kvr = KVRing(cfg)
-        m.submodules.sequencer = seq = StepSequencer(cfg)
-        m.submodules.pe = pe = PEArray(cfg)
-        m.submodules.score = score = ScoreStage(cfg)
-        m.submodules.softmax = smx = SoftmaxStage(cfg)
-        m.submodules.pv = pv = PVStage(cfg)
-        m.submodules.finalize = fin = FinalizeStage(cfg)
+        qbuf, kvr, seq, pe, score, smx, pv, fin = self._stages(m)
 
         # ---- the command register and the tile's shape ----
         c = Signal(cmd_layout(cfg))
@@ -263,10 +260,10 @@ class ComputeCore(wiring.Component):
         # follows (finalize's, or a group reaching the score stage's c3): one address drove
         # every bank's LUT RAM read muxes (720 and 480 LUT inputs on two of its bits, the most
         # congested nets of the session-17 routes that did not converge); a bit of the bank's
-        # read word keeps the copies apart
+        # read word keeps the copies apart; off START's reset, as the O addresses
         ml_ra = kept_copies(m, Mux(fin.active_next, fin.ml_addr_next, score.ml_addr_next),
                             fin.active_next | score.ml_load,
-                            [ml_rd[i].data.as_value()[0] for i in range(p)], "ml_ra")
+                            [ml_rd[i].data.as_value()[0] for i in range(p)], "ml_ra", True)
         for i in range(p):
             m.d.comb += [
                 ml_rd[i].addr.eq(ml_ra[i]),
@@ -288,16 +285,29 @@ class ComputeCore(wiring.Component):
                     "kv_closed": kvr.closed}
         return m
 
+    def _stages(self, m: Module) -> tuple:
+        """The core's stages as submodules, each also reset by ``stage_resets[name]``: a
+        register of START's reset a stage (hw/top.py), so no one net resets the whole core
+        (2,756 flip-flops on the fpga preset in session 18's netlist, 420 the sequencer's).
+        Returns them in ``CORE_STAGES``' order."""
+        units = tuple(cls(self.cfg) for cls in (QBuffer, KVRing, StepSequencer, PEArray,
+                                                ScoreStage, SoftmaxStage, PVStage, FinalizeStage))
+        for name, unit in zip(CORE_STAGES, units, strict=True):
+            m.submodules[name] = ResetInserter(self.stage_resets[name])(unit)
+        return units
+
     def _o_ports(self, m: Module, o_banks, fin, pv) -> None:
         """The O banks' ports. Their addresses are registers of their own, a copy a memory of a
         bank, loaded a cycle ahead (a bank is several block RAMs: one address drove them all,
         a route's worst net at speed 6 in session 11 and at speed 8 in session 17; with
         ``obuf_slices`` a bank is memories one block RAM wide, a copy each); a bit of the
-        memory's read word keeps the copies apart (kept_copies)."""
+        memory's read word keeps the copies apart (kept_copies). Each is loaded the cycle before
+        any read or write that uses it, so the copies are off START's reset (1,560 of its 2,756
+        flip-flops in session 18's netlist)."""
         salts = [rd.data[0] for bank in o_banks for rd, _, _ in bank]
         o_ra = iter(kept_copies(m, Mux(fin.active_next, fin.o_addr_next, pv.o_rd_next),
-                                fin.active_next | pv.o_rd_load, salts, "o_ra"))
-        o_wa = iter(kept_copies(m, pv.o_wr_next, pv.o_wr_load, salts, "o_wa"))
+                                fin.active_next | pv.o_rd_load, salts, "o_ra", True))
+        o_wa = iter(kept_copies(m, pv.o_wr_next, pv.o_wr_load, salts, "o_wa", True))
         for i, bank in enumerate(o_banks):
             o_word = Signal(acc_word_layout(self.cfg), name=f"o_word{i}")
             m.d.comb += [o_word.eq(Cat(rd.data for rd, _, _ in bank)),

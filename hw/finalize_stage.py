@@ -11,7 +11,7 @@ from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
 from attenio.contract.timing import TIMING
-from attenio.hw.arith import data_reg
+from attenio.hw.arith import data_reg, kept_copies
 from attenio.hw.finalize import Finalize, out_word_layout
 from attenio.hw.layouts import cmd_layout
 from attenio.hw.pv_stage import acc_word_layout
@@ -29,6 +29,7 @@ PV_DRAIN = TIMING.pv_drain
 # then the selected row's (c3): the lane select is a register's fan-in, not a RAM's long net
 FIN_READ_LATENCY = 3
 FIFO_LATENCY = 2     # SyncFIFOBuffered: written in cycle t, readable in t + 2
+FIN_LANE_SLICES = 4  # registers of the lane select, a slice of the O word each
 
 
 class FinalizeStage(wiring.Component):
@@ -132,22 +133,33 @@ class FinalizeStage(wiring.Component):
         # (the valid bits fv… are reset; the words, their lane and kind are data, off START's
         # reset: ``reset_less``, issue #47, each written before it is read)
         f_lane1 = data_reg(range(p))
-        f_lane = data_reg(range(p))
         fv1, fv2 = Signal(), Signal()
         fraw1, fraw2 = data_reg(1), data_reg(1)
         m.d.sync += [fv1.eq(self.issue), fraw1.eq(f_raw), f_lane1.eq(frow[:lp] if lp else 0),
-                     fv2.eq(fv1), fraw2.eq(fraw1), f_lane.eq(f_lane1)]
+                     fv2.eq(fv1), fraw2.eq(fraw1)]
         o_reg = data_reg(data.ArrayLayout(acc_word_layout(cfg), p))
         ml_reg = data_reg(data.ArrayLayout(ml_layout(cfg), p))
         m.d.sync += [o_reg.eq(self.o_data), ml_reg.eq(self.ml_data)]
         sel_o = Signal(acc_word_layout(cfg))
         sel_l = Signal(cfg.row_sum_bits)
         sel_m = Signal(signed(cfg.max_bits + 1))
-        with m.Switch(f_lane):
+        # the lane select, a register a slice of the O word (and one for m, ℓ), loaded with
+        # the word's issue (read the cycle after, c2): one register drove 776 LUT inputs a
+        # bit on the fpga preset (session 18's netlist, scripts/fanout.py); a bit of the
+        # slice's data keeps the copies apart (kept_copies)
+        width = len(sel_o.as_value())
+        cuts = [width * k // FIN_LANE_SLICES for k in range(FIN_LANE_SLICES + 1)]
+        lanes = kept_copies(m, f_lane1, fv1, [o_reg[0].as_value()[lo] for lo in cuts[:-1]]
+                            + [ml_reg[0].as_value()[0]], "f_lane", reset_less=True)
+        for k, (lo, hi) in enumerate(zip(cuts, cuts[1:], strict=False)):
+            with m.Switch(lanes[k]):
+                for i in range(p):
+                    with m.Case(i):
+                        m.d.comb += sel_o.as_value()[lo:hi].eq(o_reg[i].as_value()[lo:hi])
+        with m.Switch(lanes[-1]):
             for i in range(p):
                 with m.Case(i):
-                    m.d.comb += [sel_o.eq(o_reg[i]), sel_l.eq(ml_reg[i].l),
-                                 sel_m.eq(ml_reg[i].m)]
+                    m.d.comb += [sel_l.eq(ml_reg[i].l), sel_m.eq(ml_reg[i].m)]
         # the selected row's O word and ℓ are registered before the finalize unit (with lse,
         # then its statistics: a row that saw no key reports m_init, model.numerics.row_stats)
         fv3 = Signal()

@@ -27,7 +27,7 @@ from amaranth.lib.wiring import In, Out
 from attenio.base.config import HardwareConfig
 from attenio.base.errors import ErrorCode, bad
 from attenio.contract.program import INSTR_BYTES
-from attenio.hw.core import ComputeCore
+from attenio.hw.core import CORE_STAGES, ComputeCore
 from attenio.hw.csr import CsrBank, axi4lite_signature
 from attenio.hw.ctrl.axi import axi4_ports
 from attenio.hw.ctrl.dispatch import Dispatch
@@ -89,8 +89,9 @@ class _Engine(Elaboratable):
         self.axi_flows = {**axi4_ports("", ab * 8), **axi4_ports("insn_", ab * 8, write=False)}
         self.axi = {k: Signal(v.shape, name=f"e_{k}") for k, v in self.axi_flows.items()}
         # START's reset, one register a unit (AttenIOTop: equal registers kept apart), so no
-        # net reaches the whole engine (issue #47)
-        self.resets = {n: Signal(name=f"eng_rst_{n}") for n in ENGINE_UNITS + ("errors",)}
+        # net reaches the whole engine (issue #47); the core's stages have one each as well
+        units = ENGINE_UNITS + ("errors",) + tuple(f"core_{s}" for s in CORE_STAGES)
+        self.resets = {n: Signal(name=f"eng_rst_{n}") for n in units}
 
     def _axi(self, m: Module, unit, prefix: str, names) -> None:
         """Join ``unit``'s AXI ports with the engine's (``prefix`` + name)."""
@@ -110,6 +111,7 @@ class _Engine(Elaboratable):
             StoreEngine(cfg), Watchdog(), DmaCounters(ab))
         for name, unit in zip(ENGINE_UNITS, units, strict=True):   # each under its own reset
             m.submodules[name] = ResetInserter(self.resets[name])(unit)
+        m.d.comb += [r.eq(self.resets[f"core_{s}"]) for s, r in core.stage_resets.items()]
 
         err = self.err
         err_next = Signal.like(err)      # the error register's value in the next cycle

@@ -266,3 +266,21 @@ def test_table_ram_in_the_block_ram_count():
     got = {t: fpga_area(C.replace(hw, table_ram=t))["DP16KD"]
            for t in ("lut", "pbuf-block", "block")}
     assert got == {"lut": 98, "pbuf-block": 98 + hw.mac_lines, "block": 130}
+
+
+def test_fanout_copies_reach_the_verilog():
+    """Registers copied for fan-out (issue #47; scripts/fanout.py measures their loads in the
+    synthesized netlist): START's reset a core stage, lbusy's copies for the load engine's
+    idle loads, finalize's lane select a slice of the O word."""
+    import re
+
+    from attenio.hw.build import to_verilog
+    from attenio.hw.core import CORE_STAGES
+    from attenio.hw.ctrl.load import IDLE_COPIES
+    from attenio.hw.finalize_stage import FIN_LANE_SLICES
+    from attenio.hw.top import AttenIOTop
+
+    v = to_verilog(AttenIOTop(C.tiny()), "attenio_top")
+    assert set(re.findall(r"reg eng_rst_core_(\w+) ", v)) == set(CORE_STAGES)
+    assert len(set(re.findall(r"reg lbusy_(\d+) ", v))) == IDLE_COPIES
+    assert len(set(re.findall(r"reg \[\d+:0\] f_lane_(\d+) ", v))) == FIN_LANE_SLICES + 1

@@ -84,13 +84,14 @@ class InstructionDecoder(wiring.Component):
             # each condition registered on its own (a rule's compare, not the OR of a check's
             # rules: that OR after the compares was the fetch block's speed-8 path in
             # session 14), the OR and the priority after the registers
-            op_r = Signal.like(opcode, name="dec_opcode")
+            # (registers of the instruction, each cycle: data, off START's reset as it is)
+            op_r = Signal.like(opcode, name="dec_opcode", reset_less=True)
             m.d.sync += op_r.eq(opcode)
             opcode = op_r
             for op in ops:
                 regd = []
                 for i, (conds, code) in enumerate(checks[op]):
-                    flags = [Signal(name=f"dec_{op.name.lower()}_{i}_{j}")
+                    flags = [Signal(name=f"dec_{op.name.lower()}_{i}_{j}", reset_less=True)
                              for j in range(len(conds))]
                     m.d.sync += [f.eq(c) for f, c in zip(flags, conds, strict=True)]
                     regd.append((flags, code))

@@ -74,8 +74,10 @@ class ProgramFetch(wiring.Component):
         # PROG_BASE and an instruction count on the burst's path), loaded from PROG_BASE and
         # PROG_LEN in the engine's first cycle (f_first)
         f_first = Signal(init=1)
-        f_addr_r = Signal(ADDR_BITS)
-        f_left_r = Signal(32)
+        # (the next burst's address and the words left: loaded in the run's first cycle,
+        # f_first, before any read of them; off START's reset as the instruction words below)
+        f_addr_r = Signal(ADDR_BITS, reset_less=True)
+        f_left_r = Signal(32, reset_less=True)
         f_4k = Signal(8)
         f_more = Signal()
         f_ready = Signal()
@@ -99,7 +101,10 @@ class ProgramFetch(wiring.Component):
         ]
         iar = self.arvalid & self.arready
         ir = self.rvalid & self.rready
-        ibuf = Signal(INSTR_BITS)
+        # the instruction words (ibuf, raw, insn_e) and their rows·heads are data, each written
+        # before its valid bit (push_i, push_d, push_e) lets it be read: off START's reset,
+        # 935 flip-flops' LSR in session 18's netlist (issue #47)
+        ibuf = Signal(INSTR_BITS, reset_less=True)
         ibeat = Signal(range(ipb))
         assembled = Cat(ibuf[ab * 8:], self.rdata) if ipb > 1 else self.rdata
         push_i = Signal()
@@ -122,8 +127,8 @@ class ProgramFetch(wiring.Component):
 
         # decode: the assembled instruction and its rows·heads product are registered
         # (Timing.decode_latency); the checks are computed from those registers
-        raw = Signal(INSTR_BITS)
-        rows_heads = Signal(24)
+        raw = Signal(INSTR_BITS, reset_less=True)
+        rows_heads = Signal(24, reset_less=True)
         with m.If(push_i & (data.View(tile_layout, assembled).opcode == Op.END)):
             m.d.sync += f_end.eq(1)
         with m.If(push_i):
@@ -135,7 +140,7 @@ class ProgramFetch(wiring.Component):
         m.submodules.decode = dec = InstructionDecoder(self.cfg, registered=True)
         m.d.comb += [dec.raw.eq(raw), dec.rows_heads.eq(rows_heads)]
         entry = Signal(fetch_entry_layout())
-        insn_e, rh_e = Signal(INSTR_BITS), Signal(RH_BITS)
+        insn_e, rh_e = Signal(INSTR_BITS, reset_less=True), Signal(RH_BITS, reset_less=True)
         m.d.sync += [insn_e.eq(raw), rh_e.eq(rows_heads[:RH_BITS]), push_e.eq(push_d)]
         m.d.comb += [entry.insn.eq(insn_e), entry.bad.eq(dec.bad), entry.rh.eq(rh_e),
                      ififo.i.valid.eq(push_e), ififo.i.payload.eq(entry)]

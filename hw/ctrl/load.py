@@ -137,15 +137,7 @@ class LoadEngine(wiring.Component):
         l_start = Signal()
         l_pop_end = Signal()
         l_is_q_head = lop == int(Op.LOAD_Q)
-        m.d.comb += [
-            core_q.payload.rows.eq(lhead.rh),
-            core_q.payload.d.eq(view(lhead.insn, Op.LOAD_Q).d),
-            core_q.payload.kps_log2.eq(kps_log2_of(view(lhead.insn, Op.LOAD_Q).keys_per_step,
-                                                   kps_max)),
-            core_q.payload.row_scales.eq(view(lhead.insn, Op.LOAD_Q).row_scales),
-            core_q.payload.sinks.eq(view(lhead.insn, Op.LOAD_Q).sinks if cfg.sinks_unit else 0),
-            core_q.payload.alibi.eq(view(lhead.insn, Op.LOAD_Q).alibi if cfg.alibi_unit else 0),
-        ]
+        _q_command(cfg, m, core_q.payload, lhead)
         l_prep = prepared_head(m, self.queue, "ld")
         with m.If(self.queue.head.valid & ~lbusy & ~load_end & self.go & ~self.stop):
             with m.If(lop == int(Op.END)):
@@ -248,6 +240,18 @@ class LoadEngine(wiring.Component):
         return m
 
 
+def _q_command(cfg: HardwareConfig, m: Module, cmd, head) -> None:
+    """The Q command of the ``LOAD_Q`` at the queue's head (``head``) for the core."""
+    qv = view(head.insn, Op.LOAD_Q)
+    m.d.comb += [
+        cmd.rows.eq(head.rh), cmd.d.eq(qv.d),
+        cmd.kps_log2.eq(kps_log2_of(qv.keys_per_step, cfg.max_keys_per_step)),
+        cmd.row_scales.eq(qv.row_scales),
+        cmd.sinks.eq(qv.sinks if cfg.sinks_unit else 0),
+        cmd.alibi.eq(qv.alibi if cfg.alibi_unit else 0),
+    ]
+
+
 def _advance(cfg: HardwareConfig, m: Module, u: LoadRegs, lb: BurstRegs, ar, is_t,
              is_t_r):
     """The unit after the current one, kept as registers, and the move to it with each
@@ -260,19 +264,23 @@ def _advance(cfg: HardwareConfig, m: Module, u: LoadRegs, lb: BurstRegs, ar, is_
     # the instruction's start, and the next request is three cycles later (lb.ready).
     # K/V: K(ks) if ks < steps and ks ≤ vs + 1, else V(vs).
     p_row_last = Signal()       # the current row is the unit's last
-    p_nks, p_nvs = Signal.like(u.ks), Signal.like(u.vs)
+    # (the wide ones are data, each written every cycle from the state: off START's reset,
+    # which reached 1,489 of the engine's flip-flops in session 18's netlist; the first
+    # request, which reads them, comes 3 cycles after the start)
+    data = {"reset_less": True}
+    p_nks, p_nvs = Signal.like(u.ks, **data), Signal.like(u.vs, **data)
     p_next_v = Signal()
     p_kv_last = Signal()        # the next unit would be past the instruction's end
     p_q_last = Signal()         # the current head is the last
-    p_kbase, p_kbase2, p_vbase, p_base = (Signal(ADDR_BITS, name=f"ld_next_{x}")
+    p_kbase, p_kbase2, p_vbase, p_base = (Signal(ADDR_BITS, name=f"ld_next_{x}", **data)
                                           for x in ("kbase", "kbase2", "vbase", "base"))
-    p_vpg, p_vlin = Signal(ADDR_BITS, name="ld_next_vpg"), Signal(ADDR_BITS, name="ld_next_vlin")
+    p_vpg, p_vlin = (Signal(ADDR_BITS, name=f"ld_next_{x}", **data) for x in ("vpg", "vlin"))
     p_vpage = Signal()          # the next V block starts a page: it lies at p_vpg
     p_nlast = Signal()          # the next block is the instruction's last (its rows: last_rows)
-    p_rows = Signal(range(kps_max + 1))
-    p_beats = Signal.like(lb.beats)
-    p_hbase = Signal(ADDR_BITS)
-    p_rowbase = Signal(ADDR_BITS)
+    p_rows = Signal(range(kps_max + 1), **data)
+    p_beats = Signal.like(lb.beats, **data)
+    p_hbase = Signal(ADDR_BITS, **data)
+    p_rowbase = Signal(ADDR_BITS, **data)
     # two register stages: (1) which block is next, its index and addresses; (2) its
     # size, base and whether it ends the instruction (the unit waits 3 cycles: lb.ready)
     nks, nvs = Signal.like(u.ks), Signal.like(u.vs)
@@ -338,12 +346,12 @@ def _advance(cfg: HardwareConfig, m: Module, u: LoadRegs, lb: BurstRegs, ar, is_
     end_kv = u_end & u.is_kv
     m.d.sync += [d_unit.eq(u_end), d_instr.eq(u_end & Mux(u.is_kv, p_kv_last, p_q_last))]
     m.d.comb += d_block.eq(end_kv & ~p_kv_last)     # (registered in block_copies)
-    n_counts = [Signal.like(x, name=f"ld_next_{x.name}") for x in u.counts()]
+    n_counts = [Signal.like(x, name=f"ld_next_{x.name}", **data) for x in u.counts()]
     # (counts_after's compares on the counts as they are: ks + 1 < steps as ks < steps − 1,
     # ks ≤ vs + 2 against vs + 2 made with the counts; the adds, then the compares, were the
     # load block's speed-6 path in session 16)
-    steps_m1 = Signal(signed(26), name="ld_steps_m1")
-    p_nvs2 = Signal(len(u.vs) + 1, name="ld_next_nvs2")
+    steps_m1 = Signal(signed(26), name="ld_steps_m1", **data)
+    p_nvs2 = Signal(len(u.vs) + 1, name="ld_next_nvs2", **data)
     m.d.sync += [steps_m1.eq(u.steps - 1), p_nvs2.eq(nvs + 2)]
     m.d.sync += [r.eq(v) for r, v in zip(n_counts, (
         p_nks + 1, p_nvs + 1, (p_nks < steps_m1) & (p_nks <= p_nvs),
@@ -373,7 +381,8 @@ def _advance(cfg: HardwareConfig, m: Module, u: LoadRegs, lb: BurstRegs, ar, is_
     # value (its six-way select after the handshake was the load block's path at both grades,
     # session 16). After the instruction's last burst it is not read: an idle engine loads the
     # next head's.
-    other_base, use_pbase = Signal(ADDR_BITS, name="ld_other_base"), Signal(name="ld_use_pbase")
+    other_base = Signal(ADDR_BITS, name="ld_other_base", **data)
+    use_pbase = Signal(name="ld_use_pbase")
     m.d.sync += [other_base.eq(Mux(is_t, u.t_addr + ab,
                                    Mux(~(u.contig | p_row_last), p_rowbase,
                                        Mux(~u.is_kv, p_hbase, u.t_addr)))),

@@ -76,7 +76,10 @@ class StoreEngine(wiring.Component):
 
         shead = self.queue.head.payload
         sop = view(shead.insn).opcode
-        sraw = Signal(INSTR_BITS)
+        # (the instruction and the head's base are data, loaded with the start and read only
+        # while busy; the next row's and head's bases are registers of them each cycle: off
+        # START's reset, issue #47)
+        sraw = Signal(INSTR_BITS, reset_less=True)
         s_busy = Signal()
         s_wait = Signal()
         store_end = Signal()
@@ -87,7 +90,7 @@ class StoreEngine(wiring.Component):
         m.d.comb += [splitter.win_base.eq(self.win_base), splitter.win_size.eq(self.win_size)]
         sb = BurstRegs(m, splitter, "st")
         s_h = Signal(8)
-        s_hbase = Signal(ADDR_BITS)
+        s_hbase = Signal(ADDR_BITS, reset_less=True)
         s_trow = Signal(16)
         s_contig = Signal()
         wr_out = Signal(range(MAX_OUTSTANDING + 1))
@@ -136,7 +139,7 @@ class StoreEngine(wiring.Component):
             m.d.sync += s_first.eq(0)
         # what follows the current row, as registers (the state moves only with a request)
         s_row_last, s_head_last = Signal(), Signal()
-        s_rowbase, s_nhbase = Signal(ADDR_BITS), Signal(ADDR_BITS)
+        s_rowbase, s_nhbase = (Signal(ADDR_BITS, reset_less=True) for _ in range(2))
         m.d.sync += [
             s_row_last.eq(s_trow == view(sraw, Op.STORE_O).rows - 1),
             s_head_last.eq(s_h == view(sraw, Op.STORE_O).heads - 1),

@@ -33,6 +33,18 @@ def test_core_bit_exact(nq, nk, d, causal, seed):
                                   ref_core(TINY, q, k, v, sp, causal))
 
 
+@pytest.mark.parametrize("d", [3, 8])
+def test_core_under_heavy_output_backpressure(d):
+    # READY low 85% of the time: the output FIFO fills and finalize issues with gaps, so a
+    # row's first word often follows a pause (its lane select copies, hw/finalize_stage.py,
+    # must load with the word's issue, not with whatever came before); d = 3 is one word a
+    # row, every word a new lane
+    q, k, v, sp = data(24, 10, d, 21)
+    np.testing.assert_array_equal(rtl_core(TINY, q, k, v, sp, False, seed=21,
+                                           p_backpressure=0.85),
+                                  ref_core(TINY, q, k, v, sp, False))
+
+
 @pytest.mark.parametrize("nq,nk,d,b,causal,seed", [
     (1, 9, 5, 4, False, 11),     # decode-like: one row, four keys per step, partial last step
     (2, 16, 8, 2, True, 12),
