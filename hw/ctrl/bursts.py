@@ -52,16 +52,20 @@ class BurstSplitter(wiring.Component):
         m = Module()
         lab = log2(self.beat_bytes)
         max_beats = TIMING.max_burst_beats
-        # stage 1: address and beats left; stage 2: the burst's length and whether it is last
-        addr = Signal(ADDR_BITS)
-        left = Signal(24)
+        # stage 1: address and beats left; stage 2: the burst's length and whether it is last.
+        # The stages' words are data, written every cycle from the transfer's registers and
+        # read two cycles after they last moved (``ready``): off START's reset (issue #47: the
+        # engines' reset nets, scripts/fanout.py)
+        data = {"reset_less": True}
+        addr = Signal(ADDR_BITS, **data)
+        left = Signal(24, **data)
         m.d.sync += [addr.eq(self.base + (self.off << lab)), left.eq(self.beats - self.off)]
         # the beats to the 4 KB line's end, W − the burst's beat in its line (W = 4096 / beat
         # bytes), in stage 1 beside the address: a narrow add and subtract, off the length's
         # compares (the address's low bits, then the subtract, then two compares and their
         # muxes in a row were the load block's speed-8 path in session 16)
         wl = 12 - lab
-        to4k = Signal(13)
+        to4k = Signal(13, **data)
         x = Signal(wl)
         m.d.comb += x.eq((self.base[lab:12] + self.off[:wl])[:wl])
         m.d.sync += to4k.eq((1 << wl) - x)
@@ -72,14 +76,16 @@ class BurstSplitter(wiring.Component):
         m.d.comb += self.ready_next.eq(~self.moved & ~moved1)
         # (the burst ends the transfer when the beats left fit both limits: two compares side
         # by side, not the length's muxes and a compare after them)
-        m.d.sync += [self.addr.eq(addr), self.len.eq(length),
+        addr2, len2 = Signal(ADDR_BITS, **data), Signal(9, **data)
+        m.d.comb += [self.addr.eq(addr2), self.len.eq(len2)]
+        m.d.sync += [addr2.eq(addr), len2.eq(length),
                      self.last.eq((left <= max_beats) & (left <= to4k)),
                      moved1.eq(self.moved), self.ready.eq(self.ready_next)]
         # the window, per transfer, in two stages like the burst (the transfer's end and the
         # window's registered, then compared): ``bad`` is read with ``ready``, two cycles after
         # the state last moved, so both stages then hold the transfer's own values
         win_on, below = Signal(), Signal()
-        win_end, t_end = Signal(65), Signal(65)
+        win_end, t_end = Signal(65, **data), Signal(65, **data)
         m.d.sync += [win_on.eq(self.win_size != 0), win_end.eq(self.win_base + self.win_size),
                      below.eq(self.base < self.win_base),
                      t_end.eq(self.base + (self.beats << lab))]
@@ -127,10 +133,12 @@ def prepared_transfer(m: Module, words, rows, stride, lab: int, name: str):
     ``hw.ctrl.dispatch.prepared_head``: ``rows`` rows of ``words`` beats, whole when the rows
     are contiguous (``stride`` = the row's bytes), else a row. Returns (beats, contiguous,
     rows), registers that hold the head's values once it is prepared."""
-    w1, r1, c1 = (Signal(words.shape(), name=f"{name}_w1"), Signal(rows.shape(), name=f"{name}_r1"),
-                  Signal(name=f"{name}_c1"))
+    # (registers of the head's fields every cycle: data, off START's reset)
+    w1 = Signal(words.shape(), name=f"{name}_w1", reset_less=True)
+    r1 = Signal(rows.shape(), name=f"{name}_r1", reset_less=True)
+    c1 = Signal(name=f"{name}_c1")
     m.d.sync += [w1.eq(words), r1.eq(rows), c1.eq(stride == (words << lab))]
-    beats, contig = Signal(24, name=f"{name}_beats2"), Signal(name=f"{name}_c2")
+    beats, contig = Signal(24, name=f"{name}_beats2", reset_less=True), Signal(name=f"{name}_c2")
     m.d.sync += [beats.eq(Mux(c1, r1 * w1, w1)), contig.eq(c1)]
     return beats, contig, r1
 
@@ -146,10 +154,12 @@ def prepared_blocks(m: Module, kv, wk, wv, lab: int, kps_max: int) -> dict:
     V (``wv``) rows. Returns ``LoadRegs`` attribute → value, loaded with the instruction's
     other data registers (while the engine is idle)."""
     kps = kv.keys_per_step
-    kl1, wk1, wv1 = Signal(range(log2(kps_max) + 1)), Signal.like(wk), Signal.like(wv)
-    lr1 = Signal(range(kps_max + 1))
-    stride1 = Signal(32)
-    vless1 = Signal(signed(len(wk) + 1))      # wk − wv (a V row may be the wider)
+    data = {"reset_less": True}               # (registers of the head's fields every cycle)
+    kl1 = Signal(range(log2(kps_max) + 1), **data)
+    wk1, wv1 = Signal.like(wk, **data), Signal.like(wv, **data)
+    lr1 = Signal(range(kps_max + 1), **data)
+    stride1 = Signal(32, **data)
+    vless1 = Signal(signed(len(wk) + 1), **data)      # wk − wv (a V row may be the wider)
     m.d.sync += [kl1.eq(kps_log2_of(kps, kps_max)), wk1.eq(wk), wv1.eq(wv),
                  lr1.eq(((kv.keys - 1) & (kps - 1)) + 1), stride1.eq(kv.row_stride),
                  vless1.eq(wk - wv)]
@@ -157,8 +167,8 @@ def prepared_blocks(m: Module, kv, wk, wv, lab: int, kps_max: int) -> dict:
     # subtract, were one path from the head: the load block's speed-8 path in session 14),
     # its block step with the engine's data registers (the third stage: they load while the
     # engine is idle, so at the latest with the start, and a V block is not the first unit)
-    vstride2, kl2 = Signal(32), Signal.like(kl1)
-    out = {k: Signal(shape, name=f"ld_prep_{k}") for k, shape in (
+    vstride2, kl2 = Signal(32, **data), Signal.like(kl1, **data)
+    out = {k: Signal(shape, name=f"ld_prep_{k}", **data) for k, shape in (
         ("kstep", 32), ("last_rows", lr1.shape()),
         ("kfull", 24), ("klast", 24), ("vfull", 24), ("vlast", 24))}
     m.d.sync += [vstride2.eq(stride1 - (vless1 << lab)), kl2.eq(kl1),
