@@ -1,6 +1,7 @@
-"""The load engine's (hw/ctrl/load.py) request and its move to the next K/V block: the
-request a register made a cycle ahead, and the block step's registers written through copies
-of its enable. ``u`` is the engine's registers (``LoadRegs``), ``lb`` its burst registers."""
+"""The load engine's (hw/ctrl/load.py) registers (``LoadRegs``), its data registers' loads
+while idle (through copies of its busy register), its request (a register made a cycle
+ahead) and its move to the next K/V block (the block step's registers written through copies
+of its enable). ``u`` is the engine's registers, ``lb`` its burst registers."""
 
 from __future__ import annotations
 
