@@ -29,7 +29,8 @@ class PEArray(wiring.Component):
 
     Ports (cN: the core's pipeline stage, docs/architecture.md)
     -----
-    qk : the operands of this cycle are ``Q Kᵀ``'s (else ``P V``'s); c1.
+    qk : the operands of this cycle are ``Q Kᵀ``'s (else ``P V``'s), a bit a line (copies of
+        one bit: the score stage's registers, so no one net drives every MAC's select); c1.
     q, k : each line's Q word and K word (``Q Kᵀ``); c1.
     p, v, shift : each line's p value, V word and rescale shift (``P V``); c1.
     acc, acc_first : add the sums of the operands of two cycles before to each line's score
@@ -48,7 +49,7 @@ class PEArray(wiring.Component):
         p, q = cfg.mac_lines, cfg.macs_per_line
         acc_word = data.ArrayLayout(signed(cfg.acc_bits), q)
         super().__init__({
-            "qk": In(1),
+            "qk": In(p),
             "q": In(data.ArrayLayout(word_layout(cfg), p)),
             "k": In(data.ArrayLayout(word_layout(cfg), p)),
             "p": In(data.ArrayLayout(unsigned(cfg.exp_bits), p)),
@@ -82,8 +83,8 @@ class PEArray(wiring.Component):
                 # registers, hw/dsp.py), its product too (c2 → c3).
                 opa = Signal(signed(cfg.exp_bits + 1), name=f"mac_a{i}_{lane}")
                 opb = Signal(signed(cfg.data_bits), name=f"mac_b{i}_{lane}")
-                m.d.comb += [opa.eq(Mux(self.qk, self.q[i][lane], self.p[i])),
-                             opb.eq(Mux(self.qk, self.k[i][lane], self.v[i][lane]))]
+                m.d.comb += [opa.eq(Mux(self.qk[i], self.q[i][lane], self.p[i])),
+                             opb.eq(Mux(self.qk[i], self.k[i][lane], self.v[i][lane]))]
                 prod = Signal(signed(cfg.pv_bits + 1), name=f"mac{i}_{lane}")
                 m.d.comb += prod.eq(input_registered_product(m, platform, opa, opb,
                                                              f"mac{i}_{lane}_dsp"))
@@ -111,7 +112,7 @@ class PEArray(wiring.Component):
         o_old = [data_reg(acc_word, f"pv_o{i}") for i in range(p)]
         sh1b = [data_reg(unsigned(SHIFT_BITS), f"pv_sh1b_{i}") for i in range(p)]
         pv2 = Signal(name="pv_op2")
-        m.d.sync += pv2.eq(~self.qk)
+        m.d.sync += pv2.eq(~self.qk[0])
         o_sh3 = [data_reg(acc_word, f"pv_osh{i}") for i in range(p)]
         sh3 = [data_reg(unsigned(SHIFT_BITS), f"pv_sh3_{i}") for i in range(p)]
         o_pv3 = [[data_reg(signed(cfg.pv_bits + 1), f"pv_p3_{i}_{lane}") for lane in range(q)]

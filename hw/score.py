@@ -5,7 +5,7 @@ meeting the group's scores as they leave the array for the softmax."""
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal, signed, unsigned
+from amaranth import Cat, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -13,7 +13,7 @@ from attenio.base.config import HardwareConfig
 from attenio.contract.formats import KEY_MANT_BITS
 from attenio.contract.formats import SCALE_SHIFT_MAX as MAX_SCALE_SHIFT
 from attenio.contract.rules import causal_visible, window_visible
-from attenio.hw.arith import data_reg, shift_add_product
+from attenio.hw.arith import data_reg, kept_copies, shift_add_product
 from attenio.hw.lanes import Lanes
 from attenio.hw.layouts import (
     alibi_layout,
@@ -83,7 +83,7 @@ class ScoreStage(wiring.Component):
             "k_scale": In(data.ArrayLayout(row_scale_layout(cfg), copies)),
             "sc_data": In(data.ArrayLayout(q_side_layout(cfg), p)),
             "sc_addr": Out(range(gmax + 1)),
-            "pe_qk": Out(1), "pe_acc": Out(1), "pe_acc_first": Out(1),
+            "pe_qk": Out(p), "pe_acc": Out(1), "pe_acc_first": Out(1),
             "pe_k": Out(data.ArrayLayout(word_layout(cfg), p)),
             "valid": Out(1), "group": Out(range(gmax + 1)), "step": Out(keys),
             "visible": Out(p), "ml_addr_next": Out(range(gmax + 1)),
@@ -121,8 +121,13 @@ class ScoreStage(wiring.Component):
         (v1, *_), (_, g1b, *_), (v2, g2, *_), (v3, g3, k3, first3, last3, glast3) = tags
         self._g3 = g3                 # the group in c3 (the selection's lanes, registered)
         self._k3 = k3                 # and the step (the mask's key-side sums, registered)
-        # one multiplier per MAC serves both steps, its operands chosen by pe_qk (c1)
-        m.d.comb += [self.pe_qk.eq(v1), self.pe_acc.eq(v3), self.pe_acc_first.eq(first3),
+        # one multiplier per MAC serves both steps, its operands chosen by pe_qk (c1): a
+        # register a line, loaded with every issue (it is read only in an op's c1), where v1
+        # drove 454 LUT inputs on the fpga preset (session 18, scripts/fanout.py); a bit of
+        # the line's Q-side word keeps the copies apart (kept_copies)
+        qk = kept_copies(m, self.is_qk, self.issue,
+                         [self.sc_data[i].as_value()[0] for i in range(p)], "pe_qk", True)
+        m.d.comb += [self.pe_qk.eq(Cat(*qk)), self.pe_acc.eq(v3), self.pe_acc_first.eq(first3),
                      self.ml_addr_next.eq(g2), self.ml_load.eq(v2), self.sc_addr.eq(g1b)]
         wl = word_layout(cfg)
         for i in range(p):

@@ -29,7 +29,7 @@ def rtl_scores(qw, kw):
     async def tb(ctx):
         for t in range(words + 4):
             feed = t < words
-            ctx.set(dut.qk, feed)
+            ctx.set(dut.qk, (1 << P) - 1 if feed else 0)      # a bit a line
             if feed:
                 for i in range(P):
                     for lane in range(Q):
