@@ -27,6 +27,7 @@ from amaranth.lib.wiring import In, Out
 from attenio.base.config import HardwareConfig
 from attenio.base.errors import ErrorCode, bad
 from attenio.contract.program import INSTR_BYTES
+from attenio.hw.arith import data_reg
 from attenio.hw.core import CORE_STAGES, ComputeCore
 from attenio.hw.csr import CsrBank, axi4lite_signature
 from attenio.hw.ctrl.axi import axi4_ports
@@ -307,17 +308,16 @@ class AttenIOTop(wiring.Component):
         pb = Cat(csr.prog_base_lo, csr.prog_base_hi)
         own, k_own = Signal(), Signal()
         # (the words are registers of the CSRs, each cycle: data, off the global reset, whose
-        # net they were half of, 772 of 1,537 flip-flops in session 18's netlist; a run reads
+        # net they were 639 of (1,517 flip-flops → 878 in session 18's netlists); a run reads
         # them several cycles after any write, START's own among them)
-        data = {"reset_less": True}
-        re, we, pe, ke = (Signal(65, name=f"reg_{n}_end", **data) for n in "rwpk")
-        rb_r, wb_r, pb_r, kb_r = (Signal(64, name=f"reg_{n}_base", **data) for n in "rwpk")
+        re, we, pe, ke = (data_reg(65, f"reg_{n}_end") for n in "rwpk")
+        rb_r, wb_r, pb_r, kb_r = (data_reg(64, f"reg_{n}_base") for n in "rwpk")
         r_on, p_on = Signal(), Signal()
         m.d.sync += [own.eq(ws != 0), k_own.eq(ks != 0), re.eq(rb + rs), we.eq(wb + ws),
                      ke.eq(kb + ks), pe.eq(pb + csr.prog_len * INSTR_BYTES), rb_r.eq(rb),
                      wb_r.eq(wb), pb_r.eq(pb), kb_r.eq(kb), r_on.eq(rs != 0),
                      p_on.eq(csr.prog_len != 0)]
-        wbase, wsize, kbase, ksize = (Signal(64, name=f"reg_{n}", **data) for n in (
+        wbase, wsize, kbase, ksize = (data_reg(64, f"reg_{n}") for n in (
             "wwin_base", "wwin_size", "kvwin_base", "kvwin_size"))
         m.d.sync += [wbase.eq(wb), wsize.eq(ws), kbase.eq(kb), ksize.eq(ks),
                      eng.no_wwin.eq(~own), eng.no_kvwin.eq(~k_own),

@@ -10,6 +10,7 @@ from attenio.base.config import HardwareConfig
 from attenio.base.errors import ErrorCode
 from attenio.contract.program import INSTR_BITS, INSTR_BYTES, Op
 from attenio.contract.timing import TIMING
+from attenio.hw.arith import data_reg
 from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, kept_offered, log2
 from attenio.hw.ctrl.decode import InstructionDecoder
 from attenio.hw.ctrl.layouts import (
@@ -76,8 +77,8 @@ class ProgramFetch(wiring.Component):
         f_first = Signal(init=1)
         # (the next burst's address and the words left: loaded in the run's first cycle,
         # f_first, before any read of them; off START's reset as the instruction words below)
-        f_addr_r = Signal(ADDR_BITS, reset_less=True)
-        f_left_r = Signal(32, reset_less=True)
+        f_addr_r = data_reg(ADDR_BITS, "f_addr_r")
+        f_left_r = data_reg(32, "f_left_r")
         f_4k = Signal(8)
         f_more = Signal()
         f_ready = Signal()
@@ -104,7 +105,7 @@ class ProgramFetch(wiring.Component):
         # the instruction words (ibuf, raw, insn_e) and their rows·heads are data, each written
         # before its valid bit (push_i, push_d, push_e) lets it be read: off START's reset,
         # 935 flip-flops' LSR in session 18's netlist (issue #47)
-        ibuf = Signal(INSTR_BITS, reset_less=True)
+        ibuf = data_reg(INSTR_BITS, "ibuf")
         ibeat = Signal(range(ipb))
         assembled = Cat(ibuf[ab * 8:], self.rdata) if ipb > 1 else self.rdata
         push_i = Signal()
@@ -127,8 +128,8 @@ class ProgramFetch(wiring.Component):
 
         # decode: the assembled instruction and its rows·heads product are registered
         # (Timing.decode_latency); the checks are computed from those registers
-        raw = Signal(INSTR_BITS, reset_less=True)
-        rows_heads = Signal(24, reset_less=True)
+        raw = data_reg(INSTR_BITS, "raw")
+        rows_heads = data_reg(24, "rows_heads")
         with m.If(push_i & (data.View(tile_layout, assembled).opcode == Op.END)):
             m.d.sync += f_end.eq(1)
         with m.If(push_i):
@@ -140,7 +141,7 @@ class ProgramFetch(wiring.Component):
         m.submodules.decode = dec = InstructionDecoder(self.cfg, registered=True)
         m.d.comb += [dec.raw.eq(raw), dec.rows_heads.eq(rows_heads)]
         entry = Signal(fetch_entry_layout())
-        insn_e, rh_e = Signal(INSTR_BITS, reset_less=True), Signal(RH_BITS, reset_less=True)
+        insn_e, rh_e = data_reg(INSTR_BITS, "insn_e"), data_reg(RH_BITS, "rh_e")
         m.d.sync += [insn_e.eq(raw), rh_e.eq(rows_heads[:RH_BITS]), push_e.eq(push_d)]
         m.d.comb += [entry.insn.eq(insn_e), entry.bad.eq(dec.bad), entry.rh.eq(rh_e),
                      ififo.i.valid.eq(push_e), ififo.i.payload.eq(entry)]

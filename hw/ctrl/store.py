@@ -10,6 +10,7 @@ from attenio.base.config import HardwareConfig
 from attenio.base.errors import ErrorCode
 from attenio.contract.program import INSTR_BITS, Op
 from attenio.contract.timing import TIMING
+from attenio.hw.arith import data_reg
 from attenio.hw.ctrl.axi import ADDR_BITS, axi4_ports, held_while_waiting, log2
 from attenio.hw.ctrl.bursts import BurstRegs, BurstSplitter, drive_address, prepared_transfer
 from attenio.hw.ctrl.dispatch import engine_ports, prepared_head
@@ -79,7 +80,7 @@ class StoreEngine(wiring.Component):
         # (the instruction and the head's base are data, loaded with the start and read only
         # while busy; the next row's and head's bases are registers of them each cycle: off
         # START's reset, issue #47)
-        sraw = Signal(INSTR_BITS, reset_less=True)
+        sraw = data_reg(INSTR_BITS, "sraw")
         s_busy = Signal()
         s_wait = Signal()
         store_end = Signal()
@@ -90,7 +91,7 @@ class StoreEngine(wiring.Component):
         m.d.comb += [splitter.win_base.eq(self.win_base), splitter.win_size.eq(self.win_size)]
         sb = BurstRegs(m, splitter, "st")
         s_h = Signal(8)
-        s_hbase = Signal(ADDR_BITS, reset_less=True)
+        s_hbase = data_reg(ADDR_BITS, "s_hbase")
         s_trow = Signal(16)
         s_contig = Signal()
         wr_out = Signal(range(MAX_OUTSTANDING + 1))
@@ -139,7 +140,7 @@ class StoreEngine(wiring.Component):
             m.d.sync += s_first.eq(0)
         # what follows the current row, as registers (the state moves only with a request)
         s_row_last, s_head_last = Signal(), Signal()
-        s_rowbase, s_nhbase = (Signal(ADDR_BITS, reset_less=True) for _ in range(2))
+        s_rowbase, s_nhbase = data_reg(ADDR_BITS, "s_rowbase"), data_reg(ADDR_BITS, "s_nhbase")
         m.d.sync += [
             s_row_last.eq(s_trow == view(sraw, Op.STORE_O).rows - 1),
             s_head_last.eq(s_h == view(sraw, Op.STORE_O).heads - 1),
