@@ -300,10 +300,12 @@ BOARDS = {"ulx3s-85f": ("amaranth_boards.ulx3s", "ULX3S_85F_Platform")}
 
 def build_board(hw: HardwareConfig, wl: Workload, *, board: str = "ulx3s-85f",
                 out: str = "build/board", seed: int = 1, clock_mhz: float = 12.5,
-                router: str = "router2", nextpnr_extra=(), log=print) -> dict:
+                router: str = "router2", nextpnr_extra=(), placer: str = "heap",
+                log=print) -> dict:
     """Build the self-test for ``board`` with the yowasp tools: a bitstream, and the Fmax
     nextpnr reports for the board's clock (``router``: nextpnr's router1 or router2;
-    ``nextpnr_extra``: more nextpnr options, e.g. ``--seed=3`` for another placement). Returns
+    ``placer``: heap, sa or static, :data:`attenio.fpga.synth.PLACERS`; ``nextpnr_extra``:
+    more nextpnr options, e.g. ``--seed=3`` for another placement). Returns
     ``{bitstream, fmax_mhz, clock_mhz, seconds, log}``.
 
     Raises
@@ -345,7 +347,7 @@ def build_board(hw: HardwareConfig, wl: Workload, *, board: str = "ulx3s-85f",
     top = BoardTop(st, clock_mhz)
     # Amaranth names the wires of a view's elements "x[1]"; in the netlist nextpnr reads that
     # is also the name of bit 1 of x ("multiply driven" errors). Flatten, then hide them.
-    opts = " ".join(nextpnr_opts(router, nextpnr_extra))
+    opts = " ".join(nextpnr_opts(router, nextpnr_extra, placer))
     plan = platform.prepare(top, name, nextpnr_opts=opts,
                             script_after_read="flatten\nrename -hide w:*]")
     plan.extract(str(bdir))
@@ -356,7 +358,10 @@ def build_board(hw: HardwareConfig, wl: Workload, *, board: str = "ulx3s-85f",
     if rc:
         err_lines = err.strip().splitlines()
         raise RuntimeError(f"the {board} build failed after {seconds} s (logs in {bdir}): "
-                           f"{err_lines[-1][:160] if err_lines else last_line(pnr_log)}")
+                           f"{err_lines[-1][:160] if err_lines else last_line(pnr_log)}"
+                           if err_lines or last_line(pnr_log) else
+                           f"the {board} build exited with status {rc} before nextpnr wrote "
+                           f"{pnr_log.name} (its options: {opts})")
     text = pnr_log.read_text(errors="replace") if pnr_log.exists() else ""
     found = re.findall(r"Max frequency for clock\s+'[^']*':\s*([\d.]+) MHz \((?:PASS|FAIL) "
                        r"at ([\d.]+) MHz\)", text)

@@ -75,9 +75,24 @@ class SynthReport:
 NEXTPNR_OPTS = ["--placer", "heap", "--router", "router2", "--timing-allow-fail"]
 
 
-def nextpnr_opts(router: str = "router2", extra=()) -> list[str]:
-    """:data:`NEXTPNR_OPTS` with ``router`` (router1 or router2) and ``extra`` options after."""
-    return [router if o.startswith("router") else o for o in NEXTPNR_OPTS] + list(extra)
+# nextpnr-ecp5's placers: HeAP (analytic, then annealing), annealing alone, and the
+# electrostatic placer (density-driven spreading, nextpnr 0.7 on)
+PLACERS = ("heap", "sa", "static")
+
+
+def nextpnr_opts(router: str = "router2", extra=(), placer: str = "heap") -> list[str]:
+    """:data:`NEXTPNR_OPTS` with ``router`` (router1 or router2) and ``placer`` (one of
+    :data:`PLACERS`), and ``extra`` options after. The placer and router are chosen here, not
+    in ``extra`` (nextpnr refuses an option given twice before it opens its log)."""
+    if placer not in PLACERS:
+        raise ConfigError(f"placer={placer!r} is invalid: one of {', '.join(PLACERS)}")
+    for o in extra:
+        if str(o).split("=", 1)[0] in ("--placer", "--router"):
+            raise ConfigError(f"nextpnr option {o!r} is invalid as an extra option: choose "
+                              "the placer and router with their own options (--placer, "
+                              "--router)")
+    swap = {"heap": placer, "router2": router}
+    return [swap.get(o, o) for o in NEXTPNR_OPTS] + list(extra)
 
 
 def tool(name: str) -> str:
@@ -241,7 +256,10 @@ def place_and_route(report: SynthReport, wdir: Path, netlist: Path, target: str,
          "--report", rep_json.name,
          "--log", pnr_log.name, "-q"], wdir, lambda: pnr_log, log)
     if rc:
-        raise RuntimeError(f"nextpnr failed (log {pnr_log}): {last_line(pnr_log)}")
+        raise RuntimeError(f"nextpnr failed (log {pnr_log}): {last_line(pnr_log)}"
+                           if last_line(pnr_log) else
+                           f"nextpnr exited with status {rc} before writing {pnr_log.name} "
+                           f"(its options: {' '.join(opts or NEXTPNR_OPTS)})")
     pr = json.loads(rep_json.read_text())
     fm = pr.get("fmax", {})
     if fm:

@@ -27,8 +27,10 @@ from pathlib import Path
 from fanout import fanout  # scripts/fanout.py, beside this script
 
 from attenio.base import config as C
+from attenio.base.errors import ConfigError
 from attenio.base.tomlfile import load_toml
 from attenio.fpga.synth import (
+    PLACERS,
     nextpnr_opts,
     place_and_route,
     placed_netlist,
@@ -49,6 +51,9 @@ def main() -> None:
     ap.add_argument("--router", choices=["router1", "router2"], default="router2",
                     help="nextpnr's router (router2, the project's default, or router1, "
                          "nextpnr-ecp5's own default)")
+    ap.add_argument("--placer", choices=list(PLACERS), default="heap",
+                    help="nextpnr's placer (heap, the project's default; sa; or static, the "
+                         "electrostatic placer that spreads cells by density)")
     ap.add_argument("--nextpnr-opt", action="append", default=[], metavar="OPT",
                     help="an extra nextpnr option, e.g. --nextpnr-opt=--placer-heap-beta=0.7 "
                          "(repeat the option; kept in the report)")
@@ -99,7 +104,11 @@ def main() -> None:
         widest = [{k: r[k] for k in ("net", "loads", "by_pin")}
                   for r in fanout(json.loads((wdir / "attenio_top.json").read_text()),
                                   WIDEST_NETS_MIN, None, 3)]
-    opts = nextpnr_opts(args.router, [x for o in args.nextpnr_opt for x in o.split("=", 1)])
+    try:
+        opts = nextpnr_opts(args.router, [x for o in args.nextpnr_opt for x in o.split("=", 1)],
+                            args.placer)
+    except ConfigError as exc:
+        ap.error(str(exc))
     for speed in args.speeds:
         rep = dataclasses.replace(base, seconds=dict(base.seconds))
         try:
@@ -112,7 +121,8 @@ def main() -> None:
             print(f"speed {speed}: {exc}", file=sys.stderr)
             status = f"failed: {exc}"
         suffix = {"all": "", "place": "-place", "route": "-route"}[stage]
-        stem = f"route-{name}-s{speed}-{args.router}-{day}{suffix}"
+        placer = "" if args.placer == "heap" else f"-{args.placer}"
+        stem = f"route-{name}-s{speed}-{args.router}{placer}-{day}{suffix}"
         pnr_log = wdir / f"nextpnr-s{speed}{suffix}.log"
         if pnr_log.exists():
             with pnr_log.open("rb") as src, gzip.open(data / f"{stem}-nextpnr.log.gz",

@@ -279,12 +279,16 @@ def synth_cmd(preset, config_file, target, freq, speed, no_place, json_path, csv
               help="Self-test clock made by the board's PLL (the tiny preset meets 12.5 MHz).")
 @click.option("--router", type=click.Choice(["router1", "router2"]), default="router2",
               show_default=True, help="nextpnr's router.")
+@click.option("--placer", type=click.Choice(["heap", "sa", "static"]), default="heap",
+              show_default=True, help="nextpnr's placer (static: the electrostatic placer, "
+              "which spreads cells by density).")
 @click.option("--nextpnr-opt", "nextpnr_extra", multiple=True, metavar="OPT",
               help="An extra nextpnr option, repeatable (e.g. --nextpnr-opt=--seed=3: another "
               "placement).")
 @click.option("--out", default="build/board", show_default=True, help="Build directory root.")
 @_friendly
-def board_cmd(preset, config_file, board, n, d, seed, clock_mhz, router, nextpnr_extra, out):
+def board_cmd(preset, config_file, board, n, d, seed, clock_mhz, router, placer, nextpnr_extra,
+              out):
     """Build a bitstream of the on-chip self-test: the accelerator runs one attention from a
     ROM and lights LED 0 when O matches the integer model bit for bit (LED 1: mismatch)."""
     from attenio.fpga.board import build_board
@@ -292,7 +296,7 @@ def board_cmd(preset, config_file, board, n, d, seed, clock_mhz, router, nextpnr
     hw = _load_hw(preset, config_file)
     wl = C.Workload.from_options(hw, n=n, d=d)
     r = build_board(hw, wl, board=board, out=out, seed=seed, clock_mhz=clock_mhz,
-                    router=router, nextpnr_extra=nextpnr_extra,
+                    router=router, nextpnr_extra=nextpnr_extra, placer=placer,
                     log=lambda msg: click.echo(f"  {msg}"))
     click.echo(f"board: {board} preset={config_file or preset or 'tiny'}")
     click.echo(f"  bitstream        {r['bitstream']} ({r['bytes']:,} bytes)")

@@ -96,3 +96,38 @@ def test_board_cli_passes_nextpnr_options(monkeypatch):
     assert tuple(seen["nextpnr_extra"]) == ("--seed=3", "--router2-heatmap=heat")
     opts = nextpnr_opts("router1", seen["nextpnr_extra"])
     assert opts[-2:] == ["--seed=3", "--router2-heatmap=heat"] and "router1" in opts
+
+
+def test_placer_is_chosen_once(monkeypatch):
+    """``--placer static`` replaces the project's heap placer in nextpnr's options (nextpnr
+    refuses ``--placer`` given twice, before it opens its log); a placer among the extra
+    options, or an unknown one, is refused by name."""
+    from click.testing import CliRunner
+
+    from attenio.app.cli import main
+    from attenio.base.errors import ConfigError
+    from attenio.fpga.synth import nextpnr_opts
+
+    opts = nextpnr_opts("router2", ["--seed=5"], "static")
+    assert opts.count("--placer") == 1 and opts[opts.index("--placer") + 1] == "static"
+    assert "heap" not in opts and opts[-1] == "--seed=5"
+    assert nextpnr_opts()[nextpnr_opts().index("--placer") + 1] == "heap"
+    for extra in (["--placer=static"], ["--placer", "sa"], ["--router=router1"]):
+        with pytest.raises(ConfigError, match="extra option"):
+            nextpnr_opts("router2", extra)
+    with pytest.raises(ConfigError, match="placer='annealing'"):
+        nextpnr_opts(placer="annealing")
+
+    seen = {}
+
+    def fake(hw, wl, **kw):
+        seen.update(kw)
+        return {"bitstream": "x.bit", "bytes": 1, "fmax_mhz": 30.0, "clock_mhz": 25.0,
+                "seconds": 1.0, "log": "x.tim"}
+
+    monkeypatch.setattr(board, "build_board", fake)
+    res = CliRunner().invoke(main, ["board", "--placer", "static"])
+    assert res.exit_code == 0, res.output
+    assert seen["placer"] == "static"
+    res = CliRunner().invoke(main, ["board", "--placer", "annealing"])
+    assert res.exit_code == 2 and "annealing" in res.output
