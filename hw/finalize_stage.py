@@ -100,10 +100,21 @@ class FinalizeStage(wiring.Component):
         m.d.sync += ready.eq(self.active_next)
         with m.If(self.running & ~self.steps_left & (drain != PV_DRAIN)):
             m.d.sync += drain.eq(drain + 1)
+        # room for one more word: the FIFO's level plus the words in flight below the depth, a
+        # register (``room``) of the sum a cycle ahead (``held``: the sum itself, kept beside
+        # them: + an issue, − a word taken from the FIFO), so the issue enables see no adder
+        # and compare (the board build's worst path, session 19: the FIFO's level → the room
+        # compare → the issue → the next row → the O banks' read address)
+        held = Signal(range(OUT_FIFO_DEPTH + 2), name="fin_held")
+        room = Signal(init=1, name="fin_room")
+        taken = Signal()
+        m.d.comb += taken.eq(self.o.valid & self.o.ready)
+        held_n = held + self.issue - taken
+        m.d.sync += [held.eq(held_n), room.eq(held_n < OUT_FIFO_DEPTH)]
         m.d.comb += [
             self.active.eq(ready),
             self.ml_addr.eq(frow >> lp),
-            self.issue.eq(ready & ~f_all & (ofifo.level + inflight < OUT_FIFO_DEPTH)),
+            self.issue.eq(ready & ~f_all & room),
         ]
         # the issue's row and word in the next cycle, and so its O address a cycle ahead
         fw_n, frow_n = Signal.like(fw), Signal.like(frow)
