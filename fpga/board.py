@@ -300,11 +300,12 @@ BOARDS = {"ulx3s-85f": ("amaranth_boards.ulx3s", "ULX3S_85F_Platform")}
 
 def build_board(hw: HardwareConfig, wl: Workload, *, board: str = "ulx3s-85f",
                 out: str = "build/board", seed: int = 1, clock_mhz: float = 12.5,
-                router: str = "router2", nextpnr_extra=(), placer: str = "heap",
+                router: str = "router2", nextpnr_extra=(), placer: str = "static",
                 log=print) -> dict:
     """Build the self-test for ``board`` with the yowasp tools: a bitstream, and the Fmax
     nextpnr reports for the board's clock (``router``: nextpnr's router1 or router2;
-    ``placer``: heap, sa or static, :data:`attenio.fpga.synth.PLACERS`; ``nextpnr_extra``:
+    ``placer``: static (the default: the fpga preset's self-test routes with it, and has not
+    with heap since 2026-12-07), heap or sa, :data:`attenio.fpga.synth.PLACERS`; ``nextpnr_extra``:
     more nextpnr options, e.g. ``--seed=3`` for another placement). Returns
     ``{bitstream, fmax_mhz, clock_mhz, seconds, log}``.
 

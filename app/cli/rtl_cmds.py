@@ -279,9 +279,10 @@ def synth_cmd(preset, config_file, target, freq, speed, no_place, json_path, csv
               help="Self-test clock made by the board's PLL (the tiny preset meets 12.5 MHz).")
 @click.option("--router", type=click.Choice(["router1", "router2"]), default="router2",
               show_default=True, help="nextpnr's router.")
-@click.option("--placer", type=click.Choice(["heap", "sa", "static"]), default="heap",
-              show_default=True, help="nextpnr's placer (static: the electrostatic placer, "
-              "which spreads cells by density).")
+@click.option("--placer", type=click.Choice(["heap", "sa", "static"]), default="static",
+              show_default=True, help="nextpnr's placer (static, the electrostatic placer, "
+              "spreads cells by density: the fpga preset's self-test routes with it and not "
+              "with heap, docs/fpga.md).")
 @click.option("--nextpnr-opt", "nextpnr_extra", multiple=True, metavar="OPT",
               help="An extra nextpnr option, repeatable (e.g. --nextpnr-opt=--seed=3: another "
               "placement).")

@@ -126,8 +126,10 @@ def test_placer_is_chosen_once(monkeypatch):
                 "seconds": 1.0, "log": "x.tim"}
 
     monkeypatch.setattr(board, "build_board", fake)
-    res = CliRunner().invoke(main, ["board", "--placer", "static"])
+    res = CliRunner().invoke(main, ["board", "--placer", "heap"])
     assert res.exit_code == 0, res.output
-    assert seen["placer"] == "static"
+    assert seen["placer"] == "heap"
+    res = CliRunner().invoke(main, ["board"])        # the board's default: static
+    assert res.exit_code == 0 and seen["placer"] == "static", res.output
     res = CliRunner().invoke(main, ["board", "--placer", "annealing"])
     assert res.exit_code == 2 and "annealing" in res.output
