@@ -11,6 +11,7 @@ from attenio.base.errors import bad
 __all__ = ["kv_blocks_during", "kv_order", "next_is_v", "causal_visible", "window_visible",
            "visible",
            "key_span", "check_window", "keys_seen", "skipped_groups", "groups_seen_to",
+           "groups_started",
            "axi_bursts",
            "ENTRY_BYTES", "PAGE_ALIGN_LOG2", "PageWalk"]
 
@@ -125,17 +126,31 @@ def skipped_groups(first_key: int, q_pos: int, diag: int, lines: int, groups: in
 
 
 def groups_seen_to(last_key: int, first_key: int, q_pos: int, win_diag: int, lines: int,
-                   groups: int) -> int:
+                   groups: int, starts: bool = False) -> int:
     """One past the last row group (of ``lines`` positions) that sees a key of a window's step
     whose keys are ``first_key … last_key``: position ρ sees key j only if ``j ≥ q_pos + ρ +
     win_diag``, so the groups wholly above ``last_key − q_pos − win_diag`` skip it. At least
-    the first group stays (the caller keeps at least one past the causal skip's), and every
-    group at the tile's first two steps (as :func:`skipped_groups`: the first starts every
-    row's softmax)."""
+    the first group stays (the caller keeps at least one past the causal skip's). With
+    ``starts`` (a tile of one part: ``COMPUTE`` without ``more`` or ``cont``) each group starts
+    its rows' softmax and O at the first step that issues it (:func:`groups_started`), so the
+    cut holds from step 0; otherwise every group issues at the tile's first two steps (as
+    :func:`skipped_groups`: the first starts every row's softmax)."""
     u = last_key - q_pos - win_diag
-    if first_key <= 1:
+    if first_key <= 1 and not starts:
         return groups
     return max(1, min(u // lines + 1, groups)) if u >= 0 else 1
+
+
+def groups_started(span_before: tuple[int, int] | None, groups: int) -> int:
+    """The first row group that starts at a step (its rows' m, ℓ from their reset or sink, O
+    from 0), given the previous step's issued groups ``span_before`` (first, one past the
+    last; None at step 0, where every group starts): the groups past the previous step's
+    last. A window's reach and the causal skip only rise, so every group below it was issued
+    (and started) at an earlier step, and a group issued at a step its key does not reach
+    (kept as the one past the causal skip) starts there with nothing seen, as it would have
+    at step 0. Only a tile whose window starts its groups (``groups_seen_to``'s ``starts``)
+    has groups past step 0's; elsewhere step 0 issues every group."""
+    return 0 if span_before is None else min(span_before[1], groups)
 
 
 def keys_seen(row: int, diag: int, keys: int) -> int:

@@ -213,6 +213,8 @@ class ComputeCore(wiring.Component):
             seq.running.eq(running), seq.keys.eq(c.keys), seq.blog.eq(blog), seq.ops.eq(ops),
             seq.skip.eq(skip & c.causal), seq.groups.eq(groups), seq.t0.eq(t0),
             seq.skip_hi.eq(skip & c.window), seq.tw0.eq(tw0), seq.hlog.eq(c.hlog),
+            # a tile of one part: its window starts each group at its first step
+            seq.win_starts.eq(~c.more & ~c.cont),
             seq.words.eq(words), seq.ops_v.eq(ops_v), seq.words_v.eq(words_v),
             seq.k_written.eq(kvr.k_written),
             seq.v_written.eq(kvr.v_written), seq.exp_done.eq(smx.exp_done),
@@ -227,7 +229,8 @@ class ComputeCore(wiring.Component):
         # ---- the stages, joined by name ----
         for st in (score, pv):
             m.d.comb += [st.issue.eq(seq.issue), st.is_qk.eq(seq.is_qk), st.g.eq(seq.g),
-                         st.w.eq(seq.w), st.st.eq(seq.st), st.blog.eq(blog)]
+                         st.w.eq(seq.w), st.st.eq(seq.st), st.new.eq(seq.new),
+                         st.blog.eq(blog)]
         m.d.comb += [score.last_op.eq(seq.last_op), smx.step_last.eq(score.step_last)]
         m.d.comb += [
             score.words.eq(words), score.groups.eq(groups), score.running.eq(running),
@@ -242,6 +245,7 @@ class ComputeCore(wiring.Component):
             pv.pe_o_new.eq(pe.o_new), pv.v_data.eq(kvr.v_data),
             pv.v_scale.eq(kvr.v_scale), pv.value_scales.eq(c.value_scales),
             smx.valid.eq(score.valid), smx.group.eq(score.group), smx.step.eq(score.step),
+            smx.first.eq(score.first),
             smx.visible.eq(score.visible), smx.c_m.eq(score.c_m), smx.c_sh.eq(score.c_sh),
             smx.softcap.eq(c.softcap), smx.cap.eq(c.cap), smx.cont.eq(c.cont),
             pv.cont.eq(c.cont),

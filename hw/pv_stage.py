@@ -32,8 +32,9 @@ class PVStage(wiring.Component):
 
     Ports
     -----
-    issue, is_qk, g, w, st, blog : the step sequencer's issue (a ``P V`` (group, word) when
-        ``is_qk`` is low), its row group, word and step; log2 keys per step.
+    issue, is_qk, g, w, st, new, blog : the step sequencer's issue (a ``P V`` (group, word)
+        when ``is_qk`` is low), its row group, word and step, whether the group starts at this
+        step (``StepSequencer.new``); log2 keys per step.
     pb_rd_addr, pb_data : the P buffer's read (half ``st mod 2``, the group) and its banks'
         words.
     v_data : the V ring's copies. v_scale, value_scales : each copy's key's V factor (c0,
@@ -45,8 +46,8 @@ class PVStage(wiring.Component):
         its address and whether it reads, a cycle ahead (c0), for the core's per-bank address
         registers; ``o_wr_next`` and ``o_wr_load`` the same for the write back (c3).
     pe_p, pe_shift, pe_v, pe_o_old, pe_head, pe_zero, pe_o_new : the PE array's P V operands
-        (line i's chain starts at ``i mod b == 0``; ``zero``: the first step starts from 0,
-        not in a part that continues its tile, ``cont``) and its results.
+        (line i's chain starts at ``i mod b == 0``; ``zero``: a group's first step starts
+        from 0, never in a part that continues its tile, ``cont``) and its results.
     o_wr_addr, o_wr_en, o_wr_data : the write back (c4): with b > 1 only the banks of real
         rows (ρ < p/b).
     """
@@ -59,7 +60,7 @@ class PVStage(wiring.Component):
         super().__init__({
             "issue": In(1), "is_qk": In(1), "g": In(range(gmax + 1)), "w": In(range(wmax + 1)),
             "st": In(range(cfg.max_seq_len + 1)), "blog": In(range(copies.bit_length())),
-            "cont": In(1),
+            "cont": In(1), "new": In(1),
             "pb_rd_addr": Out(range(2 * gmax)),
             "pb_data": In(data.ArrayLayout(pbuf_layout(cfg), p)),
             "v_data": In(data.ArrayLayout(word_layout(cfg), copies)),
@@ -94,7 +95,7 @@ class PVStage(wiring.Component):
         addrs = [Signal.like(pv_addr, name=f"pv_addr{k}") for k in range(5)]
         zeros = [Signal(name=f"pv_zero{k}") for k in range(5)]
         m.d.comb += [pvs[0].eq(self.issue & ~self.is_qk), addrs[0].eq(pv_addr),
-                     zeros[0].eq((self.st == 0) & ~self.cont)]
+                     zeros[0].eq(self.new & ~self.cont)]
         for k in range(1, 5):
             m.d.sync += [pvs[k].eq(pvs[k - 1]), addrs[k].eq(addrs[k - 1]),
                          zeros[k].eq(zeros[k - 1])]

@@ -41,8 +41,8 @@ class ScoreStage(wiring.Component):
 
     Ports
     -----
-    issue, is_qk, g, w, st : the step sequencer's issue (a ``Q Kᵀ`` (group, word) when both
-        are high), its row group, word and step.
+    issue, is_qk, g, w, st, new : the step sequencer's issue (a ``Q Kᵀ`` (group, word) when
+        both are high), its row group, word and step, and whether the group starts there.
     words, groups, running, blog, cmd : the tile's words a row, row groups, running flag,
         log2 keys per step and command.
     k_data, k_scale : the K ring's copies (a word each, and each key's factor).
@@ -50,7 +50,8 @@ class ScoreStage(wiring.Component):
     pe_qk, pe_k, pe_acc, pe_acc_first : the PE array's control and K operands (its Q operands
         come from the Q buffer directly).
     valid, group, step, visible : in c4 a group's scores are done (``PEArray.scores``): its
-        group, step and which lines see their key. last_op, step_last: the sequencer's last
+        group, step and which lines see their key; ``first``: the group starts at this step
+        (the sequencer's ``new`` with its issue). last_op, step_last: the sequencer's last
         issue of a step, and in c4 its group is the step's last (row groups a masked step
         skips may include the tile's last).
     c_m, c_sh : each lane's multiplier in c4: the tile's ``c_m``, ``c_sh``, the row's own
@@ -76,7 +77,7 @@ class ScoreStage(wiring.Component):
         copies = cfg.max_keys_per_step
         super().__init__({
             "issue": In(1), "is_qk": In(1), "g": In(range(gmax + 1)), "w": In(range(wmax + 1)),
-            "last_op": In(1), "step_last": Out(1),
+            "last_op": In(1), "step_last": Out(1), "new": In(1), "first": Out(1),
             "st": In(keys), "words": In(range(wmax + 1)), "groups": In(range(gmax + 1)),
             "running": In(1), "blog": In(range(_log2(copies) + 1)), "cmd": In(cmd_layout(cfg)),
             "k_data": In(data.ArrayLayout(word_layout(cfg), copies)),
@@ -111,14 +112,15 @@ class ScoreStage(wiring.Component):
         g, st = self.g, self.st
         tags = [(Signal(name=f"qk_v{k}"), Signal.like(g, name=f"qk_g{k}"),
                  Signal.like(st, name=f"qk_st{k}"), Signal(name=f"qk_first{k}"),
-                 Signal(name=f"qk_last{k}"), Signal(name=f"qk_glast{k}"))
+                 Signal(name=f"qk_last{k}"), Signal(name=f"qk_glast{k}"),
+                 Signal(name=f"qk_new{k}"))
                 for k in ("1", "1b", "2", "3")]
         m.d.sync += [a.eq(b) for a, b in zip(tags[0], (
             self.issue & self.is_qk, g, st, self.w == 0, self.w == self.words - 1,
-            self.last_op), strict=True)]
+            self.last_op, self.new), strict=True)]
         for prev, nxt in zip(tags[:-1], tags[1:], strict=True):
             m.d.sync += [a.eq(b) for a, b in zip(nxt, prev, strict=True)]
-        (v1, *_), (_, g1b, *_), (v2, g2, *_), (v3, g3, k3, first3, last3, glast3) = tags
+        (v1, *_), (_, g1b, *_), (v2, g2, *_), (v3, g3, k3, first3, last3, glast3, new3) = tags
         self._g3 = g3                 # the group in c3 (the selection's lanes, registered)
         self._k3 = k3                 # and the step (the mask's key-side sums, registered)
         # one multiplier per MAC serves both steps, its operands chosen by pe_qk (c1): a
@@ -133,7 +135,7 @@ class ScoreStage(wiring.Component):
         for i in range(p):
             m.d.comb += self.pe_k[i].eq(lanes.copy(self.k_data, i, wl, "k"))
         m.d.sync += [self.valid.eq(v3 & last3), self.group.eq(g3), self.step.eq(k3),
-                     self.step_last.eq(v3 & glast3)]
+                     self.step_last.eq(v3 & glast3), self.first.eq(new3)]
         kf = [lanes.copy(self.k_scale, i, row_scale_layout(cfg), "kf_c0") for i in range(p)]
         for stage in ("c1", "c1b", "c2"):
             nxt = [data_reg(row_scale_layout(cfg), f"kf_{stage}_{i}")

@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from attenio.base.config import HardwareConfig
 from attenio.contract.timing import timing_for
-from attenio.hw.arith import shift_add_product
+from attenio.hw.arith import delay, shift_add_product
 
 __all__ = ["StepSequencer", "COUNTER_BITS"]
 
@@ -55,6 +55,10 @@ class StepSequencer(wiring.Component):
             # ``hlog``: a row group holds mac_lines >> hlog positions (COMPUTE.head_pos)
             "skip": In(1), "groups": In(range(gmax + 1)), "t0": In(signed(26)),
             "skip_hi": In(1), "tw0": In(signed(26)),
+            # the window's cut applies from step 0: each row group starts (m, ℓ and O from
+            # their reset) at the first step that issues it (a tile of one part), where
+            # otherwise every group starts at step 0
+            "win_starts": In(1),
             "hlog": In(range(max(2, cfg.mac_lines.bit_length()))),
             # a selected part's row groups [g_lo, g_hi) (COMPUTE.select; 0 and groups else):
             # every phase issues those alone (no mask skips with it)
@@ -63,6 +67,8 @@ class StepSequencer(wiring.Component):
             "is_qk": Out(1), "st": Out(keys), "kbase": Out(keys), "kend": Out(keys),
             "steps_left": Out(1), "active": Out(1), "issue": Out(1), "step_end": Out(1),
             "g": Out(range(gmax + 1)), "w": Out(range(wmax + 1)),
+            # the issue's row group starts at this step (its first): groups from ``gnew`` on
+            "new": Out(1),
             # the issue is the phase's last (its last group's last word)
             "last_op": Out(1),
             **{n: Out(COUNTER_BITS) for n in ("pe_busy", "pe_wait_kv", "pe_wait_exp", "pe_pad")},
@@ -111,47 +117,33 @@ class StepSequencer(wiring.Component):
         sh = Signal(range(lp + 1))               # log2 of a row group's positions
         m.d.sync += sh.eq(lp - self.hlog)
 
-        def skipped(later, t, skip, groups):
-            """Row groups a causal step skips when its first key is seen from position t on
-            (t = first key − q_pos − diag): the groups wholly below t, never the last, none at
-            steps 0 and 1 (``later`` low: step 0 starts every row, step 1's Q Kᵀ follows it
-            with no P V between; contract.rules.skipped_groups)."""
-            g_raw = t >> sh
-            return Mux(skip & (t > 0) & later, Mux(g_raw < groups - 1, g_raw, groups - 1), 0)
-
-        def seen_to(later, u, skip, groups):
-            """One past the last row group a window's step reaches when its key is seen up to
-            position u (u = key − q_pos − win_diag): at least one, every group at steps 0 and 1
-            (contract.rules.groups_seen_to)."""
-            g_raw = (u >> sh) + 1
-            return Mux(skip & later, Mux(u < 0, 1, Mux(g_raw < groups, g_raw, groups)),
-                       self.g_hi)
-
         def step_len(ops_):
             return Mux(ops_ > self.min_phase, ops_, self.min_phase)
 
-        # Phase 0's shape: every row group (step 0 skips none: it starts each row's softmax,
+        # Phase 0's shape: every row group, or those a window's key 0 reaches where the window
+        # starts its groups (step 0 skips none below: it starts each row's softmax,
         # contract.rules.skipped_groups), its ops and length a cycle after the command is taken
         # (the first issue can follow the next cycle: with the tile's Q rows already in, the
         # core starts as it takes the command). The product of two small counts as shift-and-
         # add rows, not a DSP and its routing (the routed preset's worst path, g_hi → the
         # product → plen, 16.2 ns, 9.5 of them the DSP and the nets to and from it).
         ops0, ops0_m1 = Signal.like(ops), Signal.like(ops)
-        ops0_c = shift_add_product(self.g_hi - self.g_lo, words)
+        ops0_c = shift_add_product(self._phase0_end(m) - self.g_lo, words)
         m.d.sync += [ops0.eq(ops0_c), ops0_m1.eq(ops0_c - 1), plen.eq(step_len(ops0_c))]
         # The next phase's shape (registers, four stages after n_kb; a phase lasts ≥
         # min_phase cycles): the row groups it skips, its first group, its ops and length.
-        t = Signal(signed(27))
-        gm = Signal(range(gmax + 1))
+        gm, gt = self._span(m, n_kb, sh, "")
         n_g0 = Signal(range(gmax + 1))
         n_ops = Signal.like(ops)
         n_plen = Signal.like(plen)
-        later = Signal()
-        u = Signal(signed(27))
-        gt = Signal(range(gmax + 1))
-        m.d.sync += [t.eq(n_kb + self.t0), u.eq(n_kb + self.tw0), later.eq(n_kb > 1)]
-        m.d.sync += [gm.eq(skipped(later, t, self.skip, self.groups) + self.g_lo),
-                     gt.eq(seen_to(later, u, self.skip_hi, self.groups))]
+        # the groups new at the phase's step: those past the previous step's last (its key
+        # one less: a tile that skips takes one key a step), none but at step 0 unless the
+        # window starts them (``win_starts``), every one at step 0
+        gm_p, gt_p = self._span(m, n_kb - 1, sh, "_p")
+        first_p = delay(m, [n_kb == 0], 2, "seq_first_p")[0]
+        n_gnew, gnew = Signal(range(gmax + 2)), Signal(range(gmax + 2))
+        m.d.sync += n_gnew.eq(Mux(first_p, 0, Mux(self.win_starts & self.skip_hi,
+                                                  Mux(gt_p > gm_p, gt_p, gm_p + 1), gmax + 1)))
         # the groups past the window's reach (at least one group past the causal skip stays)
         g_cut = Signal(range(gmax + 1))
         m.d.comb += g_cut.eq(self.groups - Mux(gt > gm, gt, gm + 1))
@@ -169,11 +161,14 @@ class StepSequencer(wiring.Component):
         cur_m1 = Signal.like(ops)
         with m.If(~running):
             m.d.sync += [last_ph.eq(0), is_qk.eq(1), st.eq(0), kbase.eq(0),
-                         kend.eq(key_end(0)), more.eq(keys != 0), g.eq(self.g_lo), w.eq(0)]
+                         kend.eq(key_end(0)), more.eq(keys != 0), g.eq(self.g_lo), w.eq(0),
+                         gnew.eq(0)]
         with m.Elif(step_end):
             for f_, v in zip(fields, nfields, strict=True):
                 m.d.sync += f_.eq(v)
-            m.d.sync += [cur_ops.eq(n_ops), cur_m1.eq(n_ops - 1), cur_plen.eq(n_plen)]
+            m.d.sync += [cur_ops.eq(n_ops), cur_m1.eq(n_ops - 1), cur_plen.eq(n_plen),
+                         gnew.eq(n_gnew)]
+        m.d.comb += self.new.eq(g >= gnew)
         steps_left = self.steps_left
         m.d.comb += steps_left.eq(running & more)
         # "the phase's keys are in the ring (and its softmax written)": a register, compared a
@@ -215,6 +210,50 @@ class StepSequencer(wiring.Component):
             m.d.sync += [ph.eq(0), first.eq(1), cnt.eq(0), w.eq(0)]
         self.dbg = {"ph": ph, "cnt": cnt}
         return m
+
+    def _skipped(self, later, t, sh):
+        """Row groups (of ``2**sh`` positions) a causal step skips when its first key is seen
+        from position t on (t = first key − q_pos − diag): the groups wholly below t, never
+        the last, none at steps 0 and 1 (``later`` low: step 0 starts every row, step 1's
+        Q Kᵀ follows it with no P V between; contract.rules.skipped_groups)."""
+        g_raw, groups = t >> sh, self.groups
+        return Mux(self.skip & (t > 0) & later, Mux(g_raw < groups - 1, g_raw, groups - 1), 0)
+
+    def _seen_to(self, later, u, sh):
+        """One past the last row group a window's step reaches when its key is seen up to
+        position u (u = key − q_pos − win_diag): at least one, every group at steps 0 and 1
+        unless the groups start where the window reaches them (``win_starts``;
+        contract.rules.groups_seen_to)."""
+        g_raw, groups = (u >> sh) + 1, self.groups
+        return Mux(self.skip_hi & (later | self.win_starts),
+                   Mux(u < 0, 1, Mux(g_raw < groups, g_raw, groups)), self.g_hi)
+
+    def _span(self, m: Module, kb, sh, suffix: str):
+        """The row groups the step whose key is ``kb`` issues, two register stages after
+        ``kb``: its first (past the causal skip, from ``g_lo``) and one past the window's
+        reach (the caller keeps at least one group past the first)."""
+        gmax = self.cfg.row_groups
+        t = Signal(signed(27), name=f"seq_t{suffix}")
+        u = Signal(signed(27), name=f"seq_u{suffix}")
+        later = Signal(name=f"seq_later{suffix}")
+        m.d.sync += [t.eq(kb + self.t0), u.eq(kb + self.tw0), later.eq(kb > 1)]
+        gm = Signal(range(gmax + 1), name=f"seq_gm{suffix}")
+        gt = Signal(range(gmax + 1), name=f"seq_gt{suffix}")
+        m.d.sync += [gm.eq(self._skipped(later, t, sh) + self.g_lo),
+                     gt.eq(self._seen_to(later, u, sh))]
+        return gm, gt
+
+    def _phase0_end(self, m: Module):
+        """One past the last row group phase 0 issues, from the command (combinational: its
+        ops are registered a cycle after the command is taken): every group, or, in a tile
+        whose window starts its groups, those its key 0 reaches (seen up to position tw0 =
+        −(q_pos + win_diag)), at least the first."""
+        lp = self.cfg.mac_lines.bit_length() - 1
+        sh0 = Signal(range(lp + 1))
+        gt0 = Signal(range(self.cfg.row_groups + 1))
+        m.d.comb += [sh0.eq(lp - self.hlog), gt0.eq(self._seen_to(0, self.tw0, sh0))]
+        return Mux(self.skip_hi & self.win_starts, Mux(gt0 > self.g_lo, gt0, self.g_lo + 1),
+                   self.g_hi)
 
     def _counters(self, m: Module, waiting, for_kv) -> None:
         """The PE array's performance counters: busy (an op issued), padding (a phase's cycles

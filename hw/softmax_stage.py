@@ -38,9 +38,11 @@ class SoftmaxStage(wiring.Component):
     -----
     valid, group, step, visible, scores, c_m, c_sh : a row group's scores in c4 with their
         group, step, the lines that see their key and each lane's multiplier
-        (:class:`attenio.hw.score.ScoreStage`, ``PEArray.scores``).
+        (:class:`attenio.hw.score.ScoreStage`, ``PEArray.scores``). ``first``: the group
+        starts at this step (its rows' m and ℓ from their reset or sinks): step 0, or the step
+        a window first reaches it (``StepSequencer.new``).
     softcap, cap : the tile's soft-cap (its COMPUTE's fields; ``cfg.softcap_unit`` only).
-    cont : the part continues its tile (COMPUTE.cont): its step 0 is not the rows' first.
+    cont : the part continues its tile (COMPUTE.cont): no step of it is the rows' first.
     sinks, sink : the tile's rows start from their sinks, each lane's row's (the score
         stage's; ``cfg.sinks_unit`` only).
     alibi_on, alibi, rel : the tile's logits lose ALiBi's bias, each lane's row's slope word
@@ -66,6 +68,7 @@ class SoftmaxStage(wiring.Component):
         lkmax = cfg.max_keys_per_step.bit_length() - 1
         super().__init__({
             "valid": In(1), "group": In(range(gmax + 1)), "step": In(keys), "visible": In(p),
+            "first": In(1),
             "step_last": In(1),
             "scores": In(data.ArrayLayout(signed(cfg.score_bits), p)),
             "c_m": In(data.ArrayLayout(unsigned(cfg.scale_factor_bits), p)),
@@ -94,7 +97,7 @@ class SoftmaxStage(wiring.Component):
         m.d.comb += [sm.chain_log2.eq(self.blog), sm.i.valid.eq(self.valid),
                      sm.softcap.eq(self.softcap), sm.cap.eq(self.cap),
                      sm.i.payload.visible.eq(self.visible),
-                     sm.i.payload.first.eq((self.step == 0) & ~self.cont)]
+                     sm.i.payload.first.eq(self.first & ~self.cont)]
         if cfg.sinks_unit:
             m.d.comb += [sm.sinks.eq(self.sinks), sm.sink.eq(self.sink)]
         if cfg.alibi_unit:

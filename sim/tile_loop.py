@@ -80,6 +80,9 @@ class TileLoop:
                                                              comp.heads == 1 or head_pos,
                                                              b == 1, self.groups))
         self.lo, self.hi = self.skip and bool(comp.causal), self.skip and window
+        # a tile of one part starts each row group where its window first issues it
+        # (contract.rules.groups_seen_to's ``starts``): no step issues every group
+        self.starts = not comp.args.get("more", 0) and not comp.args.get("cont", 0)
         self.lines = p >> (comp.rows.bit_length() - 1 if head_pos else 0)
         # a selected part (COMPUTE.select): the row groups of its rows alone, every step
         self.sel = None
@@ -155,7 +158,8 @@ class TileLoop:
         if got is None:
             lo = (skipped_groups(s, self.q_pos, self.diag, self.lines, self.groups)
                   if self.lo else 0)
-            hi = (groups_seen_to(s, s, self.q_pos, self.win_diag, self.lines, self.groups)
+            hi = (groups_seen_to(s, s, self.q_pos, self.win_diag, self.lines, self.groups,
+                                 self.starts)
                   if self.hi else self.groups)
             got = self._spans[s] = (lo, max(hi, lo + 1))
         return got
@@ -168,7 +172,7 @@ class TileLoop:
         out = self.steps
         if self.lo and lo < self.groups - 1:
             out = max(s + 1, (lo + 1) * self.lines + self.q_pos + self.diag)
-        if self.hi and s < 2:
+        if self.hi and s < 2 and not self.starts:
             out = min(out, 2)
         elif self.hi and hi < self.groups:
             # the window's reach passes group hi at key hi·lines + q_pos + win_diag (one key

@@ -7,7 +7,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from attenio.base import config as C
-from attenio.contract.rules import groups_seen_to, kv_order, skipped_groups
+from attenio.contract.rules import groups_seen_to, groups_started, kv_order, skipped_groups
 from attenio.contract.timing import TIMING
 from attenio.hw.kvring import KVRing
 from attenio.hw.qbuf import QBuffer
@@ -130,10 +130,13 @@ def rtl_phases(cfg, keys, kps_log2, ops, words, ops_v=None, words_v=None):
     return phases
 
 
-def rtl_skipping(cfg, keys, groups, words, t0, tw0=None, hlog=0, g_range=None):
+def rtl_skipping(cfg, keys, groups, words, t0, tw0=None, hlog=0, g_range=None, starts=False,
+                 news=None):
     """Per phase: (Q Kᵀ?, step, ops issued, first row group issued) with skipping on (and a
     window's at its upper edge with ``tw0``; ``hlog``: a group of mac_lines >> hlog
-    positions; ``g_range``: a selected part's groups [g_lo, g_hi))."""
+    positions; ``g_range``: a selected part's groups [g_lo, g_hi); ``starts``: the window
+    starts each group at its first step, ``win_starts``). ``news`` (a list) gets each phase's
+    groups issued with ``new``."""
     g_lo, g_hi = g_range or (0, groups)
     dut = StepSequencer(cfg)
     out = []
@@ -145,20 +148,25 @@ def rtl_skipping(cfg, keys, groups, words, t0, tw0=None, hlog=0, g_range=None):
                        (dut.groups, groups), (dut.t0, t0 or 0),
                        (dut.skip_hi, int(tw0 is not None)), (dut.tw0, tw0 or 0),
                        (dut.hlog, hlog), (dut.g_lo, g_lo), (dut.g_hi, g_hi),
+                       (dut.win_starts, int(starts)),
                        (dut.k_written, keys), (dut.v_written, keys), (dut.exp_done, keys)):
             ctx.set(sig, v)
         await ctx.tick().repeat(4)
         ctx.set(dut.running, 1)
-        issues, first_g = 0, None
+        issues, first_g, new = 0, None, set()
         for _ in range(100_000):
             if not ctx.get(dut.steps_left):
                 break
             if ctx.get(dut.issue):
                 first_g = ctx.get(dut.g) if issues == 0 else first_g
                 issues += 1
+                if ctx.get(dut.new):
+                    new.add(ctx.get(dut.g))
             if ctx.get(dut.step_end):
                 out.append((bool(ctx.get(dut.is_qk)), ctx.get(dut.st), issues, first_g))
-                issues, first_g = 0, None
+                if news is not None:
+                    news.append(sorted(new))
+                issues, first_g, new = 0, None, set()
             await ctx.tick()
 
     _sim(dut, tb)
@@ -193,6 +201,41 @@ def test_sequencer_skips_row_groups_past_a_window(keys, groups, words, t0, tw0, 
     got = rtl_skipping(TINY, keys, groups, words, t0, tw0, hlog)
     assert got == ref
     assert any(n < groups * words for qk, _, n, _ in got if qk)     # something was skipped
+
+
+@pytest.mark.parametrize("keys, groups, words, t0, tw0, hlog", [
+    (30, 6, 2, None, -5, 0),        # a window alone
+    (40, 7, 1, 0, -3, 1),           # causal and a window, two positions a group (head_pos)
+    (24, 5, 2, -1, 2, 2),           # one position a group, the window's reach above step 0's
+    (20, 4, 2, 0, 0, 0),            # step 0 reaches the first group alone
+])
+def test_sequencer_starts_groups_where_the_window_reaches_them(keys, groups, words, t0, tw0,
+                                                               hlog):
+    """A tile of one part (``win_starts``) cuts its window's groups from step 0 on, and flags
+    each group ``new`` at the first step that issues it (contract.rules.groups_seen_to with
+    ``starts``, groups_started): its m, ℓ and O start there, not at step 0."""
+    lines = TINY.mac_lines >> hlog
+    news: list = []
+    got = rtl_skipping(TINY, keys, groups, words, t0, tw0, hlog, starts=True, news=news)
+    ref, spans = [], {}
+    for which, st in kv_order(keys):
+        lo = skipped_groups(st, -t0, 0, lines, groups) if t0 is not None else 0
+        hi = max(lo + 1, groups_seen_to(st, st, -tw0, 0, lines, groups, starts=True))
+        spans[st] = (lo, hi)
+        ref.append((which == "K", st, (hi - lo) * (words + (which != "K")), lo))
+    assert got == ref
+    for (_, st, _, _), new in zip(got, news, strict=True):
+        lo, hi = spans[st]
+        first = groups_started(spans[st - 1] if st else None, groups)
+        assert new == list(range(max(lo, first), hi)), (st, new)
+    # the first two steps issue fewer than every group: the cut the rule lifts
+    assert any(n < groups * words for qk, st, n, _ in got if qk and st < 2)
+    # and without win_starts they issue every group, only step 0's new
+    news0: list = []
+    got0 = rtl_skipping(TINY, keys, groups, words, t0, tw0, hlog, news=news0)
+    assert all(n == groups * (words + (not qk)) for qk, st, n, _ in got0 if st < 2)
+    assert all(new == ([] if st else list(range(groups)))
+               for (_, st, _, _), new in zip(got0, news0, strict=True))
 
 
 @pytest.mark.parametrize("keys, kps_log2, ops", [(1, 0, 4), (7, 0, 20), (9, 1, 3), (16, 2, 12)])

@@ -131,6 +131,7 @@ def rtl_softmax(cfg, scores, cm, sh, vis, m_old, l_old, first, group=0, step=2):
             ctx.set(dut.ml_data[i], {"m": int(m_old[i]), "l": int(l_old[i])})
         ctx.set(dut.visible, sum(1 << i for i in range(p) if vis[i]))
         ctx.set(dut.step, 0 if first else step)
+        ctx.set(dut.first, int(first))     # the group starts here (the sequencer's `new`)
         ctx.set(dut.group, group)
         ctx.set(dut.valid, 1)
         ctx.set(dut.step_last, 1)           # the step's last group (here its only one)
@@ -209,6 +210,7 @@ def rtl_pv(cfg, p_vals, shifts, v, o_old, step):
     async def tb(ctx):
         ctx.set(dut.is_qk, 0)
         ctx.set(dut.st, step)
+        ctx.set(dut.new, int(step == 0))     # the group's first step starts O from 0
         ctx.set(dut.v_data[0], [int(x) for x in v])
         for i in range(lanes):
             ctx.set(dut.pb_data[i], {"p": int(p_vals[i]), "shift": int(shifts[i])})
