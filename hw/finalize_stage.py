@@ -86,8 +86,15 @@ class FinalizeStage(wiring.Component):
         m.submodules.ofifo = ofifo = StreamFIFO(out_word_layout(cfg), OUT_FIFO_DEPTH)
         frow, fw, inflight, drain = self.frow, self.fw, self.inflight, self.drain
         f_raw = Signal()    # the word issued is the row's statistics (lse): after its O words
-        fwords = Signal(range(wmax + 2))
-        m.d.comb += [fwords.eq(self.words + c.lse), f_raw.eq(fw == self.words)]
+        m.d.comb += f_raw.eq(fw == self.words)
+        # a row's last word (its statistics word with lse) and the tile's last row: registers
+        # of the command's fields (steady for the tile; finalize issues many cycles after the
+        # command), so no adder sits before the compares on the issue's path to the next O
+        # address (a board build's worst path, session 19: words + lse → the last-word compare
+        # → the next row → the O banks' read-address registers)
+        f_last_w = data_reg(range(-1, wmax + 2), "fin_last_w")
+        f_last_row = data_reg(range(-1, cfg.tile_rows + 1), "fin_last_row")
+        m.d.sync += [f_last_w.eq(self.words + c.lse - 1), f_last_row.eq(c.rows - 1)]
         f_all = self.all_issued
         no_keys = Signal()
         m.d.comb += no_keys.eq(c.keys == 0)
@@ -122,7 +129,7 @@ class FinalizeStage(wiring.Component):
         with m.If(self.clear):
             m.d.comb += [fw_n.eq(0), frow_n.eq(0)]
         with m.Elif(self.issue):
-            with m.If(fw == fwords - 1):
+            with m.If(fw == f_last_w):
                 m.d.comb += [fw_n.eq(0), frow_n.eq(frow + 1)]
             with m.Else():
                 m.d.comb += fw_n.eq(fw + 1)
@@ -137,7 +144,7 @@ class FinalizeStage(wiring.Component):
                      self.o_addr_next.eq(o_address(frow_n, fw_n, fw_n == self.words))]
         with m.If(self.issue):
             m.d.sync += self.fin_busy.eq(self.fin_busy + 1)
-            with m.If((fw == fwords - 1) & (frow == c.rows - 1)):
+            with m.If((fw == f_last_w) & (frow == f_last_row)):
                 m.d.sync += f_all.eq(1)
         # c1: the banks' words; c2: each bank's registered (placed beside its RAM); c3: the
         # selected row's, registered before the finalize unit
