@@ -74,14 +74,8 @@ def test_pll_dividers():
         assert 3.125 <= 25 / p["CLKI_DIV"] <= 400
 
 
-def test_board_cli_passes_nextpnr_options(monkeypatch):
-    """``attenio board --nextpnr-opt`` (repeatable) reaches the build, after the project's
-    own nextpnr options (a seed picks another placement of the same netlist)."""
-    from click.testing import CliRunner
-
-    from attenio.app.cli import main
-    from attenio.fpga.synth import nextpnr_opts
-
+def _fake_build(monkeypatch) -> dict:
+    """Replace the board build with a fake that records its keyword arguments (returned)."""
     seen = {}
 
     def fake(hw, wl, **kw):
@@ -90,6 +84,18 @@ def test_board_cli_passes_nextpnr_options(monkeypatch):
                 "seconds": 1.0, "log": "x.tim"}
 
     monkeypatch.setattr(board, "build_board", fake)
+    return seen
+
+
+def test_board_cli_passes_nextpnr_options(monkeypatch):
+    """``attenio board --nextpnr-opt`` (repeatable) reaches the build, after the project's
+    own nextpnr options (a seed picks another placement of the same netlist)."""
+    from click.testing import CliRunner
+
+    from attenio.app.cli import main
+    from attenio.fpga.synth import nextpnr_opts
+
+    seen = _fake_build(monkeypatch)
     res = CliRunner().invoke(main, ["board", "--nextpnr-opt=--seed=3",
                                     "--nextpnr-opt=--router2-heatmap=heat"])
     assert res.exit_code == 0, res.output
@@ -118,14 +124,7 @@ def test_placer_is_chosen_once(monkeypatch):
     with pytest.raises(ConfigError, match="placer='annealing'"):
         nextpnr_opts(placer="annealing")
 
-    seen = {}
-
-    def fake(hw, wl, **kw):
-        seen.update(kw)
-        return {"bitstream": "x.bit", "bytes": 1, "fmax_mhz": 30.0, "clock_mhz": 25.0,
-                "seconds": 1.0, "log": "x.tim"}
-
-    monkeypatch.setattr(board, "build_board", fake)
+    seen = _fake_build(monkeypatch)
     res = CliRunner().invoke(main, ["board", "--placer", "heap"])
     assert res.exit_code == 0, res.output
     assert seen["placer"] == "heap"
