@@ -40,7 +40,7 @@ from attenio.hw.pe_array import PEArray
 from attenio.hw.pv_stage import PVStage, acc_word_layout
 from attenio.hw.qbuf import QBuffer
 from attenio.hw.score import QK_LATENCY, ScoreStage
-from attenio.hw.sequencer import COUNTER_BITS, StepSequencer
+from attenio.hw.sequencer import COUNTER_BITS, StepSequencer, phase0_end
 from attenio.hw.softmax import softmax_latency
 from attenio.hw.softmax_stage import SoftmaxStage, ml_layout, pbuf_layout
 
@@ -188,12 +188,14 @@ class ComputeCore(wiring.Component):
         # the rows a selected part computes lie in row groups [g_lo, g_hi) (every group else)
         g_lo = Signal(range(gmax + 1))
         g_hi = Signal(range(gmax + 1))
+        g_hi_new = Mux(cm.select, (cm.sel_row + cm.head_rows + (p - 1)) >> lp, g_new)
+        g_hi0 = Signal(range(gmax + 1))          # phase 0's (hw.sequencer.phase0_end)
         cont_go = Signal(2)      # a cont part starts two cycles after its command is taken
         m.d.sync += cont_go.eq(Cat(take & cm.cont, cont_go[0]))
         with m.If(take):
-            m.d.sync += [g_lo.eq(Mux(cm.select, cm.sel_row >> lp, 0)),
-                         g_hi.eq(Mux(cm.select, (cm.sel_row + cm.head_rows + (p - 1)) >> lp,
-                                     g_new)), held.eq(0),
+            m.d.sync += [g_lo.eq(Mux(cm.select, cm.sel_row >> lp, 0)), g_hi.eq(g_hi_new),
+                         g_hi0.eq(phase0_end(m, cfg, cm, g_new, skip_new, g_hi_new)),
+                         held.eq(0),
                          c.eq(cm), groups.eq(g_new), words.eq((cm.d + (q - 1)) >> lq),
                          words_v.eq((cm.dv + (q - 1)) >> lq),
                          self.busy.eq(1), t0.eq(t0_new), skip.eq(skip_new),
@@ -209,7 +211,7 @@ class ComputeCore(wiring.Component):
         m.d.comb += [
             qbuf.core_busy.eq(self.busy), qbuf.q_free.eq(self.steps_done & ~c.more),
             qbuf.cmd_taken.eq(take),
-            seq.g_lo.eq(g_lo), seq.g_hi.eq(g_hi),
+            seq.g_lo.eq(g_lo), seq.g_hi.eq(g_hi), seq.g_hi0.eq(g_hi0),
             seq.running.eq(running), seq.keys.eq(c.keys), seq.blog.eq(blog), seq.ops.eq(ops),
             seq.skip.eq(skip & c.causal), seq.groups.eq(groups), seq.t0.eq(t0),
             seq.skip_hi.eq(skip & c.window), seq.tw0.eq(tw0), seq.hlog.eq(c.hlog),

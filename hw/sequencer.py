@@ -10,9 +10,25 @@ from attenio.base.config import HardwareConfig
 from attenio.contract.timing import timing_for
 from attenio.hw.arith import delay, shift_add_product
 
-__all__ = ["StepSequencer", "COUNTER_BITS"]
+__all__ = ["StepSequencer", "COUNTER_BITS", "phase0_end"]
 
 COUNTER_BITS = 40
+
+
+def phase0_end(m: Module, cfg: HardwareConfig, cm, groups, skip, g_hi):
+    """One past the last row group a tile's phase 0 issues, from its ``COMPUTE`` (``cm``, as
+    the core takes it; the core registers it with the command, and the sequencer's phase 0
+    takes its ops from it the cycle after): ``g_hi`` (every group, or a selected part's), or,
+    in a tile of one part whose window starts its groups, those its key 0 reaches, seen up to
+    position −(q_pos + win_diag) (contract.rules.groups_seen_to with ``starts``), at least
+    one. ``groups``: the tile's row groups; ``skip``: it skips row groups at all."""
+    lp = cfg.mac_lines.bit_length() - 1
+    u0 = Signal(signed(27), name="seq_u0")
+    sh0 = Signal(range(lp + 1), name="seq_sh0")
+    m.d.comb += [u0.eq(-(cm.q_pos + cm.win_diag)), sh0.eq(lp - cm.hlog)]
+    reach = (u0 >> sh0) + 1
+    seen = Mux(u0 < 0, 1, Mux(reach < groups, reach, groups))
+    return Mux(skip & cm.window & ~cm.more & ~cm.cont, seen, g_hi)
 
 
 class StepSequencer(wiring.Component):
@@ -63,6 +79,9 @@ class StepSequencer(wiring.Component):
             # a selected part's row groups [g_lo, g_hi) (COMPUTE.select; 0 and groups else):
             # every phase issues those alone (no mask skips with it)
             "g_lo": In(range(gmax + 1)), "g_hi": In(range(gmax + 1)),
+            # one past phase 0's last group: ``g_hi``, or where a window that starts its groups
+            # (``win_starts``) reaches with key 0 (the core's register, from the command)
+            "g_hi0": In(range(gmax + 1)),
             "k_written": In(keys), "v_written": In(keys), "exp_done": In(keys),
             "is_qk": Out(1), "st": Out(keys), "kbase": Out(keys), "kend": Out(keys),
             "steps_left": Out(1), "active": Out(1), "issue": Out(1), "step_end": Out(1),
@@ -128,7 +147,7 @@ class StepSequencer(wiring.Component):
         # add rows, not a DSP and its routing (the routed preset's worst path, g_hi → the
         # product → plen, 16.2 ns, 9.5 of them the DSP and the nets to and from it).
         ops0, ops0_m1 = Signal.like(ops), Signal.like(ops)
-        ops0_c = shift_add_product(self._phase0_end(m) - self.g_lo, words)
+        ops0_c = shift_add_product(self.g_hi0 - self.g_lo, words)
         m.d.sync += [ops0.eq(ops0_c), ops0_m1.eq(ops0_c - 1), plen.eq(step_len(ops0_c))]
         # The next phase's shape (registers, four stages after n_kb; a phase lasts ≥
         # min_phase cycles): the row groups it skips, its first group, its ops and length.
@@ -242,18 +261,6 @@ class StepSequencer(wiring.Component):
         m.d.sync += [gm.eq(self._skipped(later, t, sh) + self.g_lo),
                      gt.eq(self._seen_to(later, u, sh))]
         return gm, gt
-
-    def _phase0_end(self, m: Module):
-        """One past the last row group phase 0 issues, from the command (combinational: its
-        ops are registered a cycle after the command is taken): every group, or, in a tile
-        whose window starts its groups, those its key 0 reaches (seen up to position tw0 =
-        −(q_pos + win_diag)), at least the first."""
-        lp = self.cfg.mac_lines.bit_length() - 1
-        sh0 = Signal(range(lp + 1))
-        gt0 = Signal(range(self.cfg.row_groups + 1))
-        m.d.comb += [sh0.eq(lp - self.hlog), gt0.eq(self._seen_to(0, self.tw0, sh0))]
-        return Mux(self.skip_hi & self.win_starts, Mux(gt0 > self.g_lo, gt0, self.g_lo + 1),
-                   self.g_hi)
 
     def _counters(self, m: Module, waiting, for_kv) -> None:
         """The PE array's performance counters: busy (an op issued), padding (a phase's cycles

@@ -107,6 +107,7 @@ def rtl_phases(cfg, keys, kps_log2, ops, words, ops_v=None, words_v=None):
         ctx.set(dut.words_v, words if words_v is None else words_v)
         ctx.set(dut.groups, ops // words)
         ctx.set(dut.g_hi, ops // words)
+        ctx.set(dut.g_hi0, ops // words)
         await ctx.tick()
         # every row is in the rings and every softmax done: nothing stalls
         ctx.set(dut.k_written, keys)
@@ -138,6 +139,11 @@ def rtl_skipping(cfg, keys, groups, words, t0, tw0=None, hlog=0, g_range=None, s
     starts each group at its first step, ``win_starts``). ``news`` (a list) gets each phase's
     groups issued with ``new``."""
     g_lo, g_hi = g_range or (0, groups)
+    # phase 0's groups, as the core registers them with the command: where a window that
+    # starts its groups reaches with key 0 (contract.rules.groups_seen_to), else g_hi
+    lines = cfg.mac_lines >> hlog
+    g_hi0 = (max(1, groups_seen_to(0, 0, -tw0, 0, lines, groups, starts=True))
+             if starts and tw0 is not None else g_hi)
     dut = StepSequencer(cfg)
     out = []
 
@@ -148,6 +154,7 @@ def rtl_skipping(cfg, keys, groups, words, t0, tw0=None, hlog=0, g_range=None, s
                        (dut.groups, groups), (dut.t0, t0 or 0),
                        (dut.skip_hi, int(tw0 is not None)), (dut.tw0, tw0 or 0),
                        (dut.hlog, hlog), (dut.g_lo, g_lo), (dut.g_hi, g_hi),
+                       (dut.g_hi0, g_hi0),
                        (dut.win_starts, int(starts)),
                        (dut.k_written, keys), (dut.v_written, keys), (dut.exp_done, keys)):
             ctx.set(sig, v)
