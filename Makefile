@@ -51,9 +51,11 @@ test-slow: $(STAMP) $(FPGA_STAMP) tools
 	@$(RUN) $(PY) -m pytest -q -m slow
 
 # place and route the fpga preset at speed grades 8 and 6 (an hour or more each on the
-# WebAssembly nextpnr; logs and reports under data/fpga/)
+# WebAssembly nextpnr; logs and reports under data/fpga/), with the electrostatic placer and
+# router2's alternate weights: the options today's RTL routes with (docs/fpga.md)
 route-fpga: $(STAMP) $(FPGA_STAMP)
-	@$(RUN) $(PY) scripts/route_fpga.py --preset fpga --speeds 8 6
+	@$(RUN) $(PY) scripts/route_fpga.py --preset fpga --speeds 8 6 --placer static \
+		--nextpnr-opt=--router2-alt-weights
 
 # the formal AXI4 checks of fetch, load and store (verify/formal.py; about 1 minute)
 formal: $(STAMP) $(FPGA_STAMP)
