@@ -286,7 +286,7 @@ class ComputeCore(wiring.Component):
         self.dbg = {"step": seq.st, "k_wr": kvr.k_written, "v_wr": kvr.v_written,
                     "k_free": kvr.k_free, "v_free": kvr.v_free, "exp_done": smx.exp_done,
                     "running": running, "q_done": qbuf.loaded, "f_all": fin.all_issued,
-                    "frow": fin.frow, "inflight": fin.inflight, "drain": fin.drain,
+                    "frow": fin.frow, "held": fin.held, "drain": fin.drain,
                     "g": seq.g, "w": seq.w, "ops": ops, "plen": seq.plen0,
                     "kv_closed": kvr.closed}
         return m

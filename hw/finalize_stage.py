@@ -70,11 +70,11 @@ class FinalizeStage(wiring.Component):
             "o": Out(stream.Signature(out_word_layout(cfg))),
             "fin_busy": Out(COUNTER_BITS),
         })
-        # the issue's row and word, the words in flight and the drain count (for the core's
-        # debug view)
+        # the issue's row and word, the words issued and not yet taken from the FIFO (in the
+        # pipeline or the FIFO) and the drain count (for the core's debug view)
         self.frow = Signal(range(cfg.tile_rows + 1), name="frow")
         self.fw = Signal(range(wmax + 1), name="fw")
-        self.inflight = Signal(range(OUT_FIFO_DEPTH + 1), name="inflight")
+        self.held = Signal(range(OUT_FIFO_DEPTH + 2), name="fin_held")
         self.drain = Signal(range(PV_DRAIN + 1), name="drain")
 
     def elaborate(self, platform):
@@ -84,7 +84,7 @@ class FinalizeStage(wiring.Component):
         c = self.cmd
         m.submodules.fin = fin = Finalize(cfg)
         m.submodules.ofifo = ofifo = StreamFIFO(out_word_layout(cfg), OUT_FIFO_DEPTH)
-        frow, fw, inflight, drain = self.frow, self.fw, self.inflight, self.drain
+        frow, fw, held, drain = self.frow, self.fw, self.held, self.drain
         f_raw = Signal()    # the word issued is the row's statistics (lse): after its O words
         m.d.comb += f_raw.eq(fw == self.words)
         # a row's last word (its statistics word with lse) and the tile's last row: registers
@@ -107,12 +107,11 @@ class FinalizeStage(wiring.Component):
         m.d.sync += ready.eq(self.active_next)
         with m.If(self.running & ~self.steps_left & (drain != PV_DRAIN)):
             m.d.sync += drain.eq(drain + 1)
-        # room for one more word: the FIFO's level plus the words in flight below the depth, a
-        # register (``room``) of the sum a cycle ahead (``held``: the sum itself, kept beside
-        # them: + an issue, − a word taken from the FIFO), so the issue enables see no adder
+        # room for one more word: the words held (in flight or in the FIFO: + an issue, − a
+        # word taken from the FIFO) below the depth, a register (``room``) of the count a
+        # cycle ahead, so the issue enables see no adder
         # and compare (the board build's worst path, session 19: the FIFO's level → the room
         # compare → the issue → the next row → the O banks' read address)
-        held = Signal(range(OUT_FIFO_DEPTH + 2), name="fin_held")
         room = Signal(init=1, name="fin_room")
         taken = Signal()
         m.d.comb += taken.eq(self.o.valid & self.o.ready)
@@ -189,15 +188,12 @@ class FinalizeStage(wiring.Component):
         m.d.comb += [fin.i.valid.eq(fv3), fin.i.payload.eq(fin_in)]
         # the finalize unit never waits: its words fit the FIFO by the issue rule above
         m.d.comb += [ofifo.i.valid.eq(fin.o.valid), ofifo.i.payload.eq(fin.o.payload)]
-        with m.If(self.issue & ~ofifo.i.valid):
-            m.d.sync += inflight.eq(inflight + 1)
-        with m.Elif(~self.issue & ofifo.i.valid):
-            m.d.sync += inflight.eq(inflight - 1)
         wiring.connect(m, ofifo.o, wiring.flipped(self.o))
         # (the FIFO's level, not its output's valid: a word just written counts at once, where
         # its valid follows a cycle later; with valid the core ended a cycle early, the tile's
         # last word still in the FIFO, whenever it entered an empty one)
-        m.d.comb += self.drained.eq((inflight == 0) & (ofifo.level == 0) & ~fv1 & ~fv2 & ~fv3)
+        # (``held`` counts both: the words in flight and those in the FIFO)
+        m.d.comb += self.drained.eq((held == 0) & ~fv1 & ~fv2 & ~fv3)
         with m.If(self.clear):
             m.d.sync += [f_all.eq(0), drain.eq(0)]
         return m

@@ -15,6 +15,14 @@ __all__ = ["StepSequencer", "COUNTER_BITS", "phase0_end"]
 COUNTER_BITS = 40
 
 
+def window_reach(u, sh, groups):
+    """One past the last row group (of ``2**sh`` positions) a window's key reaches when it is
+    seen up to position u (u = key − q_pos − win_diag), at least one and at most ``groups``
+    (contract.rules.groups_seen_to)."""
+    g_raw = (u >> sh) + 1
+    return Mux(u < 0, 1, Mux(g_raw < groups, g_raw, groups))
+
+
 def phase0_end(m: Module, cfg: HardwareConfig, cm, groups, skip, g_hi):
     """One past the last row group a tile's phase 0 issues, from its ``COMPUTE`` (``cm``, as
     the core takes it; the core registers it with the command, and the sequencer's phase 0
@@ -26,9 +34,7 @@ def phase0_end(m: Module, cfg: HardwareConfig, cm, groups, skip, g_hi):
     u0 = Signal(signed(27), name="seq_u0")
     sh0 = Signal(range(lp + 1), name="seq_sh0")
     m.d.comb += [u0.eq(-(cm.q_pos + cm.win_diag)), sh0.eq(lp - cm.hlog)]
-    reach = (u0 >> sh0) + 1
-    seen = Mux(u0 < 0, 1, Mux(reach < groups, reach, groups))
-    return Mux(skip & cm.window & ~cm.more & ~cm.cont, seen, g_hi)
+    return Mux(skip & cm.window & ~cm.more & ~cm.cont, window_reach(u0, sh0, groups), g_hi)
 
 
 class StepSequencer(wiring.Component):
@@ -243,9 +249,8 @@ class StepSequencer(wiring.Component):
         position u (u = key − q_pos − win_diag): at least one, every group at steps 0 and 1
         unless the groups start where the window reaches them (``win_starts``;
         contract.rules.groups_seen_to)."""
-        g_raw, groups = (u >> sh) + 1, self.groups
-        return Mux(self.skip_hi & (later | self.win_starts),
-                   Mux(u < 0, 1, Mux(g_raw < groups, g_raw, groups)), self.g_hi)
+        return Mux(self.skip_hi & (later | self.win_starts), window_reach(u, sh, self.groups),
+                   self.g_hi)
 
     def _span(self, m: Module, kb, sh, suffix: str):
         """The row groups the step whose key is ``kb`` issues, two register stages after
